@@ -1,0 +1,41 @@
+#!/usr/bin/env node
+import { serve, serveOptionsFromEnv } from './serve.js';
+
+const USAGE = `Usage: keyway serve
+
+Starts the Keyway broker. Environment:
+  PORT              listening port (default 8787)
+  HOST              listening address (default: every interface)
+  KEYWAY_ROOT_KEY   the root key, at least 32 characters (default: generated, printed once)`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command = 'serve'] = argv;
+  if (command === '--help' || command === '-h' || command === 'help') {
+    console.log(USAGE);
+    return 0;
+  }
+  if (command !== 'serve') {
+    console.error(`keyway: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
+    return 2;
+  }
+  const running = await serve(serveOptionsFromEnv(process.env));
+  const stop = () => {
+    running.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  return -1;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exitCode = code;
+  },
+  (error: unknown) => {
+    console.error(`keyway: ${error instanceof Error ? error.message : String(error)}`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,7 @@
+export {
+  generateRootKey,
+  type RunningServer,
+  type ServeOptions,
+  serve,
+  serveOptionsFromEnv,
+} from './serve.js';

@@ -1,0 +1,92 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type Broker, createBroker } from '@keyway/core';
+import { createHandler, toNodeHandler } from '@keyway/http';
+import { memoryStorage } from '@keyway/store-memory';
+
+/** Options of {@link serve}, read from the environment by `keyway serve` (API.md §0). */
+export interface ServeOptions {
+  /** Listening port; `0` picks a free one. Default 8787. */
+  port?: number;
+  /** Listening address; default: every interface. */
+  host?: string;
+  /** The root key; generated when absent. */
+  rootKey?: string;
+  /** Where lines for the operator go; default `console.log`. */
+  log?: (line: string) => void;
+}
+
+/** A running broker server. */
+export interface RunningServer {
+  readonly server: Server;
+  readonly broker: Broker;
+  /** `http://localhost:<port>`. */
+  readonly url: string;
+  /** Whether the root key was generated (and printed) at start. */
+  readonly generatedRootKey: boolean;
+  close(): Promise<void>;
+}
+
+/** A fresh root key: 32 random bytes, base64url (43 characters). */
+export function generateRootKey(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(32));
+  return Buffer.from(bytes).toString('base64url');
+}
+
+/**
+ * Starts the standalone broker on Node `http`, with in-memory storage for now.
+ *
+ * @example
+ * const running = await serve({ port: 0, rootKey });
+ * await fetch(`${running.url}/api/admin/tokens`, { headers: { authorization: `Bearer ${rootKey}` } });
+ * await running.close();
+ */
+export async function serve(options: ServeOptions = {}): Promise<RunningServer> {
+  const log = options.log ?? ((line: string) => console.log(line));
+  const generatedRootKey = options.rootKey === undefined;
+  const rootKey = options.rootKey ?? generateRootKey();
+  const broker = createBroker({ rootKey, storage: memoryStorage() });
+  const server = createServer(toNodeHandler(createHandler(broker)));
+  server.listen(options.port ?? 8787, options.host);
+  await Promise.race([
+    once(server, 'listening'),
+    once(server, 'error').then(([error]) => Promise.reject(error)),
+  ]);
+  const { port } = server.address() as AddressInfo;
+  const url = `http://localhost:${port}`;
+  log(`Keyway broker listening on ${url} (storage: memory; records are lost on exit)`);
+  if (generatedRootKey) {
+    log('No KEYWAY_ROOT_KEY was set, so a root key was generated. It is shown only this once:');
+    log(`  KEYWAY_ROOT_KEY=${rootKey}`);
+  }
+  return {
+    server,
+    broker,
+    url,
+    generatedRootKey,
+    async close() {
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close');
+      await broker.close();
+    },
+  };
+}
+
+/** Reads {@link ServeOptions} from environment variables (API.md §0). */
+export function serveOptionsFromEnv(env: Record<string, string | undefined>): ServeOptions {
+  const options: ServeOptions = {};
+  if (env.PORT !== undefined && env.PORT !== '') {
+    const port = Number(env.PORT);
+    if (!Number.isInteger(port) || port < 0 || port > 65535) {
+      throw new TypeError(
+        `PORT must be an integer from 0 to 65535, not ${JSON.stringify(env.PORT)}`,
+      );
+    }
+    options.port = port;
+  }
+  if (env.HOST) options.host = env.HOST;
+  if (env.KEYWAY_ROOT_KEY) options.rootKey = env.KEYWAY_ROOT_KEY;
+  return options;
+}

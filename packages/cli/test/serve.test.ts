@@ -1,0 +1,75 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { generateRootKey, type RunningServer, serve, serveOptionsFromEnv } from '../src/index.js';
+
+const ROOT_KEY = 'cli-test-root-key-0123456789abcdefghijkl';
+
+describe('serve()', () => {
+  let running: RunningServer | undefined;
+
+  afterEach(async () => {
+    await running?.close();
+    running = undefined;
+  });
+
+  it('serves the token endpoints over HTTP with the configured root key', async () => {
+    const lines: string[] = [];
+    running = await serve({ port: 0, rootKey: ROOT_KEY, log: (line) => lines.push(line) });
+    const minted = await fetch(`${running.url}/api/admin/tokens`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'smoke', scopes: ['acme'] }),
+    });
+    expect(minted.status).toBe(201);
+    const { access_token } = (await minted.json()) as { access_token: string };
+    const listed = await fetch(`${running.url}/api/admin/tokens`, {
+      headers: { authorization: `Bearer ${access_token}` },
+    });
+    expect(listed.status).toBe(200);
+    expect(lines.join('\n')).not.toContain(ROOT_KEY);
+    expect(running.generatedRootKey).toBe(false);
+  });
+
+  it('generates a root key when none is set, prints it once, and accepts it', async () => {
+    const lines: string[] = [];
+    running = await serve({ port: 0, log: (line) => lines.push(line) });
+    const printed = lines.join('\n').match(/KEYWAY_ROOT_KEY=(\S+)/)?.[1] as string;
+    expect(printed).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(lines.filter((line) => line.includes(printed))).toHaveLength(1);
+    const reply = await fetch(`${running.url}/api/admin/tokens`, {
+      headers: { authorization: `Bearer ${printed}` },
+    });
+    expect(reply.status).toBe(200);
+  });
+
+  it('refuses a root key shorter than 32 characters', async () => {
+    await expect(serve({ port: 0, rootKey: 'short', log: () => {} })).rejects.toThrow(
+      '"rootKey" must be at least 32 characters',
+    );
+  });
+});
+
+describe('serveOptionsFromEnv()', () => {
+  it('reads PORT, HOST and KEYWAY_ROOT_KEY', () => {
+    expect(
+      serveOptionsFromEnv({ PORT: '9000', HOST: '127.0.0.1', KEYWAY_ROOT_KEY: ROOT_KEY }),
+    ).toEqual({
+      port: 9000,
+      host: '127.0.0.1',
+      rootKey: ROOT_KEY,
+    });
+    expect(serveOptionsFromEnv({})).toEqual({});
+  });
+
+  it('refuses a PORT that is not a port number', () => {
+    for (const PORT of ['x', '-1', '65536', '80.5']) {
+      expect(() => serveOptionsFromEnv({ PORT })).toThrow(TypeError);
+    }
+  });
+});
+
+describe('generateRootKey()', () => {
+  it('makes distinct 256-bit keys', () => {
+    const keys = new Set(Array.from({ length: 50 }, generateRootKey));
+    expect(keys.size).toBe(50);
+  });
+});

@@ -1,0 +1,88 @@
+import { z } from 'zod';
+import type { Storage } from './storage.js';
+import { TOKEN_PREFIX } from './token-format.js';
+
+/** Shortest root key accepted (API.md §1.1). */
+export const MIN_ROOT_KEY_LENGTH = 32;
+
+/** Options of {@link createBroker}. */
+export interface BrokerConfig {
+  /**
+   * The deployment secret: at least 32 characters. It can do everything, and every broker
+   * token's tag is keyed by a key derived from it, so changing it invalidates them all.
+   */
+  rootKey: string;
+  /** Where records live: `memoryStorage()`, `sqliteStorage(…)`, `postgresStorage(…)`. */
+  storage: Storage;
+  /** The clock, epoch milliseconds. Injected for tests; default `Date.now`. */
+  now?: () => number;
+  /** The random source. Injected for tests; default `crypto.getRandomValues`. */
+  randomBytes?: (length: number) => Uint8Array;
+}
+
+const isFunction = (value: unknown) => typeof value === 'function';
+
+const STORAGE_METHODS = [
+  'insertToken',
+  'findTokenByIdHash',
+  'findLiveTokenByName',
+  'listLiveTokens',
+  'updateTokenTree',
+  'deleteTokenTree',
+] as const;
+
+const BrokerConfigSchema = z.object({
+  rootKey: z
+    .string({ error: '"rootKey" must be a string' })
+    .min(MIN_ROOT_KEY_LENGTH, `"rootKey" must be at least ${MIN_ROOT_KEY_LENGTH} characters`)
+    .regex(/^[\x21-\x7e]+$/, {
+      message: '"rootKey" must be visible ASCII without spaces, so it can be sent in a header',
+    })
+    .refine((key) => !key.startsWith(TOKEN_PREFIX), {
+      message: `"rootKey" must not start with "${TOKEN_PREFIX}", the broker token prefix`,
+    }),
+  storage: z.custom<Storage>(
+    (value) =>
+      typeof value === 'object' &&
+      value !== null &&
+      STORAGE_METHODS.every((method) => isFunction((value as Record<string, unknown>)[method])),
+    { message: `"storage" must implement the Storage interface (${STORAGE_METHODS.join(', ')})` },
+  ),
+  now: z.custom<() => number>(isFunction, { message: '"now" must be a function' }).optional(),
+  randomBytes: z
+    .custom<(length: number) => Uint8Array>(isFunction, {
+      message: '"randomBytes" must be a function',
+    })
+    .optional(),
+});
+
+/** The validated configuration with defaults applied. */
+export interface ResolvedBrokerConfig {
+  rootKey: string;
+  storage: Storage;
+  now: () => number;
+  randomBytes: (length: number) => Uint8Array;
+}
+
+/**
+ * Validates broker options. A caller's mistake is a `TypeError` naming the option; the
+ * root key itself is never part of the message.
+ */
+export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig {
+  const result = BrokerConfigSchema.safeParse(config);
+  if (!result.success) {
+    const messages = result.error.issues.map((issue) =>
+      issue.path.length > 0 && !issue.message.startsWith('"')
+        ? `"${issue.path.join('.')}": ${issue.message}`
+        : issue.message,
+    );
+    throw new TypeError(`invalid broker configuration: ${messages.join('; ')}`);
+  }
+  const parsed = result.data;
+  return {
+    rootKey: parsed.rootKey,
+    storage: parsed.storage,
+    now: parsed.now ?? Date.now,
+    randomBytes: parsed.randomBytes ?? ((length) => crypto.getRandomValues(new Uint8Array(length))),
+  };
+}

@@ -1,0 +1,70 @@
+export { type Broker, createBroker } from './broker.js';
+export { type BrokerConfig, MIN_ROOT_KEY_LENGTH } from './config.js';
+export {
+  ERROR_STATUS,
+  isKeywayError,
+  KeywayError,
+  type KeywayErrorCode,
+  type KeywayErrorDetail,
+  type KeywayErrorOptions,
+} from './errors.js';
+export { LIST_LIMIT, type ListOptions, type Page } from './pagination.js';
+export {
+  actorOf,
+  assertCoversPath,
+  assertManagesToken,
+  type Principal,
+  type RootPrincipal,
+  rootPrincipal,
+  type TokenPrincipal,
+} from './principal.js';
+export {
+  compareCodePoints,
+  MAX_RESOURCE_PATH_LENGTH,
+  parseResourcePath,
+  type ResourcePathRule,
+  resourcePathFromUrl,
+} from './resource-path.js';
+export {
+  canonicalizeScopes,
+  coversPath,
+  coversScope,
+  intersectScopes,
+  isNarrowerOrEqual,
+  MAX_SCOPES,
+  parseScope,
+  ROOT_SCOPE,
+  reduceScopes,
+  type Scope,
+  setCoversPath,
+} from './scope.js';
+export type {
+  ListTokensQuery,
+  Storage,
+  TokenRecord,
+  TokenStorage,
+  TokenTreeChanges,
+} from './storage.js';
+export {
+  createRootKeyCheck,
+  createTokenCodec,
+  hashTokenId,
+  TOKEN_ID_BYTES,
+  TOKEN_PREFIX,
+  type TokenCodec,
+} from './token-format.js';
+export {
+  isDescendantName,
+  MAX_TOKEN_LABEL_LENGTH,
+  MAX_TOKEN_NAME_LENGTH,
+  parseLifetime,
+  parseTokenName,
+  TOKEN_LIFETIME,
+} from './token-name.js';
+export {
+  type IssuedToken,
+  type MintTokenInput,
+  type NarrowTokenInput,
+  TokenService,
+  type TokenView,
+} from './tokens.js';

@@ -1,0 +1,67 @@
+import { KeywayError } from './errors.js';
+import { type Scope, setCoversPath } from './scope.js';
+import { isDescendantName } from './token-name.js';
+
+/**
+ * Who is making a request, as established by `broker.authenticate()`. Every core operation
+ * takes one and checks it itself, so an app that embeds core without the HTTP package gets
+ * the same protection.
+ */
+export type Principal = RootPrincipal | TokenPrincipal;
+
+/** The holder of the root key: may do everything. */
+export interface RootPrincipal {
+  readonly kind: 'root';
+}
+
+/** The holder of a live broker token, as its record stood when the request was authenticated. */
+export interface TokenPrincipal {
+  readonly kind: 'token';
+  readonly name: string;
+  readonly scopes: readonly Scope[];
+  /** Expiry, epoch milliseconds. */
+  readonly expiresAt: number;
+}
+
+const ROOT: RootPrincipal = Object.freeze({ kind: 'root' });
+
+/**
+ * The root principal, for trusted server code that embeds core and acts with full rights
+ * (the equivalent of presenting the root key).
+ */
+export function rootPrincipal(): RootPrincipal {
+  return ROOT;
+}
+
+/** How a principal is named in records and events: `root` or `token:<name>`. */
+export function actorOf(principal: Principal): string {
+  return principal.kind === 'root' ? 'root' : `token:${principal.name}`;
+}
+
+/**
+ * Refuses unless the principal's scopes cover a resource path.
+ *
+ * @throws {KeywayError} `insufficient_scope`.
+ */
+export function assertCoversPath(principal: Principal, path: string): void {
+  if (principal.kind === 'root' || setCoversPath(principal.scopes, path)) return;
+  throw new KeywayError(
+    'insufficient_scope',
+    `the credential's scopes do not cover ${JSON.stringify(path)}`,
+  );
+}
+
+/**
+ * Refuses unless the principal may read or change the token called `name`: the root key,
+ * the token itself, or one of its ancestors by name (API.md §3.3).
+ *
+ * @throws {KeywayError} `delegation_denied`.
+ */
+export function assertManagesToken(principal: Principal, name: string): void {
+  if (principal.kind === 'root') return;
+  if (principal.name === name || isDescendantName(principal.name, name)) return;
+  throw new KeywayError(
+    'delegation_denied',
+    `token ${JSON.stringify(name)} is neither this token nor one of its descendants`,
+  );
+}

@@ -1,0 +1,304 @@
+import { z } from 'zod';
+import { KeywayError } from './errors.js';
+import { type ListOptions, type Page, parseListOptions, toPage } from './pagination.js';
+import {
+  actorOf,
+  assertManagesToken,
+  type Principal,
+  rootPrincipal,
+  type TokenPrincipal,
+} from './principal.js';
+import { canonicalizeScopes, intersectScopes, isNarrowerOrEqual, type Scope } from './scope.js';
+import type { TokenRecord, TokenStorage } from './storage.js';
+import {
+  createRootKeyCheck,
+  createTokenCodec,
+  TOKEN_ID_BYTES,
+  TOKEN_PREFIX,
+} from './token-format.js';
+import { isDescendantName, parseLifetime, parseTokenName } from './token-name.js';
+import { parseShape } from './validation.js';
+
+/** Body of `POST /api/admin/tokens` (API.md §3.3). */
+export interface MintTokenInput {
+  name: string;
+  scopes: string[];
+  /** Seconds, 60–2592000; default 3600. */
+  expires_in?: number;
+}
+
+/** Body of `PATCH /api/admin/tokens/<name>` (API.md §3.3): narrow only. */
+export interface NarrowTokenInput {
+  scopes?: string[];
+  expires_in?: number;
+}
+
+/** A newly minted token, as `POST /api/admin/tokens` answers: the only time it is shown. */
+export interface IssuedToken {
+  name: string;
+  access_token: string;
+  token_type: 'Bearer';
+  scopes: Scope[];
+  /** ISO 8601 UTC with milliseconds. */
+  expires_at: string;
+}
+
+/** A token as lists and reads show it: never the token itself. */
+export interface TokenView {
+  name: string;
+  scopes: Scope[];
+  expires_at: string;
+  created_at: string;
+  /** `root` or `token:<name>`. */
+  created_by: string;
+}
+
+// Shapes only: `expires_in` is checked by parseLifetime so that any bad value, whatever its
+// type, is `invalid_lifetime` (API.md §1.2).
+const MintShape = z.strictObject({
+  name: z.string(),
+  scopes: z.array(z.string()),
+  expires_in: z.unknown().optional(),
+});
+const NarrowShape = z.strictObject({
+  scopes: z.array(z.string()).optional(),
+  expires_in: z.unknown().optional(),
+});
+
+/** Dependencies of the token service, supplied by `createBroker`. */
+export interface TokenServiceOptions {
+  rootKey: string;
+  storage: TokenStorage;
+  now: () => number;
+  randomBytes: (length: number) => Uint8Array;
+}
+
+/** Why a credential was refused, in words that never echo it. */
+function invalidToken(reason: string): KeywayError {
+  return new KeywayError('invalid_token', reason);
+}
+
+function toView(record: TokenRecord): TokenView {
+  return {
+    name: record.name,
+    scopes: record.scopes,
+    expires_at: new Date(record.expiresAt).toISOString(),
+    created_at: new Date(record.createdAt).toISOString(),
+    created_by: record.createdBy,
+  };
+}
+
+function notFound(name: string): KeywayError {
+  return new KeywayError('not_found', `no live token is named ${JSON.stringify(name)}`);
+}
+
+/**
+ * Broker tokens: authenticate, mint, list, read, narrow and delete (API.md §3). Reached as
+ * `broker.tokens`; every operation takes the acting {@link Principal}.
+ */
+export class TokenService {
+  readonly #storage: TokenStorage;
+  readonly #now: () => number;
+  readonly #randomBytes: (length: number) => Uint8Array;
+  readonly #codec: ReturnType<typeof createTokenCodec>;
+  readonly #isRootKey: (presented: string) => boolean;
+
+  constructor(options: TokenServiceOptions) {
+    this.#storage = options.storage;
+    this.#now = options.now;
+    this.#randomBytes = options.randomBytes;
+    this.#codec = createTokenCodec(options.rootKey);
+    this.#isRootKey = createRootKeyCheck(options.rootKey);
+  }
+
+  /**
+   * Establishes who presents a credential: the root key, or a live broker token. Order:
+   * prefix → tag (constant time) → one storage read → expiry; a token costs one HMAC, one
+   * hash and one point read, and its record is re-read on every call, so deletion and
+   * narrowing apply on the next request.
+   *
+   * @throws {KeywayError} `invalid_token` (missing, unknown, forged, expired or revoked).
+   */
+  async authenticate(credential: string | null | undefined): Promise<Principal> {
+    if (credential === null || credential === undefined || credential === '') {
+      throw invalidToken('no credential was presented');
+    }
+    if (!credential.startsWith(TOKEN_PREFIX)) {
+      if (this.#isRootKey(credential)) return rootPrincipal();
+      throw invalidToken('the credential is not valid');
+    }
+    const idHash = this.#codec.open(credential);
+    if (idHash === null) throw invalidToken('the token is not valid');
+    const record = await this.#storage.findTokenByIdHash(idHash);
+    if (record === null) throw invalidToken('the token is unknown or has been revoked');
+    if (record.expiresAt <= this.#now()) throw invalidToken('the token has expired');
+    return {
+      kind: 'token',
+      name: record.name,
+      scopes: record.scopes,
+      expiresAt: record.expiresAt,
+    } satisfies TokenPrincipal;
+  }
+
+  /**
+   * Mints a broker token. The root key may mint any name, scopes and lifetime within the
+   * limits; a token named `N` only `N.<suffix>`, with equal or narrower scopes and an equal
+   * or earlier expiry (API.md §3.2). An omitted lifetime is 3600 s and is never silently
+   * shortened to fit the caller.
+   *
+   * @throws {KeywayError} `invalid_request`, `invalid_name`, `invalid_scope`,
+   *   `invalid_lifetime`, `delegation_denied`, `insufficient_scope`, `conflict`.
+   * @example
+   * const issued = await broker.tokens.mint(rootPrincipal(), { name: 'ci', scopes: ['acme'] });
+   * issued.scopes; // ['acme/**']
+   */
+  async mint(principal: Principal, input: MintTokenInput): Promise<IssuedToken> {
+    const shape = parseShape(MintShape, input);
+    const name = parseTokenName(shape.name);
+    const scopes = canonicalizeScopes(shape.scopes);
+    const lifetime = parseLifetime(shape.expires_in);
+    const now = this.#now();
+    const expiresAt = now + lifetime * 1000;
+
+    if (principal.kind === 'token') {
+      if (!isDescendantName(principal.name, name)) {
+        throw new KeywayError(
+          'delegation_denied',
+          `a token named ${JSON.stringify(principal.name)} may only mint names of the form "${principal.name}.<suffix>"`,
+        );
+      }
+      if (!isNarrowerOrEqual(scopes, principal.scopes)) {
+        throw new KeywayError(
+          'insufficient_scope',
+          'the requested scopes are wider than the scopes of the minting token',
+        );
+      }
+      if (expiresAt > principal.expiresAt) {
+        throw new KeywayError(
+          'delegation_denied',
+          `the requested expiry is later than the minting token's (${new Date(principal.expiresAt).toISOString()})`,
+        );
+      }
+    }
+
+    const { token, idHash } = this.#codec.issue(this.#randomBytes(TOKEN_ID_BYTES));
+    const record: TokenRecord = {
+      idHash,
+      name,
+      scopes,
+      expiresAt,
+      createdAt: now,
+      createdBy: actorOf(principal),
+    };
+    if (!(await this.#storage.insertToken(record, now))) {
+      throw new KeywayError('conflict', `a live token is already named ${JSON.stringify(name)}`);
+    }
+    return {
+      name,
+      access_token: token,
+      token_type: 'Bearer',
+      scopes,
+      expires_at: new Date(expiresAt).toISOString(),
+    };
+  }
+
+  /**
+   * Lists live tokens in name order: all of them for the root key, the token itself and its
+   * descendants for a broker token. Never includes an `access_token`.
+   */
+  async list(principal: Principal, options: ListOptions = {}): Promise<Page<TokenView>> {
+    const { limit, after } = parseListOptions(options);
+    const records = await this.#storage.listLiveTokens({
+      ...(principal.kind === 'token' ? { treeOf: principal.name } : {}),
+      ...(after === undefined ? {} : { after }),
+      limit: limit + 1,
+      now: this.#now(),
+    });
+    return toPage(records, limit, (record) => record.name, toView);
+  }
+
+  /**
+   * Reads one live token: the root key reads any, a broker token itself and its descendants.
+   *
+   * @throws {KeywayError} `invalid_name`, `delegation_denied`, `not_found`.
+   */
+  async get(principal: Principal, name: string): Promise<TokenView> {
+    const valid = parseTokenName(name);
+    assertManagesToken(principal, valid);
+    const record = await this.#storage.findLiveTokenByName(valid, this.#now());
+    if (record === null) throw notFound(valid);
+    return toView(record);
+  }
+
+  /**
+   * Narrows a token: new scopes equal or narrower than its current ones, a new expiry
+   * (now + `expires_in`) equal or earlier. Every descendant is narrowed with it in the same
+   * transaction: scopes intersected, expiry capped, and a descendant left with no scope is
+   * deleted, so a delegated token never holds what an ancestor lacks.
+   *
+   * @throws {KeywayError} `invalid_request` (a widening), `invalid_name`, `invalid_scope`,
+   *   `invalid_lifetime`, `delegation_denied`, `not_found`.
+   */
+  async narrow(principal: Principal, name: string, input: NarrowTokenInput): Promise<TokenView> {
+    const valid = parseTokenName(name);
+    const shape = parseShape(NarrowShape, input);
+    const scopes = shape.scopes === undefined ? undefined : canonicalizeScopes(shape.scopes);
+    const lifetime = shape.expires_in === undefined ? undefined : parseLifetime(shape.expires_in);
+    assertManagesToken(principal, valid);
+
+    const now = this.#now();
+    let updated: TokenRecord | undefined;
+    const found = await this.#storage.updateTokenTree(valid, now, (tree) => {
+      const [target, ...descendants] = tree as [TokenRecord, ...TokenRecord[]];
+      if (scopes !== undefined && !isNarrowerOrEqual(scopes, target.scopes)) {
+        throw new KeywayError(
+          'invalid_request',
+          'a token can only be narrowed: the new scopes must be equal to or narrower than its current ones',
+          { details: [{ path: 'scopes', message: 'wider than the current scopes' }] },
+        );
+      }
+      const expiresAt = lifetime === undefined ? target.expiresAt : now + lifetime * 1000;
+      if (expiresAt > target.expiresAt) {
+        throw new KeywayError(
+          'invalid_request',
+          'a token can only be narrowed: the new expiry must be equal to or earlier than its current one',
+          { details: [{ path: 'expires_in', message: 'later than the current expiry' }] },
+        );
+      }
+      const narrowed = { ...target, scopes: scopes ?? target.scopes, expiresAt };
+      updated = narrowed;
+      const changes = { update: [narrowed], delete: [] as string[] };
+      for (const descendant of descendants) {
+        const kept = intersectScopes(descendant.scopes, narrowed.scopes);
+        if (kept.length === 0) {
+          changes.delete.push(descendant.idHash);
+        } else if (
+          kept.length !== descendant.scopes.length ||
+          kept.some((scope, i) => scope !== descendant.scopes[i]) ||
+          descendant.expiresAt > expiresAt
+        ) {
+          changes.update.push({
+            ...descendant,
+            scopes: kept,
+            expiresAt: Math.min(descendant.expiresAt, expiresAt),
+          });
+        }
+      }
+      return changes;
+    });
+    if (!found || updated === undefined) throw notFound(valid);
+    return toView(updated);
+  }
+
+  /**
+   * Deletes a token and all its descendants in one transaction; allowed for the root key,
+   * the token itself and its ancestors. Takes effect on the very next request.
+   *
+   * @throws {KeywayError} `invalid_name`, `delegation_denied`, `not_found`.
+   */
+  async delete(principal: Principal, name: string): Promise<void> {
+    const valid = parseTokenName(name);
+    assertManagesToken(principal, valid);
+    if (!(await this.#storage.deleteTokenTree(valid, this.#now()))) throw notFound(valid);
+  }
+}

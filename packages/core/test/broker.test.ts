@@ -1,0 +1,114 @@
+import { memoryStorage } from '@keyway/store-memory';
+import { describe, expect, it } from 'vitest';
+import { createBroker, KeywayError, rootPrincipal } from '../src/index.js';
+
+const ROOT_KEY = 'core-test-root-key-0123456789abcdefghij';
+
+describe('createBroker()', () => {
+  it('refuses a root key under 32 characters with a TypeError that does not echo it', () => {
+    const short = 'x'.repeat(31);
+    expect(() => createBroker({ rootKey: short, storage: memoryStorage() })).toThrow(TypeError);
+    try {
+      createBroker({ rootKey: short, storage: memoryStorage() });
+    } catch (err) {
+      expect((err as Error).message).toContain('"rootKey" must be at least 32 characters');
+      expect((err as Error).message).not.toContain(short);
+    }
+  });
+
+  it('refuses a root key with the token prefix, spaces or non-ASCII', () => {
+    for (const rootKey of [`kw1_${'a'.repeat(40)}`, `${'a'.repeat(32)} b`, `${'a'.repeat(32)}é`]) {
+      expect(() => createBroker({ rootKey, storage: memoryStorage() })).toThrow(TypeError);
+    }
+  });
+
+  it('refuses a storage that lacks the interface', () => {
+    expect(() => createBroker({ rootKey: ROOT_KEY, storage: {} as never })).toThrow(
+      /"storage" must implement the Storage interface/,
+    );
+  });
+});
+
+describe('the broker embedded without HTTP', () => {
+  it('mints, authenticates, authorizes and deletes with the same rules as the API', async () => {
+    let now = Date.UTC(2026, 0, 1);
+    const broker = createBroker({ rootKey: ROOT_KEY, storage: memoryStorage(), now: () => now });
+    const root = rootPrincipal();
+    expect(await broker.authenticate(ROOT_KEY)).toBe(root);
+
+    const issued = await broker.tokens.mint(root, {
+      name: 'app',
+      scopes: ['acme/a'],
+      expires_in: 60,
+    });
+    const app = await broker.authenticate(issued.access_token);
+    expect(app).toEqual({
+      kind: 'token',
+      name: 'app',
+      scopes: ['acme/a/**'],
+      expiresAt: now + 60_000,
+    });
+    expect(broker.authorize(app, 'acme/a/x')).toBe('acme/a/x');
+    expect(() => broker.authorize(app, 'acme/b')).toThrow(
+      expect.objectContaining({ code: 'insufficient_scope' }),
+    );
+
+    await expect(
+      broker.tokens.mint(app, { name: 'other', scopes: ['acme/a'] }),
+    ).rejects.toMatchObject({
+      code: 'delegation_denied',
+      status: 403,
+    });
+
+    now += 60_000;
+    await expect(broker.authenticate(issued.access_token)).rejects.toMatchObject({
+      code: 'invalid_token',
+      message: 'the token has expired',
+    });
+    await expect(broker.tokens.delete(root, 'app')).rejects.toMatchObject({ code: 'not_found' });
+  });
+
+  it('refuses missing and non-token credentials with invalid_token', async () => {
+    const broker = createBroker({ rootKey: ROOT_KEY, storage: memoryStorage() });
+    for (const credential of [undefined, null, '', 'nope', `${ROOT_KEY} `]) {
+      const error = await broker.authenticate(credential).catch((err: unknown) => err);
+      expect(error).toBeInstanceOf(KeywayError);
+      expect((error as KeywayError).code).toBe('invalid_token');
+      expect((error as KeywayError).status).toBe(401);
+    }
+  });
+
+  it('validates input passed by JavaScript callers exactly like JSON bodies', async () => {
+    const broker = createBroker({ rootKey: ROOT_KEY, storage: memoryStorage() });
+    await expect(
+      broker.tokens.mint(rootPrincipal(), { name: 'a', scopes: 'acme' } as never),
+    ).rejects.toMatchObject({ code: 'invalid_request', details: [{ path: 'scopes' }] });
+    await expect(
+      broker.tokens.mint(rootPrincipal(), { name: 'a', scopes: ['a'], expires_in: '60' } as never),
+    ).rejects.toMatchObject({ code: 'invalid_lifetime' });
+  });
+
+  it('uses the injected random source for token identifiers', async () => {
+    const broker = createBroker({
+      rootKey: ROOT_KEY,
+      storage: memoryStorage(),
+      randomBytes: (length) => new Uint8Array(length).fill(1),
+    });
+    const one = await broker.tokens.mint(rootPrincipal(), { name: 'one', scopes: ['a'] });
+    const again = createBroker({
+      rootKey: ROOT_KEY,
+      storage: memoryStorage(),
+      randomBytes: (length) => new Uint8Array(length).fill(1),
+    });
+    const two = await again.tokens.mint(rootPrincipal(), { name: 'two', scopes: ['a'] });
+    expect(one.access_token).toBe(two.access_token);
+  });
+});
+
+describe('KeywayError', () => {
+  it('carries its status and serializes to the API.md body without the cause', () => {
+    const error = new KeywayError('conflict', 'taken', { cause: new Error('secret internals') });
+    expect(error.status).toBe(409);
+    expect(JSON.stringify(error)).toBe('{"error":"conflict","error_description":"taken"}');
+  });
+});

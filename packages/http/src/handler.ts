@@ -1,0 +1,201 @@
+import { type Broker, KeywayError, type Principal } from '@keyway/core';
+import {
+  bearerCredential,
+  DEFAULT_MAX_BODY_BYTES,
+  rawPathOf,
+  readJsonBody,
+  readQuery,
+} from './request.js';
+
+/** Options of {@link createHandler}. */
+export interface HandlerOptions {
+  /** Where the handler is mounted, e.g. `/keyway`; default `''` (the root). */
+  basePath?: string;
+  /** Largest accepted request body in bytes; default 1 MiB. */
+  maxBodyBytes?: number;
+  /**
+   * Called with every error that is not a {@link KeywayError} (a bug or a storage failure)
+   * before the handler answers `500 internal_error`. Default: `console.error`.
+   */
+  onInternalError?: (error: unknown, request: Request) => void;
+}
+
+/** A Web-standard request handler. */
+export type KeywayHandler = (request: Request) => Promise<Response>;
+
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+interface RouteContext {
+  request: Request;
+  principal: Principal;
+  /** The still-encoded rest of the path after the route prefix (`''` for exact routes). */
+  rest: string;
+  /** The JSON body, read on demand with the size and media-type checks. */
+  body(): Promise<unknown>;
+}
+
+type RouteHandler = (context: RouteContext) => Promise<Response>;
+
+interface Route {
+  /** Path after the base path, e.g. `/api/admin/tokens`. */
+  prefix: string;
+  /** `exact`: the path is the prefix; `rest`: the prefix, `/`, then at least one character. */
+  match: 'exact' | 'rest';
+  methods: Partial<Record<Method, RouteHandler>>;
+}
+
+const JSON_HEADERS = {
+  'content-type': 'application/json; charset=utf-8',
+  // Nothing an authenticated API answers belongs in a shared cache; responses that carry a
+  // secret must not be stored at all (API.md §1.3).
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+};
+
+function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), { status, headers: { ...JSON_HEADERS, ...headers } });
+}
+
+function noContent(): Response {
+  return new Response(null, { status: 204, headers: { 'cache-control': 'no-store' } });
+}
+
+function errorResponse(error: KeywayError, credentialPresented: boolean): Response {
+  const headers: Record<string, string> = {};
+  if (error.code === 'invalid_token') {
+    headers['www-authenticate'] = credentialPresented
+      ? 'Bearer realm="keyway", error="invalid_token"'
+      : 'Bearer realm="keyway"';
+  } else if (error.code === 'insufficient_scope') {
+    headers['www-authenticate'] = 'Bearer realm="keyway", error="insufficient_scope"';
+  }
+  return json(error.status, error.toJSON(), headers);
+}
+
+/** Decodes the one-segment token name of `/api/admin/tokens/<name>`. */
+function tokenNameFrom(rest: string): string {
+  try {
+    return decodeURIComponent(rest);
+  } catch {
+    // Not percent-decodable: let core refuse it as a name.
+    return rest;
+  }
+}
+
+function routes(broker: Broker): Route[] {
+  return [
+    {
+      prefix: '/api/admin/tokens',
+      match: 'exact',
+      methods: {
+        GET: async ({ request, principal }) =>
+          json(200, await broker.tokens.list(principal, readQuery(request, ['limit', 'cursor']))),
+        POST: async ({ principal, body }) =>
+          json(201, await broker.tokens.mint(principal, (await body()) as never)),
+      },
+    },
+    {
+      prefix: '/api/admin/tokens',
+      match: 'rest',
+      methods: {
+        GET: async ({ principal, rest }) =>
+          json(200, await broker.tokens.get(principal, tokenNameFrom(rest))),
+        PATCH: async ({ principal, rest, body }) => {
+          const name = tokenNameFrom(rest);
+          return json(200, await broker.tokens.narrow(principal, name, (await body()) as never));
+        },
+        DELETE: async ({ principal, rest }) => {
+          await broker.tokens.delete(principal, tokenNameFrom(rest));
+          return noContent();
+        },
+      },
+    },
+  ];
+}
+
+function findRoute(table: Route[], path: string): { route: Route; rest: string } | null {
+  for (const route of table) {
+    if (route.match === 'exact' && path === route.prefix) return { route, rest: '' };
+    if (
+      route.match === 'rest' &&
+      path.length > route.prefix.length + 1 &&
+      path.startsWith(`${route.prefix}/`)
+    ) {
+      return { route, rest: path.slice(route.prefix.length + 1) };
+    }
+  }
+  return null;
+}
+
+/**
+ * Creates the Keyway HTTP handler: a function from a Web `Request` to a `Response`, for any
+ * runtime or framework that speaks `fetch` (Node through {@link toNodeHandler}, Next.js
+ * route handlers, Hono, Bun, Deno). It holds no policy: each route parses its input, calls
+ * one core operation and serializes the result; errors answer with the API.md §1.2 body.
+ *
+ * @example
+ * const handler = createHandler(broker, { basePath: '/keyway' });
+ * const response = await handler(new Request('http://localhost/keyway/api/admin/tokens', {
+ *   headers: { authorization: `Bearer ${rootKey}` },
+ * }));
+ */
+export function createHandler(broker: Broker, options: HandlerOptions = {}): KeywayHandler {
+  const basePath = (options.basePath ?? '').replace(/\/+$/, '');
+  if (basePath !== '' && !basePath.startsWith('/')) {
+    throw new TypeError('"basePath" must be empty or start with "/"');
+  }
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) {
+    throw new TypeError('"maxBodyBytes" must be a positive integer');
+  }
+  const onInternalError =
+    options.onInternalError ?? ((error: unknown) => console.error('keyway: internal error', error));
+  const table = routes(broker);
+
+  return async function keywayHandler(request: Request): Promise<Response> {
+    const credential = bearerCredential(request);
+    try {
+      const fullPath = rawPathOf(request);
+      const path =
+        basePath === ''
+          ? fullPath
+          : fullPath === basePath || fullPath.startsWith(`${basePath}/`)
+            ? fullPath.slice(basePath.length)
+            : null;
+      const found = path === null ? null : findRoute(table, path);
+
+      // Precedence (API.md §1.2): authentication, then route and method, then the body.
+      if (credential === undefined) {
+        throw new KeywayError('invalid_token', 'the Authorization header is not "Bearer <token>"');
+      }
+      const principal = await broker.authenticate(credential);
+      if (found === null) throw new KeywayError('not_found', 'no such endpoint');
+      const method = request.method.toUpperCase() as Method;
+      const handle = found.route.methods[method];
+      if (handle === undefined) {
+        const allow = Object.keys(found.route.methods).join(', ');
+        return json(
+          405,
+          new KeywayError(
+            'method_not_allowed',
+            `${request.method} is not allowed here; use ${allow}`,
+          ).toJSON(),
+          { allow },
+        );
+      }
+      return await handle({
+        request,
+        principal,
+        rest: found.rest,
+        body: () => readJsonBody(request, maxBodyBytes),
+      });
+    } catch (error) {
+      if (error instanceof KeywayError) return errorResponse(error, credential !== null);
+      onInternalError(error, request);
+      return json(500, {
+        error: 'internal_error',
+        error_description: 'the server failed to handle the request',
+      });
+    }
+  };
+}

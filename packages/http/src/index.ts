@@ -1,0 +1,12 @@
+export {
+  createHandler,
+  type HandlerOptions,
+  type KeywayHandler,
+} from './handler.js';
+export {
+  type NodeHandlerOptions,
+  toNodeHandler,
+  toWebRequest,
+  writeWebResponse,
+} from './node.js';
+export { DEFAULT_MAX_BODY_BYTES } from './request.js';

@@ -1,0 +1,151 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { KeywayHandler } from './handler.js';
+import { setRawTarget } from './request.js';
+
+/** A Node `http` / Express request, with what Express adds when it is there. */
+type NodeRequest = IncomingMessage & { originalUrl?: string; body?: unknown };
+
+/** Options of {@link toNodeHandler}. */
+export interface NodeHandlerOptions {
+  /**
+   * Read the scheme and host from `X-Forwarded-Proto` / `X-Forwarded-Host`: only behind a
+   * proxy you trust to set them. Default `false`.
+   */
+  trustProxy?: boolean;
+}
+
+function first(value: string | string[] | undefined): string | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  return text?.split(',')[0]?.trim() || undefined;
+}
+
+/** The body an Express body parser already consumed, serialized again; else the stream. */
+function bodyOf(req: NodeRequest): BodyInit | null {
+  const method = req.method ?? 'GET';
+  if (method === 'GET' || method === 'HEAD') return null;
+  if (req.readableEnded && req.body !== undefined) {
+    if (typeof req.body === 'string' || req.body instanceof Uint8Array) return req.body as BodyInit;
+    return JSON.stringify(req.body);
+  }
+  return streamOf(req);
+}
+
+/**
+ * The request body as a Web stream, with back-pressure. When the handler stops reading (a
+ * body over the size limit), the rest is drained and discarded so the response can still
+ * be written on the same socket. (`Readable.toWeb` throws on a cancel while data flows.)
+ */
+function streamOf(req: IncomingMessage): ReadableStream<Uint8Array> {
+  let done = false;
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      req.on('data', (chunk: Buffer) => {
+        if (done) return;
+        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+        if ((controller.desiredSize ?? 0) <= 0) req.pause();
+      });
+      req.once('end', () => {
+        if (!done) {
+          done = true;
+          controller.close();
+        }
+      });
+      req.once('error', (error) => {
+        if (!done) {
+          done = true;
+          controller.error(error);
+        }
+      });
+    },
+    pull() {
+      req.resume();
+    },
+    cancel() {
+      done = true;
+      req.resume();
+    },
+  });
+}
+
+/** Builds a Web `Request` from a Node request, keeping its raw target on the side. */
+export function toWebRequest(req: NodeRequest, options: NodeHandlerOptions = {}): Request {
+  const target = req.originalUrl ?? req.url ?? '/';
+  const encrypted = (req.socket as { encrypted?: boolean }).encrypted === true;
+  const proto =
+    (options.trustProxy ? first(req.headers['x-forwarded-proto']) : undefined) ??
+    (encrypted ? 'https' : 'http');
+  const host =
+    (options.trustProxy ? first(req.headers['x-forwarded-host']) : undefined) ??
+    req.headers.host ??
+    'localhost';
+  // An absolute-form or otherwise odd target still yields a URL on our origin.
+  const url = new URL(target.startsWith('/') ? target : `/${target}`, `${proto}://${host}`);
+  const headers = new Headers();
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    headers.append(req.rawHeaders[i] as string, req.rawHeaders[i + 1] as string);
+  }
+  const body = bodyOf(req);
+  const request = new Request(url, {
+    method: req.method ?? 'GET',
+    headers,
+    body,
+    ...(body === null ? {} : { duplex: 'half' }),
+  } as RequestInit);
+  setRawTarget(request, target);
+  return request;
+}
+
+/** Writes a Web `Response` to a Node response, streaming its body. */
+export async function writeWebResponse(res: ServerResponse, response: Response): Promise<void> {
+  res.statusCode = response.status;
+  response.headers.forEach((value, key) => {
+    res.setHeader(key, value);
+  });
+  if (response.body === null) {
+    res.end();
+    return;
+  }
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    res.write(value);
+  }
+  res.end();
+}
+
+/**
+ * Adapts a Keyway handler to Node's `http` server and Express. In Express, mount it before
+ * any body parser, at the same path as the handler's `basePath` (`originalUrl` is read).
+ *
+ * @example
+ * import { createServer } from 'node:http';
+ * createServer(toNodeHandler(createHandler(broker))).listen(8787);
+ *
+ * // Express
+ * app.use('/keyway', toNodeHandler(createHandler(broker, { basePath: '/keyway' })));
+ */
+export function toNodeHandler(
+  handler: KeywayHandler,
+  options: NodeHandlerOptions = {},
+): (req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) => void {
+  return (req, res, next) => {
+    let request: Request;
+    try {
+      request = toWebRequest(req, options);
+    } catch {
+      res.statusCode = 400;
+      res.setHeader('content-type', 'application/json; charset=utf-8');
+      res.end(
+        JSON.stringify({ error: 'invalid_request', error_description: 'malformed request target' }),
+      );
+      return;
+    }
+    handler(request)
+      .then((response) => writeWebResponse(res, response))
+      .catch((error: unknown) => {
+        if (next) next(error);
+        else res.destroy(error instanceof Error ? error : undefined);
+      });
+  };
+}

@@ -1,0 +1,123 @@
+import { KeywayError } from '@keyway/core';
+
+/** Default request body limit: 1 MiB (API.md §1.2). */
+export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+
+/**
+ * The raw request target of requests that came through {@link toNodeHandler}, before the
+ * WHATWG URL parser resolved `..`, turned `\` into `/` and dropped tabs. Kept on the side so
+ * the handler can refuse such paths (API.md §2) instead of quietly reading another one.
+ */
+const rawTargets = new WeakMap<Request, string>();
+
+/** Remembers the raw request target of a request built by an adapter. */
+export function setRawTarget(request: Request, target: string): void {
+  rawTargets.set(request, target);
+}
+
+/** The still-encoded path of a request: the raw target when an adapter kept it. */
+export function rawPathOf(request: Request): string {
+  const raw = rawTargets.get(request);
+  if (raw !== undefined) {
+    const end = raw.search(/[?#]/);
+    return end === -1 ? raw : raw.slice(0, end);
+  }
+  return new URL(request.url).pathname;
+}
+
+/**
+ * The credential of an `Authorization: Bearer <token>` header (scheme case-insensitive,
+ * RFC 6750 §2.1), `null` when there is no header, or `undefined` when a header is present
+ * but is not a well-formed bearer credential.
+ */
+export function bearerCredential(request: Request): string | null | undefined {
+  const header = request.headers.get('authorization');
+  if (header === null) return null;
+  // Lenient on the credential's alphabet (any visible ASCII), so every valid root key can
+  // be sent; the credential itself is checked by core.
+  const match = /^bearer +([\x21-\x7e]+) *$/i.exec(header);
+  return match ? (match[1] as string) : undefined;
+}
+
+function isJsonMediaType(contentType: string | null): boolean {
+  if (contentType === null) return false;
+  const mediaType = contentType.split(';', 1)[0]?.trim().toLowerCase();
+  return mediaType === 'application/json';
+}
+
+const tooLarge = (limit: number) =>
+  new KeywayError('payload_too_large', `the request body is larger than ${limit} bytes`);
+
+/**
+ * Reads a JSON request body: at most `limit` bytes (413, checked before anything else,
+ * without buffering more than the limit), `application/json` (415), UTF-8 JSON (400).
+ */
+export async function readJsonBody(request: Request, limit: number): Promise<unknown> {
+  const declared = request.headers.get('content-length');
+  if (declared !== null && Number(declared) > limit) {
+    await request.body?.cancel().catch(() => {});
+    throw tooLarge(limit);
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  if (request.body !== null) {
+    const reader = request.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      if (size > limit) {
+        await reader.cancel().catch(() => {});
+        throw tooLarge(limit);
+      }
+      chunks.push(value);
+    }
+  }
+  if (!isJsonMediaType(request.headers.get('content-type'))) {
+    throw new KeywayError(
+      'unsupported_media_type',
+      'the request body must be JSON, sent with "Content-Type: application/json"',
+    );
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
+  } catch (cause) {
+    throw new KeywayError('invalid_request', 'the request body is not valid UTF-8', { cause });
+  }
+  try {
+    return JSON.parse(text);
+  } catch (cause) {
+    throw new KeywayError('invalid_request', 'the request body is not valid JSON', { cause });
+  }
+}
+
+/**
+ * The query parameters of a request as single strings. Only the named parameters are
+ * allowed, each at most once.
+ */
+export function readQuery<K extends string>(
+  request: Request,
+  allowed: readonly K[],
+): Partial<Record<K, string>> {
+  const params = new URL(request.url).searchParams;
+  const query: Partial<Record<K, string>> = {};
+  for (const [key, value] of params) {
+    if (!(allowed as readonly string[]).includes(key)) {
+      const message = `unknown query parameter ${JSON.stringify(key.slice(0, 64))}`;
+      throw new KeywayError('invalid_request', message, { details: [{ path: key, message }] });
+    }
+    if (key in query) {
+      const message = `query parameter "${key}" is given more than once`;
+      throw new KeywayError('invalid_request', message, { details: [{ path: key, message }] });
+    }
+    query[key as K] = value;
+  }
+  return query;
+}

@@ -1,0 +1,250 @@
+import { once } from 'node:events';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { memoryStorage } from '@keyway/store-memory';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createHandler, toNodeHandler } from '../src/index.js';
+import { Harness, ROOT_KEY } from './harness.js';
+
+describe('request handling (API.md §1.2)', () => {
+  let h: Harness;
+
+  beforeEach(() => {
+    h = new Harness(memoryStorage());
+  });
+
+  afterEach(() => {
+    expect(h.errors).toEqual([]);
+  });
+
+  it('answers 405 with Allow for a known path and a wrong method', async () => {
+    const reply = await h.call('PUT', '/api/admin/tokens', { body: {} });
+    expect(reply.status).toBe(405);
+    expect(reply.headers.get('allow')).toBe('GET, POST');
+    expect(reply.body.error).toBe('method_not_allowed');
+    const named = await h.call('POST', '/api/admin/tokens/alice');
+    expect(named.headers.get('allow')).toBe('GET, PATCH, DELETE');
+  });
+
+  it('answers 404 not_found for an unknown route', async () => {
+    for (const path of ['/', '/api', '/api/admin', '/api/admin/tokensx', '/api/admin/tokens/']) {
+      const reply = await h.call('GET', path);
+      expect(reply.status, path).toBe(404);
+      expect(reply.body.error).toBe('not_found');
+    }
+  });
+
+  it('answers 415 for a body that is not application/json', async () => {
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/jsonx']) {
+      const reply = await h.call('POST', '/api/admin/tokens', {
+        raw: '{"name":"a","scopes":["a"]}',
+        headers: { 'content-type': type },
+      });
+      expect(reply.status, type).toBe(415);
+      expect(reply.body.error).toBe('unsupported_media_type');
+    }
+    const ok = await h.call('POST', '/api/admin/tokens', {
+      raw: '{"name":"a","scopes":["a"]}',
+      headers: { 'content-type': 'Application/JSON; charset=utf-8' },
+    });
+    expect(ok.status).toBe(201);
+  });
+
+  it('answers 413 for a 2 MiB body, before the media type is looked at', async () => {
+    const big = JSON.stringify({ name: 'a', scopes: ['a'], pad: 'x'.repeat(2 * 1024 * 1024) });
+    const reply = await h.call('POST', '/api/admin/tokens', { raw: big });
+    expect(reply.status).toBe(413);
+    expect(reply.body.error).toBe('payload_too_large');
+    const wrongType = await h.call('POST', '/api/admin/tokens', {
+      raw: big,
+      headers: { 'content-type': 'text/plain' },
+    });
+    expect(wrongType.status).toBe(413);
+  });
+
+  it('answers 413 for a streamed body without Content-Length that grows past the limit', async () => {
+    const chunk = new Uint8Array(256 * 1024).fill(0x20);
+    let sent = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent >= 8) controller.close();
+        else {
+          sent++;
+          controller.enqueue(chunk);
+        }
+      },
+    });
+    const response = await h.handler(
+      new Request('http://keyway.test/api/admin/tokens', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+        body: stream,
+        duplex: 'half',
+      } as RequestInit),
+    );
+    expect(response.status).toBe(413);
+    expect(sent).toBeLessThanOrEqual(6);
+  });
+
+  it.each([
+    ['malformed JSON', '{"name": "a", '],
+    ['a JSON array', '[{"name":"a","scopes":["a"]}]'],
+    ['a JSON string', '"hello"'],
+    ['JSON null', 'null'],
+    ['an empty body', ''],
+    ['invalid UTF-8', new Uint8Array([0x7b, 0xff, 0x7d])],
+    ['wrong types', '{"name":["a"],"scopes":"a"}'],
+    ['an unknown field', '{"name":"a","scopes":["a"],"admin":true}'],
+    ['a __proto__ field', '{"name":"a","scopes":["a"],"__proto__":{"x":1}}'],
+    ['a missing field', '{"name":"a"}'],
+  ])('answers 400 invalid_request for %s', async (_, raw) => {
+    const reply = await h.call('POST', '/api/admin/tokens', { raw });
+    expect(reply.status).toBe(400);
+    expect(reply.body.error).toBe('invalid_request');
+    expect(Object.keys(reply.body).sort()).toEqual(
+      reply.body.details
+        ? ['details', 'error', 'error_description']
+        : ['error', 'error_description'],
+    );
+  });
+
+  it.each([
+    ['%2F', '/api/admin/tokens/a%2Fb'],
+    ['a nested path', '/api/admin/tokens/a/b'],
+    ['a backslash', '/api/admin/tokens/a%5Cb'],
+    ['a control character', '/api/admin/tokens/a%00b'],
+    ['513 characters', `/api/admin/tokens/${'a'.repeat(513)}`],
+    ['malformed percent-encoding', '/api/admin/tokens/a%E0%A4'],
+    ['an encoded dot segment', '/api/admin/tokens/%2e%2e'],
+  ])('answers 4xx, never 500, for a name path with %s', async (_, path) => {
+    const reply = await h.call('GET', path);
+    expect(reply.status).toBeGreaterThanOrEqual(400);
+    expect(reply.status).toBeLessThan(500);
+    expect(typeof reply.body.error).toBe('string');
+  });
+
+  it('serves under a base path and nowhere else', async () => {
+    const handler = createHandler(h.broker, { basePath: '/keyway/' });
+    const call = (path: string) =>
+      handler(new Request(`http://x${path}`, { headers: { authorization: `Bearer ${ROOT_KEY}` } }));
+    expect((await call('/keyway/api/admin/tokens')).status).toBe(200);
+    expect((await call('/api/admin/tokens')).status).toBe(404);
+    expect((await call('/keywayx/api/admin/tokens')).status).toBe(404);
+    expect(() => createHandler(h.broker, { basePath: 'keyway' })).toThrow(TypeError);
+  });
+
+  it('answers 500 internal_error without internals when storage fails', async () => {
+    const storage = memoryStorage();
+    const failing = new Harness({
+      ...storage,
+      findTokenByIdHash: async () => {
+        throw new Error('database is on fire at 10.0.0.7');
+      },
+    });
+    const token = await failing.mint('a', ['a']);
+    const reply = await failing.call('GET', '/api/admin/tokens', { token });
+    expect(reply.status).toBe(500);
+    expect(reply.body).toEqual({
+      error: 'internal_error',
+      error_description: 'the server failed to handle the request',
+    });
+    expect(failing.errors).toHaveLength(1);
+  });
+});
+
+describe('toNodeHandler() over loopback HTTP', () => {
+  let server: Server;
+  let port: number;
+
+  beforeAll(async () => {
+    const h = new Harness(memoryStorage());
+    server = createServer(toNodeHandler(h.handler));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    port = (server.address() as AddressInfo).port;
+  });
+
+  afterAll(async () => {
+    server.closeAllConnections();
+    server.close();
+    await once(server, 'close');
+  });
+
+  /** Sends a raw request target, which fetch() would normalize first. */
+  function send(
+    method: string,
+    path: string,
+    body?: string,
+    headers: Record<string, string> = {},
+  ): Promise<{ status: number; headers: Record<string, unknown>; body: any }> {
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host: '127.0.0.1',
+          port,
+          method,
+          path,
+          headers: {
+            authorization: `Bearer ${ROOT_KEY}`,
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+            ...headers,
+          },
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk) => {
+            text += chunk;
+          });
+          res.on('end', () =>
+            resolve({
+              status: res.statusCode as number,
+              headers: res.headers,
+              body: text === '' ? null : JSON.parse(text),
+            }),
+          );
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  it('mints, reads and deletes a token through Node http', async () => {
+    const minted = await send('POST', '/api/admin/tokens', '{"name":"node","scopes":["a"]}');
+    expect(minted.status).toBe(201);
+    expect(minted.headers['cache-control']).toBe('no-store');
+    const read = await send('GET', '/api/admin/tokens/node', undefined, {
+      authorization: `Bearer ${minted.body.access_token}`,
+    });
+    expect(read.status).toBe(200);
+    expect(read.body.name).toBe('node');
+    const gone = await send('DELETE', '/api/admin/tokens/node');
+    expect(gone.status).toBe(204);
+    expect(gone.body).toBeNull();
+  });
+
+  it('refuses dot segments and backslashes in the raw target instead of resolving them', async () => {
+    // new URL() would read /api/admin/tokens/x/../alice as /api/admin/tokens/alice.
+    await send('POST', '/api/admin/tokens', '{"name":"alice","scopes":["a"]}');
+    for (const path of [
+      '/api/admin/tokens/x/../alice',
+      '/api/admin/tokens/.',
+      '/api/admin/tokens\\alice',
+    ]) {
+      const reply = await send('GET', path);
+      expect(reply.status, path).toBeGreaterThanOrEqual(400);
+      expect(reply.status, path).toBeLessThan(500);
+      expect(reply.body?.name).toBeUndefined();
+    }
+  });
+
+  it('answers 413 for a 2 MiB body sent over the socket', async () => {
+    const reply = await send(
+      'POST',
+      '/api/admin/tokens',
+      JSON.stringify({ pad: 'x'.repeat(2 << 20) }),
+    );
+    expect(reply.status).toBe(413);
+  });
+});

@@ -1,0 +1,4 @@
+export {
+  type ConformanceTarget,
+  runStorageConformance,
+} from './conformance.js';

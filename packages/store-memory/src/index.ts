@@ -1,0 +1,1 @@
+export { type MemoryStorage, memoryStorage } from './memory-storage.js';

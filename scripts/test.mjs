@@ -1,0 +1,43 @@
+#!/usr/bin/env node
+// Runs the whole Vitest suite and ends with the plain line "N passed, N failed", read from
+// Vitest's JSON report, so a run that executed no test is visible. Extra arguments go to
+// Vitest (e.g. `pnpm test --project core`).
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+
+const require = createRequire(import.meta.url);
+const vitest = join(dirname(require.resolve('vitest/package.json')), 'vitest.mjs');
+const report = join('.test-results', 'vitest.json');
+mkdirSync('.test-results', { recursive: true });
+rmSync(report, { force: true });
+
+const run = spawnSync(
+  process.execPath,
+  [
+    vitest,
+    'run',
+    '--reporter=default',
+    '--reporter=json',
+    `--outputFile.json=${report}`,
+    ...process.argv.slice(2),
+  ],
+  { stdio: 'inherit' },
+);
+
+if (!existsSync(report)) {
+  console.log('0 passed, 0 failed');
+  console.error('test: Vitest wrote no report');
+  process.exit(run.status || 1);
+}
+const result = JSON.parse(readFileSync(report, 'utf8'));
+const passed = result.numPassedTests ?? 0;
+const failed = (result.numFailedTests ?? 0) + (result.numFailedTestSuites ?? 0);
+const skipped = (result.numPendingTests ?? 0) + (result.numTodoTests ?? 0);
+console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
+if (passed === 0) {
+  console.error('test: no test ran');
+  process.exit(1);
+}
+process.exit(run.status ?? 1);

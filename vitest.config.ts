@@ -1,0 +1,49 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vitest/config';
+import workspace from './vitest.workspace.ts';
+
+const root = fileURLToPath(new URL('.', import.meta.url));
+
+/** Expands the one-level globs of vitest.workspace.ts (`packages/*`) to folders. */
+function folders(pattern: string): string[] {
+  const parent = pattern.replace(/\/\*$/, '');
+  if (!existsSync(join(root, parent))) return [];
+  return readdirSync(join(root, parent), { withFileTypes: true })
+    .filter((entry) => entry.isDirectory())
+    .map((entry) => join(parent, entry.name));
+}
+
+const dirs = workspace.flatMap(folders);
+
+// Tests run against the TypeScript sources of the workspace packages, so `pnpm test` needs
+// no build: each package's `@keyway/source` export condition names its entry file.
+const alias: Record<string, string> = {};
+for (const dir of dirs) {
+  const manifest = join(root, dir, 'package.json');
+  if (!existsSync(manifest)) continue;
+  const pkg = JSON.parse(readFileSync(manifest, 'utf8'));
+  const source = pkg.exports?.['.']?.['@keyway/source'];
+  if (source) alias[pkg.name] = join(root, dir, source);
+}
+
+const projects = dirs
+  .filter((dir) => existsSync(join(root, dir, 'test')))
+  .map((dir) => ({
+    extends: true as const,
+    test: {
+      name: dir.split('/').pop() as string,
+      root: join(root, dir),
+      include: ['test/**/*.test.ts'],
+    },
+  }));
+
+export default defineConfig({
+  resolve: { alias },
+  test: {
+    projects,
+    testTimeout: 20_000,
+    hookTimeout: 60_000,
+  },
+});
