@@ -28,6 +28,11 @@ for (const dir of dirs) {
   if (source) alias[pkg.name] = join(root, dir, source);
 }
 
+// Projects whose tests need a real PostgreSQL server: each gets one from its global setup
+// (a throwaway server, or TEST_DATABASE_URL when set).
+const needsPostgres = new Set(['packages/store-postgres', 'packages/http', 'packages/cli']);
+const postgresSetup = join(root, 'tools/test-support/src/postgres-global-setup.ts');
+
 const projects = dirs
   .filter((dir) => existsSync(join(root, dir, 'test')))
   .map((dir) => ({
@@ -36,6 +41,7 @@ const projects = dirs
       name: dir.split('/').pop() as string,
       root: join(root, dir),
       include: ['test/**/*.test.ts'],
+      ...(needsPostgres.has(dir) ? { globalSetup: [postgresSetup] } : {}),
     },
   }));
 

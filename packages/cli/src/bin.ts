@@ -6,7 +6,8 @@ const USAGE = `Usage: keyway serve
 Starts the Keyway broker. Environment:
   PORT              listening port (default 8787)
   HOST              listening address (default: every interface)
-  KEYWAY_ROOT_KEY   the root key, at least 32 characters (default: generated, printed once)`;
+  KEYWAY_ROOT_KEY   the root key, at least 32 characters (default: generated, printed once)
+  KEYWAY_DATABASE   a SQLite file path or a postgres:// URL (default: keyway.sqlite)`;
 
 async function main(argv: string[]): Promise<number> {
   const [command = 'serve'] = argv;

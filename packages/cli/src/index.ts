@@ -1,5 +1,7 @@
 export {
+  DEFAULT_DATABASE,
   generateRootKey,
+  openStorage,
   type RunningServer,
   type ServeOptions,
   serve,

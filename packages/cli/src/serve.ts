@@ -1,9 +1,34 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Broker, createBroker } from '@keyway/core';
+import { type Broker, createBroker, type Storage } from '@keyway/core';
 import { createHandler, toNodeHandler } from '@keyway/http';
-import { memoryStorage } from '@keyway/store-memory';
+import { postgresStorage } from '@keyway/store-postgres';
+import { sqliteStorage } from '@keyway/store-sqlite';
+
+/** Default database of `keyway serve`: a SQLite file in the working directory. */
+export const DEFAULT_DATABASE = 'keyway.sqlite';
+
+/**
+ * Opens the storage a `KEYWAY_DATABASE` value names: a `postgres://` (or `postgresql://`)
+ * URL, or else a SQLite file path (`:memory:` for a throwaway in-memory database).
+ */
+export async function openStorage(database: string): Promise<Storage> {
+  if (/^postgres(ql)?:\/\//i.test(database)) return postgresStorage({ connectionString: database });
+  return sqliteStorage(database);
+}
+
+/** What a log line may say about the database: a URL without its password. */
+function describeDatabase(database: string): string {
+  if (!/^postgres(ql)?:\/\//i.test(database)) return `sqlite ${database}`;
+  try {
+    const url = new URL(database);
+    if (url.password) url.password = '***';
+    return `postgres ${url.toString()}`;
+  } catch {
+    return 'postgres';
+  }
+}
 
 /** Options of {@link serve}, read from the environment by `keyway serve` (API.md §0). */
 export interface ServeOptions {
@@ -13,6 +38,8 @@ export interface ServeOptions {
   host?: string;
   /** The root key; generated when absent. */
   rootKey?: string;
+  /** A SQLite file path or a `postgres://` URL. Default `keyway.sqlite`. */
+  database?: string;
   /** Where lines for the operator go; default `console.log`. */
   log?: (line: string) => void;
 }
@@ -35,7 +62,8 @@ export function generateRootKey(): string {
 }
 
 /**
- * Starts the standalone broker on Node `http`, with in-memory storage for now.
+ * Starts the standalone broker on Node `http`, on SQLite (`keyway.sqlite`) unless told
+ * otherwise.
  *
  * @example
  * const running = await serve({ port: 0, rootKey });
@@ -46,19 +74,34 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   const log = options.log ?? ((line: string) => console.log(line));
   const generatedRootKey = options.rootKey === undefined;
   const rootKey = options.rootKey ?? generateRootKey();
-  const broker = createBroker({ rootKey, storage: memoryStorage() });
+  const database = options.database ?? DEFAULT_DATABASE;
+  const storage = await openStorage(database);
+  let broker: Broker;
+  try {
+    broker = createBroker({ rootKey, storage });
+  } catch (error) {
+    await storage.close();
+    throw error;
+  }
   const server = createServer(toNodeHandler(createHandler(broker)));
   server.listen(options.port ?? 8787, options.host);
-  await Promise.race([
-    once(server, 'listening'),
-    once(server, 'error').then(([error]) => Promise.reject(error)),
-  ]);
+  try {
+    await Promise.race([
+      once(server, 'listening'),
+      once(server, 'error').then(([error]) => Promise.reject(error)),
+    ]);
+  } catch (error) {
+    await broker.close();
+    throw error;
+  }
   const { port } = server.address() as AddressInfo;
   const url = `http://localhost:${port}`;
-  log(`Keyway broker listening on ${url} (storage: memory; records are lost on exit)`);
+  log(`Keyway broker listening on ${url} (storage: ${describeDatabase(database)})`);
   if (generatedRootKey) {
     log('No KEYWAY_ROOT_KEY was set, so a root key was generated. It is shown only this once:');
     log(`  KEYWAY_ROOT_KEY=${rootKey}`);
+    log('Broker tokens minted with it stop working when the broker restarts with another key;');
+    log('set KEYWAY_ROOT_KEY to keep them.');
   }
   return {
     server,
@@ -88,5 +131,6 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
   }
   if (env.HOST) options.host = env.HOST;
   if (env.KEYWAY_ROOT_KEY) options.rootKey = env.KEYWAY_ROOT_KEY;
+  if (env.KEYWAY_DATABASE) options.database = env.KEYWAY_DATABASE;
   return options;
 }

@@ -1,5 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import { generateRootKey, type RunningServer, serve, serveOptionsFromEnv } from '../src/index.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'keyway-cli-'));
+let files = 0;
+const database = () => join(dir, `serve-${++files}.sqlite`);
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const ROOT_KEY = 'cli-test-root-key-0123456789abcdefghijkl';
 
@@ -13,7 +21,12 @@ describe('serve()', () => {
 
   it('serves the token endpoints over HTTP with the configured root key', async () => {
     const lines: string[] = [];
-    running = await serve({ port: 0, rootKey: ROOT_KEY, log: (line) => lines.push(line) });
+    running = await serve({
+      port: 0,
+      rootKey: ROOT_KEY,
+      database: database(),
+      log: (line) => lines.push(line),
+    });
     const minted = await fetch(`${running.url}/api/admin/tokens`, {
       method: 'POST',
       headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
@@ -31,7 +44,7 @@ describe('serve()', () => {
 
   it('generates a root key when none is set, prints it once, and accepts it', async () => {
     const lines: string[] = [];
-    running = await serve({ port: 0, log: (line) => lines.push(line) });
+    running = await serve({ port: 0, database: ':memory:', log: (line) => lines.push(line) });
     const printed = lines.join('\n').match(/KEYWAY_ROOT_KEY=(\S+)/)?.[1] as string;
     expect(printed).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(lines.filter((line) => line.includes(printed))).toHaveLength(1);
@@ -41,10 +54,43 @@ describe('serve()', () => {
     expect(reply.status).toBe(200);
   });
 
-  it('refuses a root key shorter than 32 characters', async () => {
-    await expect(serve({ port: 0, rootKey: 'short', log: () => {} })).rejects.toThrow(
-      '"rootKey" must be at least 32 characters',
+  it('keeps tokens in the SQLite file across restarts with the same root key', async () => {
+    const file = database();
+    running = await serve({ port: 0, rootKey: ROOT_KEY, database: file, log: () => {} });
+    const minted = await fetch(`${running.url}/api/admin/tokens`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'durable', scopes: ['acme'] }),
+    });
+    const { access_token } = (await minted.json()) as { access_token: string };
+    await running.close();
+    running = await serve({ port: 0, rootKey: ROOT_KEY, database: file, log: () => {} });
+    const read = await fetch(`${running.url}/api/admin/tokens/durable`, {
+      headers: { authorization: `Bearer ${access_token}` },
+    });
+    expect(read.status).toBe(200);
+  });
+
+  it('serves on PostgreSQL and never logs the password of its URL', async () => {
+    const url = new URL(inject('databaseUrl'));
+    url.password = 'hunter2-secret'; // the test server trusts loopback, so any password works
+    const lines: string[] = [];
+    running = await serve({
+      port: 0,
+      rootKey: ROOT_KEY,
+      database: url.toString(),
+      log: (line) => lines.push(line),
+    });
+    expect(lines[0]).toMatch(
+      /^Keyway broker listening on http:\/\/localhost:\d+ \(storage: postgres postgres:\/\/keyway:\*\*\*@127\.0\.0\.1:\d+\/postgres\)$/,
     );
+    expect(lines.join('\n')).not.toContain('hunter2-secret');
+  });
+
+  it('refuses a root key shorter than 32 characters', async () => {
+    await expect(
+      serve({ port: 0, rootKey: 'short', database: ':memory:', log: () => {} }),
+    ).rejects.toThrow('"rootKey" must be at least 32 characters');
   });
 });
 

@@ -23,9 +23,19 @@ export interface Broker {
    * @throws {KeywayError} `invalid_path`, `insufficient_scope`.
    */
   authorize(principal: Principal, path: string): string;
-  /** Closes the storage. */
+  /**
+   * Deletes expired tokens, pending authorizations and leases, in batches of 500 until
+   * none is left. Runs in the background every `purgeIntervalMs`; call it yourself when
+   * that is off.
+   *
+   * @returns how many records were deleted.
+   */
+  purgeExpired(): Promise<number>;
+  /** Stops background work and closes the storage. */
   close(): Promise<void>;
 }
+
+const PURGE_BATCH = 500;
 
 /**
  * Creates a broker. Options are validated up front: a mistake is a `TypeError` naming it.
@@ -43,17 +53,47 @@ export interface Broker {
 export function createBroker(config: BrokerConfig): Broker {
   const resolved = resolveBrokerConfig(config);
   const tokens = new TokenService(resolved);
+  const { storage } = resolved;
+
+  async function purgeExpired(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      // Short batches: each is a few quick statements, never a long lock on a table.
+      const removed = await storage.purgeExpired(resolved.now(), PURGE_BATCH);
+      total += removed;
+      if (removed < PURGE_BATCH) return total;
+    }
+  }
+
+  let purging: Promise<unknown> | null = null;
+  let timer: ReturnType<typeof setInterval> | undefined;
+  if (resolved.purgeIntervalMs !== false) {
+    timer = setInterval(() => {
+      if (purging !== null) return; // the previous round is still going
+      purging = purgeExpired()
+        .catch(resolved.onBackgroundError)
+        .finally(() => {
+          purging = null;
+        });
+    }, resolved.purgeIntervalMs);
+    // A purge timer alone must not keep a process alive (Node, Bun; Deno ignores this).
+    (timer as { unref?: () => void }).unref?.();
+  }
+
   return {
     tokens,
-    storage: resolved.storage,
+    storage,
     authenticate: (credential) => tokens.authenticate(credential),
     authorize(principal, path) {
       const canonical = parseResourcePath(path);
       assertCoversPath(principal, canonical);
       return canonical;
     },
+    purgeExpired,
     async close() {
-      await resolved.storage.close?.();
+      clearInterval(timer);
+      await purging;
+      await storage.close();
     },
   };
 }

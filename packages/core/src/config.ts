@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Storage } from './storage.js';
+import { STORAGE_METHODS, type Storage } from './storage.js';
 import { TOKEN_PREFIX } from './token-format.js';
 
 /** Shortest root key accepted (API.md §1.1). */
@@ -18,18 +18,21 @@ export interface BrokerConfig {
   now?: () => number;
   /** The random source. Injected for tests; default `crypto.getRandomValues`. */
   randomBytes?: (length: number) => Uint8Array;
+  /**
+   * How often expired tokens, pending authorizations and leases are purged in the
+   * background, in milliseconds; `false` turns it off (call `broker.purgeExpired()`
+   * yourself, e.g. from a cron job). Default 60000.
+   */
+  purgeIntervalMs?: number | false;
+  /**
+   * Called with errors of background work (purging). Default: `console.error`. Requests
+   * never wait on background work, and its errors never reach them.
+   */
+  onBackgroundError?: (error: unknown) => void;
 }
 
 const isFunction = (value: unknown) => typeof value === 'function';
-
-const STORAGE_METHODS = [
-  'insertToken',
-  'findTokenByIdHash',
-  'findLiveTokenByName',
-  'listLiveTokens',
-  'updateTokenTree',
-  'deleteTokenTree',
-] as const;
+const PURGE_INTERVAL = '"purgeIntervalMs" must be false or an integer from 1000 to 86400000';
 
 const BrokerConfigSchema = z.object({
   rootKey: z
@@ -46,12 +49,28 @@ const BrokerConfigSchema = z.object({
       typeof value === 'object' &&
       value !== null &&
       STORAGE_METHODS.every((method) => isFunction((value as Record<string, unknown>)[method])),
-    { message: `"storage" must implement the Storage interface (${STORAGE_METHODS.join(', ')})` },
+    { message: '"storage" must implement the Storage interface of @keyway/core' },
   ),
   now: z.custom<() => number>(isFunction, { message: '"now" must be a function' }).optional(),
   randomBytes: z
     .custom<(length: number) => Uint8Array>(isFunction, {
       message: '"randomBytes" must be a function',
+    })
+    .optional(),
+  purgeIntervalMs: z
+    .union(
+      [
+        z.literal(false),
+        z.number().int(PURGE_INTERVAL).min(1000, PURGE_INTERVAL).max(86_400_000, PURGE_INTERVAL),
+      ],
+      {
+        error: PURGE_INTERVAL,
+      },
+    )
+    .optional(),
+  onBackgroundError: z
+    .custom<(error: unknown) => void>(isFunction, {
+      message: '"onBackgroundError" must be a function',
     })
     .optional(),
 });
@@ -62,6 +81,8 @@ export interface ResolvedBrokerConfig {
   storage: Storage;
   now: () => number;
   randomBytes: (length: number) => Uint8Array;
+  purgeIntervalMs: number | false;
+  onBackgroundError: (error: unknown) => void;
 }
 
 /**
@@ -84,5 +105,9 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     storage: parsed.storage,
     now: parsed.now ?? Date.now,
     randomBytes: parsed.randomBytes ?? ((length) => crypto.getRandomValues(new Uint8Array(length))),
+    purgeIntervalMs: parsed.purgeIntervalMs ?? 60_000,
+    onBackgroundError:
+      parsed.onBackgroundError ??
+      ((error) => console.error('keyway: background purge failed', error)),
   };
 }

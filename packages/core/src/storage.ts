@@ -1,6 +1,35 @@
 import type { Scope } from './scope.js';
 
 /**
+ * The storage interface every Keyway adapter implements (memory, SQLite, PostgreSQL).
+ *
+ * Adapters hold no policy: they store and fetch records and keep the promises written on
+ * each method. `@keyway/storage-conformance` proves every promise against a real engine.
+ * Conventions:
+ *
+ * - times are epoch milliseconds (`number`);
+ * - a missing record is `null`; a driver failure throws;
+ * - a record a method returns is the caller's copy: changing it changes nothing stored;
+ * - every list is ordered by its key in Unicode code point order (UTF-8 byte order, SQL
+ *   `COLLATE "C"` / `BINARY`), is served by an index, and pages with `after` (exclusive)
+ *   and `limit`;
+ * - secrets never reach an adapter in clear: the vault encrypts before storage sees them.
+ */
+
+/** A JSON value, as adapters store it (in a JSON or text column). */
+export type JsonValue =
+  | string
+  | number
+  | boolean
+  | null
+  | JsonValue[]
+  | { [key: string]: JsonValue };
+/** A JSON object. */
+export type JsonObject = { [key: string]: JsonValue };
+
+// ─── Broker tokens ──────────────────────────────────────────────────────────────────────
+
+/**
  * The stored record of a broker token. The token itself is never stored: only the SHA-256
  * of its random identifier, which is useless to someone who reads the database.
  */
@@ -11,9 +40,7 @@ export interface TokenRecord {
   name: string;
   /** Canonical scope set (API.md §3.1). */
   scopes: Scope[];
-  /** Epoch milliseconds. */
   expiresAt: number;
-  /** Epoch milliseconds. */
   createdAt: number;
   /** `root` or `token:<name>` of the minting principal. */
   createdBy: string;
@@ -35,16 +62,13 @@ export interface ListTokensQuery {
   after?: string;
   /** At most this many records. */
   limit: number;
-  /** Epoch milliseconds: records that expire at or before it are not live. */
+  /** Records that expire at or before this instant are not live. */
   now: number;
 }
 
 /**
- * Broker-token storage. Adapters hold no policy: they store and fetch, and keep the
- * promises written on each method. `@keyway/storage-conformance` proves every promise.
- *
- * A token is *live* while `expiresAt > now`. A *tree* of name `N` is the live token named
- * `N` and every live token whose name starts with `N.`.
+ * Broker-token storage. A token is *live* while `expiresAt > now`. The *tree* of name `N`
+ * is the live token named `N` and every live token whose name starts with `N.`.
  */
 export interface TokenStorage {
   /**
@@ -65,14 +89,14 @@ export interface TokenStorage {
   /** The live token with this name, or `null`. */
   findLiveTokenByName(name: string, now: number): Promise<TokenRecord | null>;
 
-  /** Live tokens ordered by name in code point order, served by an index on the name. */
+  /** Live tokens ordered by name, served by an index on the name. */
   listLiveTokens(query: ListTokensQuery): Promise<TokenRecord[]>;
 
   /**
    * Reads the tree of `name` (its root first, then descendants in name order), passes it to
    * `plan`, and writes the changes `plan` returns, all in one transaction: no other writer
-   * sees or interleaves with a half-applied tree, and if `plan` or a write throws nothing
-   * is written. `plan` is a pure, synchronous function.
+   * interleaves with a half-applied tree, and if `plan` or a write throws nothing is
+   * written. `plan` is a pure, synchronous function.
    *
    * @returns `false` (without calling `plan`) when no live token has this name.
    */
@@ -90,8 +114,327 @@ export interface TokenStorage {
   deleteTokenTree(name: string, now: number): Promise<boolean>;
 }
 
-/** Everything a Keyway storage adapter provides. Grows with the record kinds of later issues. */
-export interface Storage extends TokenStorage {
-  /** Releases connections or handles. Optional. */
-  close?(): Promise<void>;
+// ─── Resource-path records ──────────────────────────────────────────────────────────────
+
+/** Options of the lists of records keyed by a resource path. */
+export interface ListPathsQuery {
+  /**
+   * Only records in these subtrees: a root `p` selects `p` itself and every path that
+   * starts with `p/`. Absent: every record. An empty array selects nothing.
+   */
+  within?: string[];
+  /** Only keys strictly after this one in code point order (the cursor). */
+  after?: string;
+  /** At most this many records. */
+  limit: number;
+}
+
+/** Where a vault entry lives: its kind (`secret` for the vault endpoints) and its key. */
+export interface VaultKey {
+  kind: string;
+  key: string;
+}
+
+/** An encrypted vault entry to write. */
+export interface VaultWrite extends VaultKey {
+  /** The envelope: never the clear value. */
+  ciphertext: string;
+  /** Id of the key-ring key that encrypted it. */
+  keyId: string;
+}
+
+/**
+ * Vault changes that ride along with a provider or connection write, in the same
+ * transaction: a record and its secrets are never out of step.
+ */
+export interface VaultChanges {
+  /** Upserts: a new entry gets version 1, an existing one its version plus one. */
+  put?: VaultWrite[];
+  delete?: VaultKey[];
+}
+
+/**
+ * A provider (API.md §4). Core owns the shape of `state` (template configuration,
+ * non-secret credential data, discovery and registration results); adapters store it as
+ * JSON.
+ */
+export interface ProviderRecord {
+  /** The provider identifier, a resource path; the primary key. */
+  id: string;
+  template: string;
+  state: JsonObject;
+  /** Starts at 1 and grows by one with each write: the compare-and-set token. */
+  version: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** Connection status (API.md §5). */
+export type ConnectionStatus = 'pending' | 'active' | 'error';
+
+/**
+ * A connection (API.md §5). Its OAuth tokens are a vault entry, never part of the record.
+ * Core owns the shape of `state`.
+ */
+export interface ConnectionRecord {
+  /** The connection identifier, a resource path; the primary key. */
+  id: string;
+  providerId: string;
+  status: ConnectionStatus;
+  state: JsonObject;
+  /** Starts at 1 and grows by one with each write: the compare-and-set token. */
+  version: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** Options of {@link ConnectionStorage.listConnections}. */
+export interface ListConnectionsQuery extends ListPathsQuery {
+  providerId?: string;
+  status?: ConnectionStatus;
+}
+
+/**
+ * An authorization in flight, between the authorize call and the callback. Found only by
+ * the hash of its `state` parameter, and taken exactly once.
+ */
+export interface PendingAuthorizationRecord {
+  /** Hex SHA-256 of the OAuth `state`; the primary key. */
+  stateHash: string;
+  connectionId: string;
+  providerId: string;
+  /** Core's data: the encrypted PKCE verifier, redirect target, scopes, issuer… */
+  state: JsonObject;
+  expiresAt: number;
+  createdAt: number;
+}
+
+/** A stored vault entry. */
+export interface VaultEntryRecord extends VaultWrite {
+  /** Starts at 1 and grows by one with each put. */
+  version: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** Options of {@link VaultStorage.listVaultEntries}. */
+export interface ListVaultQuery extends ListPathsQuery {
+  kind: string;
+}
+
+/** Provider storage. */
+export interface ProviderStorage {
+  /** The provider with this id, or `null`. One point read. */
+  getProvider(id: string): Promise<ProviderRecord | null>;
+
+  /** Providers ordered by id. */
+  listProviders(query: ListPathsQuery): Promise<ProviderRecord[]>;
+
+  /**
+   * Inserts a provider (and its vault changes) unless one has its id. Atomic: of concurrent
+   * inserts of one id exactly one wins.
+   *
+   * @returns `false`, writing nothing, when the id is taken.
+   */
+  insertProvider(record: ProviderRecord, vault?: VaultChanges): Promise<boolean>;
+
+  /**
+   * Replaces a provider (and applies its vault changes) only while its stored version is
+   * `expectedVersion`; `record.version` is written as given. All or nothing.
+   *
+   * @returns `false`, writing nothing, when the version differs or the provider is gone.
+   */
+  compareAndSetProvider(
+    record: ProviderRecord,
+    expectedVersion: number,
+    vault?: VaultChanges,
+  ): Promise<boolean>;
+
+  /**
+   * Deletes a provider, and the vault entries named, unless a connection still refers to
+   * it, in one transaction.
+   */
+  deleteProvider(
+    id: string,
+    vaultDeletes?: VaultKey[],
+  ): Promise<'deleted' | 'not_found' | 'in_use'>;
+}
+
+/** Connection storage. */
+export interface ConnectionStorage {
+  /** The connection with this id, or `null`. One point read. */
+  getConnection(id: string): Promise<ConnectionRecord | null>;
+
+  /** Connections ordered by id, optionally of one provider and one status. */
+  listConnections(query: ListConnectionsQuery): Promise<ConnectionRecord[]>;
+
+  /**
+   * Inserts a connection (and its vault changes) unless one has its id. Atomic.
+   *
+   * @returns `false`, writing nothing, when the id is taken.
+   */
+  insertConnection(record: ConnectionRecord, vault?: VaultChanges): Promise<boolean>;
+
+  /**
+   * Replaces a connection (and applies its vault changes) only while its stored version is
+   * `expectedVersion`, so two writers never silently overwrite each other. All or nothing.
+   *
+   * @returns `false`, writing nothing, when the version differs or the connection is gone.
+   */
+  compareAndSetConnection(
+    record: ConnectionRecord,
+    expectedVersion: number,
+    vault?: VaultChanges,
+  ): Promise<boolean>;
+
+  /**
+   * Deletes a connection, and the vault entries named, in one transaction.
+   *
+   * @returns whether the connection existed (the vault entries go either way).
+   */
+  deleteConnection(id: string, vaultDeletes?: VaultKey[]): Promise<boolean>;
+}
+
+/** Pending-authorization storage. */
+export interface PendingAuthorizationStorage {
+  /** Stores a pending authorization. A state hash that exists already is a driver error. */
+  insertPendingAuthorization(record: PendingAuthorizationRecord): Promise<void>;
+
+  /**
+   * Removes and returns the pending authorization with this state hash, if it has not
+   * expired (`expiresAt > now`). Atomic: of any number of concurrent calls, from any number
+   * of processes, exactly one gets the record; every other call, and every later one, gets
+   * `null`. An expired record is never returned.
+   */
+  takePendingAuthorization(
+    stateHash: string,
+    now: number,
+  ): Promise<PendingAuthorizationRecord | null>;
+}
+
+/** Vault storage: ciphertext only. */
+export interface VaultStorage {
+  /** The entry, or `null`. One point read. */
+  getVaultEntry(kind: string, key: string): Promise<VaultEntryRecord | null>;
+
+  /**
+   * Creates the entry with version 1, or replaces its ciphertext and adds one to its
+   * version. Atomic: concurrent puts each get a distinct version.
+   *
+   * @returns the stored entry and whether it was created.
+   */
+  putVaultEntry(
+    write: VaultWrite,
+    now: number,
+  ): Promise<{ entry: VaultEntryRecord; created: boolean }>;
+
+  /** Deletes the entry. @returns whether it existed. */
+  deleteVaultEntry(kind: string, key: string): Promise<boolean>;
+
+  /** Entries of one kind ordered by key. */
+  listVaultEntries(query: ListVaultQuery): Promise<VaultEntryRecord[]>;
+
+  /**
+   * Entries of every kind whose `keyId` is not `keyId`, ordered by (kind, key), after the
+   * given position: what a re-wrap onto the active key still has to do.
+   */
+  listVaultEntriesNotUnderKey(
+    keyId: string,
+    after: VaultKey | null,
+    limit: number,
+  ): Promise<VaultEntryRecord[]>;
+
+  /**
+   * Replaces an entry's ciphertext and key id while its ciphertext is still `expected`,
+   * keeping its version and times (a re-wrap changes no value).
+   *
+   * @returns `false`, writing nothing, when the entry changed or is gone.
+   */
+  replaceVaultCiphertext(
+    kind: string,
+    key: string,
+    expected: string,
+    next: { ciphertext: string; keyId: string },
+  ): Promise<boolean>;
+}
+
+/** Leases: one holder at a time per key, across every process sharing the storage. */
+export interface LeaseStorage {
+  /**
+   * Takes the lease on `key` for `owner` until `expiresAt` when it is free, expired
+   * (`expiresAt <= now`), or already held by `owner` (which extends it). Atomic: of
+   * concurrent callers for a free lease exactly one gets it.
+   *
+   * @returns whether `owner` holds the lease now.
+   */
+  acquireLease(key: string, owner: string, expiresAt: number, now: number): Promise<boolean>;
+
+  /** Releases the lease if `owner` holds it; otherwise does nothing. */
+  releaseLease(key: string, owner: string): Promise<void>;
+}
+
+/** Housekeeping. */
+export interface MaintenanceStorage {
+  /**
+   * Deletes up to `limit` expired records of each purgeable kind (broker tokens, pending
+   * authorizations, leases), in short transactions that never hold locks a request waits
+   * on for long.
+   *
+   * @returns how many records were deleted.
+   */
+  purgeExpired(now: number, limit: number): Promise<number>;
+}
+
+/** Everything a Keyway storage adapter provides. */
+export interface Storage
+  extends TokenStorage,
+    ProviderStorage,
+    ConnectionStorage,
+    PendingAuthorizationStorage,
+    VaultStorage,
+    LeaseStorage,
+    MaintenanceStorage {
+  /** Releases connections or handles. */
+  close(): Promise<void>;
+}
+
+/** Every method of {@link Storage}, for validating an adapter passed in from JavaScript. */
+export const STORAGE_METHODS = [
+  'insertToken',
+  'findTokenByIdHash',
+  'findLiveTokenByName',
+  'listLiveTokens',
+  'updateTokenTree',
+  'deleteTokenTree',
+  'getProvider',
+  'listProviders',
+  'insertProvider',
+  'compareAndSetProvider',
+  'deleteProvider',
+  'getConnection',
+  'listConnections',
+  'insertConnection',
+  'compareAndSetConnection',
+  'deleteConnection',
+  'insertPendingAuthorization',
+  'takePendingAuthorization',
+  'getVaultEntry',
+  'putVaultEntry',
+  'deleteVaultEntry',
+  'listVaultEntries',
+  'listVaultEntriesNotUnderKey',
+  'replaceVaultCiphertext',
+  'acquireLease',
+  'releaseLease',
+  'purgeExpired',
+  'close',
+] as const satisfies readonly (keyof Storage)[];
+
+/**
+ * Whether `path` lies in the subtree rooted at `root` (`root` itself or below it). The
+ * reference semantics of {@link ListPathsQuery.within}; SQL adapters express it as
+ * `id = root OR (id >= root || '/' AND id < root || '0')` (`'0'` follows `'/'`).
+ */
+export function isInSubtree(root: string, path: string): boolean {
+  return path === root || (path.startsWith(root) && path.charCodeAt(root.length) === 0x2f);
 }

@@ -1,5 +1,5 @@
 import { memoryStorage } from '@keyway/store-memory';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createBroker, KeywayError, rootPrincipal } from '../src/index.js';
 
 const ROOT_KEY = 'core-test-root-key-0123456789abcdefghij';
@@ -110,5 +110,63 @@ describe('KeywayError', () => {
     const error = new KeywayError('conflict', 'taken', { cause: new Error('secret internals') });
     expect(error.status).toBe(409);
     expect(JSON.stringify(error)).toBe('{"error":"conflict","error_description":"taken"}');
+  });
+});
+
+describe('purging expired records', () => {
+  it('purges expired tokens in the background and stops on close()', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    let now = Date.UTC(2026, 0, 1);
+    const storage = memoryStorage();
+    const broker = createBroker({
+      rootKey: ROOT_KEY,
+      storage,
+      now: () => now,
+      purgeIntervalMs: 1000,
+    });
+    const issued = await broker.tokens.mint(rootPrincipal(), {
+      name: 'brief',
+      scopes: ['a'],
+      expires_in: 60,
+    });
+    const principal = await broker.authenticate(issued.access_token);
+    expect(principal.kind).toBe('token');
+    now += 60_000;
+    const before = await storage.listLiveTokens({ limit: 10, now: now - 1 });
+    expect(before.map((t) => t.name)).toEqual(['brief']);
+    await vi.advanceTimersByTimeAsync(999);
+    expect(await storage.listLiveTokens({ limit: 10, now: now - 1 })).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await storage.listLiveTokens({ limit: 10, now: now - 1 })).toEqual([]);
+    await broker.close();
+    expect(vi.getTimerCount()).toBe(0);
+    vi.useRealTimers();
+  });
+
+  it('purges on demand in batches until nothing expired is left', async () => {
+    let now = Date.UTC(2026, 0, 1);
+    const broker = createBroker({
+      rootKey: ROOT_KEY,
+      storage: memoryStorage(),
+      now: () => now,
+      purgeIntervalMs: false,
+    });
+    for (let i = 0; i < 1203; i++) {
+      await broker.tokens.mint(rootPrincipal(), { name: `t${i}`, scopes: ['a'], expires_in: 60 });
+    }
+    await broker.tokens.mint(rootPrincipal(), { name: 'keeper', scopes: ['a'], expires_in: 120 });
+    now += 60_000;
+    expect(await broker.purgeExpired()).toBe(1203);
+    expect(await broker.purgeExpired()).toBe(0);
+    expect((await broker.tokens.list(rootPrincipal())).items.map((t) => t.name)).toEqual([
+      'keeper',
+    ]);
+    await broker.close();
+  });
+
+  it('refuses an interval under a second', () => {
+    expect(() =>
+      createBroker({ rootKey: ROOT_KEY, storage: memoryStorage(), purgeIntervalMs: 10 }),
+    ).toThrow(/"purgeIntervalMs" must be false or an integer/);
   });
 });

@@ -1,18 +1,41 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type Broker, createBroker, type Storage } from '@keyway/core';
 import { memoryStorage } from '@keyway/store-memory';
+import { postgresStorage } from '@keyway/store-postgres';
+import { sqliteStorage } from '@keyway/store-sqlite';
+import { createTestSchema } from '@keyway/test-support/postgres';
+import { inject } from 'vitest';
 import { createHandler, type KeywayHandler } from '../src/index.js';
 
 export const ROOT_KEY = 'test-root-key-0123456789-abcdefghijklmnop';
 export const START = Date.UTC(2026, 10, 21, 9, 30, 0, 0);
 
-/** A storage the handler tests run against; issue #3 adds the durable ones. */
+/** A storage the handler tests run against. */
 export interface StorageFactory {
   name: string;
   create(): Promise<Storage>;
 }
 
+const sqliteDir = mkdtempSync(join(tmpdir(), 'keyway-http-'));
+let sqliteFiles = 0;
+
+/** Every adapter, each on its real engine: the handler must behave the same on all. */
 export const storageFactories: StorageFactory[] = [
   { name: 'memory', create: async () => memoryStorage() },
+  {
+    name: 'sqlite',
+    create: async () => sqliteStorage(join(sqliteDir, `http-${++sqliteFiles}.sqlite`)),
+  },
+  {
+    name: 'postgres',
+    async create() {
+      const url = inject('databaseUrl');
+      const { schema } = await createTestSchema(url);
+      return postgresStorage({ connectionString: url, schema, maxConnections: 4 });
+    },
+  },
 ];
 
 export interface Reply {

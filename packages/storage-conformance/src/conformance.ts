@@ -1,5 +1,12 @@
 import type { Storage } from '@keyway/core';
 import { afterEach, describe } from 'vitest';
+import { connectionStorageCases, providerStorageCases } from './path-record-cases.js';
+import {
+  leaseStorageCases,
+  maintenanceCases,
+  pendingAuthorizationCases,
+  vaultStorageCases,
+} from './state-cases.js';
 import { tokenStorageCases } from './token-cases.js';
 
 /** How the suite reaches the adapter under test. */
@@ -15,7 +22,26 @@ export interface ConformanceTarget {
   connectAgain?(storage: Storage): Storage | Promise<Storage>;
   /** Drops what `create` made. Every handle the suite opened is closed before this. */
   destroy?(storage: Storage): void | Promise<void>;
+  /**
+   * Reads raw rows behind the adapter's back (omit for memory), so the suite can check what
+   * is really stored: that a take deleted its row, that a purge removed expired rows.
+   */
+  readBehind?(storage: Storage): ReadBehind;
 }
+
+/** Raw access to an adapter's tables, by record kind. */
+export interface ReadBehind {
+  rows(table: StoredTable): Promise<Record<string, unknown>[]>;
+}
+
+/** The record kinds every adapter stores, named as their SQL tables (without `keyway_`). */
+export type StoredTable =
+  | 'tokens'
+  | 'providers'
+  | 'connections'
+  | 'pending_authorizations'
+  | 'vault_entries'
+  | 'leases';
 
 /** What each group of cases receives. */
 export interface CaseContext {
@@ -23,6 +49,8 @@ export interface CaseContext {
   open(): Promise<Storage>;
   /** Another handle on the same database as `storage` (or `storage` itself). */
   connectAgain(storage: Storage): Promise<Storage>;
+  /** Raw rows behind the adapter, or `null` where the target offers none. */
+  readBehind(storage: Storage): ReadBehind | null;
 }
 
 /**
@@ -60,8 +88,17 @@ export function runStorageConformance(name: string, target: ConformanceTarget): 
         extras.push(handle);
         return handle;
       },
+      readBehind(storage) {
+        return target.readBehind?.(storage) ?? null;
+      },
     };
 
     tokenStorageCases(context);
+    providerStorageCases(context);
+    connectionStorageCases(context);
+    pendingAuthorizationCases(context);
+    vaultStorageCases(context);
+    leaseStorageCases(context);
+    maintenanceCases(context);
   });
 }

@@ -1,4 +1,6 @@
 export {
   type ConformanceTarget,
+  type ReadBehind,
   runStorageConformance,
+  type StoredTable,
 } from './conformance.js';

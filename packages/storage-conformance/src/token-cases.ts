@@ -232,6 +232,27 @@ export function tokenStorageCases({ open, connectAgain }: CaseContext): void {
         }
       });
 
+      it('rolls back every write when one write of the plan fails', async () => {
+        const storage = await open();
+        const [alice, bot, bob] = ['alice', 'alice.bot', 'bob'].map((name) =>
+          tokenRecord(name),
+        ) as [TokenRecord, TokenRecord, TokenRecord];
+        await insertAll(storage, [alice, bot, bob]);
+        // The first write is fine; the second takes a name a live token holds and must fail.
+        await expect(
+          storage.updateTokenTree('alice', NOW, () => ({
+            update: [
+              { ...alice, scopes: ['narrow/**'] },
+              { ...bot, name: 'bob' },
+            ],
+            delete: [],
+          })),
+        ).rejects.toThrow();
+        expect(await storage.findTokenByIdHash(alice.idHash)).toEqual(alice);
+        expect(await storage.findTokenByIdHash(bot.idHash)).toEqual(bot);
+        expect(await storage.findTokenByIdHash(bob.idHash)).toEqual(bob);
+      });
+
       it('answers false without calling the plan when no live token has the name', async () => {
         const storage = await open();
         await insertAll(storage, [

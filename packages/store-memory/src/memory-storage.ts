@@ -1,9 +1,15 @@
 import {
+  type ConnectionRecord,
   compareCodePoints,
-  type ListTokensQuery,
+  isInSubtree,
+  type ListPathsQuery,
+  type PendingAuthorizationRecord,
+  type ProviderRecord,
   type Storage,
   type TokenRecord,
-  type TokenTreeChanges,
+  type VaultChanges,
+  type VaultEntryRecord,
+  type VaultWrite,
 } from '@keyway/core';
 
 /** Storage held in this process's memory. */
@@ -11,6 +17,25 @@ export interface MemoryStorage extends Storage {}
 
 function isInTree(root: string, name: string): boolean {
   return name === root || (name.startsWith(root) && name.charCodeAt(root.length) === 0x2e);
+}
+
+const copy = <T>(value: T): T => structuredClone(value);
+
+/** The records of a path-keyed map that a list query selects, in code point order. */
+function selectPaths<T>(map: Map<string, T>, query: ListPathsQuery, keep: (record: T) => boolean) {
+  const { within, after, limit } = query;
+  const keys = [...map.keys()]
+    .filter((key) => within === undefined || within.some((root) => isInSubtree(root, key)))
+    .filter((key) => after === undefined || compareCodePoints(key, after) > 0)
+    .sort(compareCodePoints);
+  const result: T[] = [];
+  for (const key of keys) {
+    const record = map.get(key) as T;
+    if (!keep(record)) continue;
+    result.push(copy(record));
+    if (result.length >= limit) break;
+  }
+  return result;
 }
 
 /**
@@ -28,8 +53,13 @@ export function memoryStorage(): MemoryStorage {
   const tokens = new Map<string, TokenRecord>();
   /** name → idHashes of every record with that name (one live at most, plus expired ones). */
   const tokensByName = new Map<string, Set<string>>();
+  const providers = new Map<string, ProviderRecord>();
+  const connections = new Map<string, ConnectionRecord>();
+  const pending = new Map<string, PendingAuthorizationRecord>();
+  const vault = new Map<string, VaultEntryRecord>();
+  const leases = new Map<string, { owner: string; expiresAt: number }>();
 
-  const copy = (record: TokenRecord): TokenRecord => ({ ...record, scopes: [...record.scopes] });
+  const vaultId = (kind: string, key: string) => `${kind}\u0000${key}`;
 
   function putToken(record: TokenRecord): void {
     tokens.set(record.idHash, copy(record));
@@ -59,7 +89,29 @@ export function memoryStorage(): MemoryStorage {
     return [...tokensByName.keys()].filter((name) => isInTree(root, name)).sort(compareCodePoints);
   }
 
+  function putVault(write: VaultWrite, now: number) {
+    const id = vaultId(write.kind, write.key);
+    const existing = vault.get(id);
+    const entry: VaultEntryRecord = {
+      kind: write.kind,
+      key: write.key,
+      ciphertext: write.ciphertext,
+      keyId: write.keyId,
+      version: (existing?.version ?? 0) + 1,
+      createdAt: existing?.createdAt ?? now,
+      updatedAt: now,
+    };
+    vault.set(id, entry);
+    return { entry: copy(entry), created: existing === undefined };
+  }
+
+  function applyVault(changes: VaultChanges | undefined, now: number): void {
+    for (const write of changes?.put ?? []) putVault(write, now);
+    for (const { kind, key } of changes?.delete ?? []) vault.delete(vaultId(kind, key));
+  }
+
   return {
+    // ─── tokens ───
     async insertToken(record, now) {
       if (liveByName(record.name, now) !== null) return false;
       for (const id of [...(tokensByName.get(record.name) ?? [])]) removeToken(id);
@@ -77,8 +129,7 @@ export function memoryStorage(): MemoryStorage {
       return record === null ? null : copy(record);
     },
 
-    async listLiveTokens(query: ListTokensQuery) {
-      const { treeOf, after, limit, now } = query;
+    async listLiveTokens({ treeOf, after, limit, now }) {
       const names =
         treeOf === undefined ? [...tokensByName.keys()].sort(compareCodePoints) : treeNames(treeOf);
       const result: TokenRecord[] = [];
@@ -91,15 +142,20 @@ export function memoryStorage(): MemoryStorage {
       return result;
     },
 
-    async updateTokenTree(name, now, plan: (tree: TokenRecord[]) => TokenTreeChanges) {
-      const root = liveByName(name, now);
-      if (root === null) return false;
+    async updateTokenTree(name, now, plan) {
+      if (liveByName(name, now) === null) return false;
       const tree = treeNames(name)
         .map((treeName) => liveByName(treeName, now))
         .filter((record): record is TokenRecord => record !== null)
         .map(copy);
-      // plan may throw: nothing has been written yet, and the writes below cannot fail.
+      // plan may throw: nothing has been written yet. Every write is checked before the
+      // first is made, so the writes below cannot fail half-way.
       const changes = plan(tree);
+      for (const record of changes.update) {
+        for (const id of tokensByName.get(record.name) ?? []) {
+          if (id !== record.idHash) throw new Error(`token name "${record.name}" is taken`);
+        }
+      }
       for (const record of changes.update) {
         if (tokens.has(record.idHash)) {
           removeToken(record.idHash);
@@ -118,9 +174,159 @@ export function memoryStorage(): MemoryStorage {
       return true;
     },
 
-    async close() {
-      tokens.clear();
-      tokensByName.clear();
+    // ─── providers ───
+    async getProvider(id) {
+      const record = providers.get(id);
+      return record === undefined ? null : copy(record);
     },
+
+    async listProviders(query) {
+      return selectPaths(providers, query, () => true);
+    },
+
+    async insertProvider(record, changes) {
+      if (providers.has(record.id)) return false;
+      providers.set(record.id, copy(record));
+      applyVault(changes, record.updatedAt);
+      return true;
+    },
+
+    async compareAndSetProvider(record, expectedVersion, changes) {
+      if (providers.get(record.id)?.version !== expectedVersion) return false;
+      providers.set(record.id, copy(record));
+      applyVault(changes, record.updatedAt);
+      return true;
+    },
+
+    async deleteProvider(id, vaultDeletes) {
+      if (!providers.has(id)) return 'not_found';
+      for (const connection of connections.values()) {
+        if (connection.providerId === id) return 'in_use';
+      }
+      providers.delete(id);
+      for (const { kind, key } of vaultDeletes ?? []) vault.delete(vaultId(kind, key));
+      return 'deleted';
+    },
+
+    // ─── connections ───
+    async getConnection(id) {
+      const record = connections.get(id);
+      return record === undefined ? null : copy(record);
+    },
+
+    async listConnections(query) {
+      return selectPaths(
+        connections,
+        query,
+        (record) =>
+          (query.providerId === undefined || record.providerId === query.providerId) &&
+          (query.status === undefined || record.status === query.status),
+      );
+    },
+
+    async insertConnection(record, changes) {
+      if (connections.has(record.id)) return false;
+      connections.set(record.id, copy(record));
+      applyVault(changes, record.updatedAt);
+      return true;
+    },
+
+    async compareAndSetConnection(record, expectedVersion, changes) {
+      if (connections.get(record.id)?.version !== expectedVersion) return false;
+      connections.set(record.id, copy(record));
+      applyVault(changes, record.updatedAt);
+      return true;
+    },
+
+    async deleteConnection(id, vaultDeletes) {
+      for (const { kind, key } of vaultDeletes ?? []) vault.delete(vaultId(kind, key));
+      return connections.delete(id);
+    },
+
+    // ─── pending authorizations ───
+    async insertPendingAuthorization(record) {
+      if (pending.has(record.stateHash)) {
+        throw new Error('a pending authorization with this state hash exists already');
+      }
+      pending.set(record.stateHash, copy(record));
+    },
+
+    async takePendingAuthorization(stateHash, now) {
+      const record = pending.get(stateHash);
+      if (record === undefined || record.expiresAt <= now) return null;
+      pending.delete(stateHash);
+      return record;
+    },
+
+    // ─── vault ───
+    async getVaultEntry(kind, key) {
+      const entry = vault.get(vaultId(kind, key));
+      return entry === undefined ? null : copy(entry);
+    },
+
+    async putVaultEntry(write, now) {
+      return putVault(write, now);
+    },
+
+    async deleteVaultEntry(kind, key) {
+      return vault.delete(vaultId(kind, key));
+    },
+
+    async listVaultEntries({ kind, ...query }) {
+      const ofKind = new Map<string, VaultEntryRecord>();
+      for (const entry of vault.values()) if (entry.kind === kind) ofKind.set(entry.key, entry);
+      return selectPaths(ofKind, query, () => true);
+    },
+
+    async listVaultEntriesNotUnderKey(keyId, after, limit) {
+      return [...vault.values()]
+        .filter((entry) => entry.keyId !== keyId)
+        .sort((a, b) => compareCodePoints(a.kind, b.kind) || compareCodePoints(a.key, b.key))
+        .filter(
+          (entry) =>
+            after === null ||
+            compareCodePoints(entry.kind, after.kind) > 0 ||
+            (entry.kind === after.kind && compareCodePoints(entry.key, after.key) > 0),
+        )
+        .slice(0, limit)
+        .map(copy);
+    },
+
+    async replaceVaultCiphertext(kind, key, expected, next) {
+      const entry = vault.get(vaultId(kind, key));
+      if (entry === undefined || entry.ciphertext !== expected) return false;
+      vault.set(vaultId(kind, key), { ...entry, ciphertext: next.ciphertext, keyId: next.keyId });
+      return true;
+    },
+
+    // ─── leases ───
+    async acquireLease(key, owner, expiresAt, now) {
+      const lease = leases.get(key);
+      if (lease !== undefined && lease.expiresAt > now && lease.owner !== owner) return false;
+      leases.set(key, { owner, expiresAt });
+      return true;
+    },
+
+    async releaseLease(key, owner) {
+      if (leases.get(key)?.owner === owner) leases.delete(key);
+    },
+
+    // ─── maintenance ───
+    async purgeExpired(now, limit) {
+      let removed = 0;
+      const expiredTokens = [...tokens.values()].filter((t) => t.expiresAt <= now).slice(0, limit);
+      for (const record of expiredTokens) removeToken(record.idHash);
+      removed += expiredTokens.length;
+      const expiredPending = [...pending.values()]
+        .filter((p) => p.expiresAt <= now)
+        .slice(0, limit);
+      for (const record of expiredPending) pending.delete(record.stateHash);
+      removed += expiredPending.length;
+      const expiredLeases = [...leases].filter(([, l]) => l.expiresAt <= now).slice(0, limit);
+      for (const [key] of expiredLeases) leases.delete(key);
+      return removed + expiredLeases.length;
+    },
+
+    async close() {},
   };
 }

@@ -1,0 +1,76 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createTestDatabase } from '@keyway/test-support/postgres';
+import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
+import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
+
+const ROOT_KEY = 'two-instances-root-key-0123456789abcdef';
+const dir = mkdtempSync(join(tmpdir(), 'keyway-instances-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function call(base: string, method: string, path: string, token: string, body?: unknown) {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+describe.each([
+  {
+    engine: 'SQLite',
+    database: async () => ({ url: join(dir, 'shared.sqlite'), drop: async () => {} }),
+  },
+  { engine: 'PostgreSQL', database: () => createTestDatabase(inject('databaseUrl')) },
+])('two broker processes over one $engine database', ({ database }) => {
+  const processes: BrokerProcess[] = [];
+  let drop = async () => {};
+
+  afterEach(async () => {
+    for (const broker of processes.splice(0)) await broker.stop();
+    await drop();
+  });
+
+  it('share tokens: minted through one, used on the other, deleted through one, refused by the other', async () => {
+    const db = await database();
+    drop = db.drop;
+    const env = { KEYWAY_ROOT_KEY: ROOT_KEY, KEYWAY_DATABASE: db.url };
+    // Started together: migrations must apply once, whoever comes first.
+    const [a, b] = await Promise.all([startBrokerProcess(env), startBrokerProcess(env)]);
+    processes.push(a as BrokerProcess, b as BrokerProcess);
+    const one = (a as BrokerProcess).url;
+    const two = (b as BrokerProcess).url;
+    expect((a as BrokerProcess).child.pid).not.toBe((b as BrokerProcess).child.pid);
+
+    const minted = await call(one, 'POST', '/api/admin/tokens', ROOT_KEY, {
+      name: 'shared',
+      scopes: ['acme'],
+    });
+    expect(minted.status).toBe(201);
+    const token = minted.body.access_token as string;
+    expect((await call(two, 'GET', '/api/admin/tokens/shared', token)).status).toBe(200);
+
+    const child = await call(two, 'POST', '/api/admin/tokens', token, {
+      name: 'shared.bot',
+      scopes: ['acme/x'],
+      expires_in: 600,
+    });
+    expect(child.status).toBe(201);
+    const taken = await call(one, 'POST', '/api/admin/tokens', ROOT_KEY, {
+      name: 'shared.bot',
+      scopes: ['acme'],
+    });
+    expect(taken.status).toBe(409);
+
+    expect((await call(two, 'DELETE', '/api/admin/tokens/shared', ROOT_KEY)).status).toBe(204);
+    const refused = await call(one, 'GET', '/api/admin/tokens', token);
+    expect(refused.status).toBe(401);
+    expect((await call(one, 'GET', '/api/admin/tokens', child.body.access_token)).status).toBe(401);
+  });
+});

@@ -1,0 +1,643 @@
+import type {
+  ConnectionRecord,
+  ConnectionStatus,
+  JsonObject,
+  ListConnectionsQuery,
+  ListPathsQuery,
+  PendingAuthorizationRecord,
+  ProviderRecord,
+  Storage,
+  TokenRecord,
+  VaultChanges,
+  VaultEntryRecord,
+  VaultKey,
+  VaultWrite,
+} from '@keyway/core';
+import pg from 'pg';
+import { MIGRATIONS } from './schema.js';
+
+type Row = Record<string, unknown>;
+type Queryable = pg.Pool | pg.PoolClient;
+
+/** Options of {@link postgresStorage}: a pool you own, or a connection string. */
+export type PostgresStorageOptions = (
+  | {
+      /** A pg pool; you end it yourself after `close()`. */
+      pool: pg.Pool;
+      connectionString?: never;
+    }
+  | {
+      /** `postgres://…`; the storage creates a pool and ends it on `close()`. */
+      connectionString: string;
+      pool?: never;
+      /** Size of that pool. Default 10. */
+      maxConnections?: number;
+    }
+) & {
+  /** The schema that holds Keyway's tables; created when missing. Default `public`. */
+  schema?: string;
+};
+
+/** PostgreSQL storage, plus what its own tests and tools need. */
+export interface PostgresStorage extends Storage {
+  readonly pool: pg.Pool;
+  readonly schema: string;
+  /** The SQL and parameters the adapter runs for a connection listing (for EXPLAIN). */
+  listConnectionsSql(query: ListConnectionsQuery): { sql: string; params: unknown[] };
+}
+
+/** Key of the advisory lock that serializes migrations across every process. */
+const MIGRATION_LOCK = 7_301_999_001;
+
+const int = (value: unknown) => Number(value);
+
+const toToken = (row: Row): TokenRecord => ({
+  idHash: row.id_hash as string,
+  name: row.name as string,
+  scopes: JSON.parse(row.scopes as string),
+  expiresAt: int(row.expires_at),
+  createdAt: int(row.created_at),
+  createdBy: row.created_by as string,
+});
+
+const toProvider = (row: Row): ProviderRecord => ({
+  id: row.id as string,
+  template: row.template as string,
+  state: JSON.parse(row.state as string) as JsonObject,
+  version: int(row.version),
+  createdAt: int(row.created_at),
+  updatedAt: int(row.updated_at),
+});
+
+const toConnection = (row: Row): ConnectionRecord => ({
+  id: row.id as string,
+  providerId: row.provider_id as string,
+  status: row.status as ConnectionStatus,
+  state: JSON.parse(row.state as string) as JsonObject,
+  version: int(row.version),
+  createdAt: int(row.created_at),
+  updatedAt: int(row.updated_at),
+});
+
+const toPending = (row: Row): PendingAuthorizationRecord => ({
+  stateHash: row.state_hash as string,
+  connectionId: row.connection_id as string,
+  providerId: row.provider_id as string,
+  state: JSON.parse(row.state as string) as JsonObject,
+  expiresAt: int(row.expires_at),
+  createdAt: int(row.created_at),
+});
+
+const toVault = (row: Row): VaultEntryRecord => ({
+  kind: row.kind as string,
+  key: row.key as string,
+  ciphertext: row.ciphertext as string,
+  keyId: row.key_id as string,
+  version: int(row.version),
+  createdAt: int(row.created_at),
+  updatedAt: int(row.updated_at),
+});
+
+/**
+ * The subtree-ranged list query of a path-keyed table: for each root `p`, `p` itself or
+ * the keys in [`p/`, `p0`) (`'0'` follows `'/'`), two index range scans per root.
+ */
+export function buildPathListSql(
+  table: string,
+  keyColumn: string,
+  query: ListPathsQuery,
+  extra: { column: string; value: unknown }[] = [],
+): { sql: string; params: unknown[] } {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const p = (value: unknown) => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+  if (query.within !== undefined) {
+    if (query.within.length === 0) where.push('false');
+    else {
+      where.push(
+        `(${query.within
+          .map(
+            (root) =>
+              `${keyColumn} = ${p(root)} OR (${keyColumn} >= ${p(`${root}/`)} AND ${keyColumn} < ${p(`${root}0`)})`,
+          )
+          .join(' OR ')})`,
+      );
+    }
+  }
+  if (query.after !== undefined) where.push(`${keyColumn} > ${p(query.after)}`);
+  for (const { column, value } of extra) where.push(`${column} = ${p(value)}`);
+  const filter = where.length ? ` WHERE ${where.join(' AND ')}` : '';
+  return {
+    sql: `SELECT * FROM ${table}${filter} ORDER BY ${keyColumn} LIMIT ${p(query.limit)}`,
+    params,
+  };
+}
+
+/** Applies the migrations the schema lacks, under a transaction-scoped advisory lock. */
+export async function migrate(pool: pg.Pool, schema: string): Promise<void> {
+  const s = `"${schema}"`;
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${s}.keyway_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)`,
+    );
+    const { rows } = await client.query(
+      `SELECT MAX(version) AS version FROM ${s}.keyway_migrations`,
+    );
+    const current = rows[0]?.version === null ? 0 : Number(rows[0]?.version);
+    for (let version = current + 1; version <= MIGRATIONS.length; version++) {
+      await client.query((MIGRATIONS[version - 1] as string).replaceAll('{s}', s));
+      await client.query(
+        `INSERT INTO ${s}.keyway_migrations (version, applied_at) VALUES ($1, $2)`,
+        [version, Date.now()],
+      );
+    }
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/**
+ * Keyway storage on PostgreSQL 15+ through node-postgres. Many broker instances can share
+ * one database: every promise holds across processes, through single-statement atomic
+ * writes (`DELETE … RETURNING`, `INSERT … ON CONFLICT`), row locks (`FOR UPDATE`) where a
+ * promise spans statements, and `SKIP LOCKED` for housekeeping so it never waits on a
+ * request. Every query is a named prepared statement. Migrations are versioned and
+ * serialized with an advisory lock, so instances starting together apply each one once.
+ *
+ * @example
+ * import { createBroker } from '@keyway/core';
+ * import { postgresStorage } from '@keyway/store-postgres';
+ * const storage = await postgresStorage({ connectionString: process.env.DATABASE_URL });
+ * const broker = createBroker({ rootKey, storage });
+ */
+export async function postgresStorage(options: PostgresStorageOptions): Promise<PostgresStorage> {
+  const schema = options.schema ?? 'public';
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(schema)) {
+    throw new TypeError('"schema" must be a plain SQL identifier (letters, digits, _)');
+  }
+  const owned = options.pool === undefined;
+  const pool =
+    options.pool ??
+    new pg.Pool({
+      connectionString: options.connectionString,
+      max: 'maxConnections' in options && options.maxConnections ? options.maxConnections : 10,
+    });
+  try {
+    await migrate(pool, schema);
+  } catch (error) {
+    if (owned) await pool.end().catch(() => {});
+    throw error;
+  }
+
+  const t = (name: string) => `"${schema}".keyway_${name}`;
+  const TOKENS = t('tokens');
+  const PROVIDERS = t('providers');
+  const CONNECTIONS = t('connections');
+  const PENDING = t('pending_authorizations');
+  const VAULT = t('vault_entries');
+  const LEASES = t('leases');
+
+  // Named statements: each text is parsed and planned once per pooled connection.
+  const names = new Map<string, string>();
+  const query = async (db: Queryable, text: string, values: unknown[] = []) => {
+    let name = names.get(text);
+    if (name === undefined) {
+      name = `keyway_${names.size + 1}`;
+      names.set(text, name);
+    }
+    return db.query({ name, text, values });
+  };
+  const one = async (db: Queryable, text: string, values: unknown[] = []) =>
+    ((await query(db, text, values)).rows[0] as Row | undefined) ?? null;
+
+  const transaction = async <T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await fn(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
+  };
+
+  const putVault = async (db: Queryable, write: VaultWrite, now: number) => {
+    const row = (await one(
+      db,
+      `INSERT INTO ${VAULT} (kind, key, ciphertext, key_id, version, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, 1, $5, $5)
+       ON CONFLICT (kind, key) DO UPDATE SET
+         ciphertext = excluded.ciphertext, key_id = excluded.key_id,
+         version = ${VAULT}.version + 1, updated_at = excluded.updated_at
+       RETURNING *`,
+      [write.kind, write.key, write.ciphertext, write.keyId, now],
+    )) as Row;
+    const entry = toVault(row);
+    return { entry, created: entry.version === 1 };
+  };
+  const deleteVault = async (db: Queryable, keys: VaultKey[] | undefined) => {
+    for (const { kind, key } of keys ?? []) {
+      await query(db, `DELETE FROM ${VAULT} WHERE kind = $1 AND key = $2`, [kind, key]);
+    }
+  };
+  const applyVault = async (db: Queryable, changes: VaultChanges | undefined, now: number) => {
+    for (const write of changes?.put ?? []) await putVault(db, write, now);
+    await deleteVault(db, changes?.delete);
+  };
+
+  const TREE = '(name = $1 OR (name >= $2 AND name < $3))';
+  const treeParams = (name: string) => [name, `${name}.`, `${name}/`];
+
+  const listConnectionsSql = (q: ListConnectionsQuery) =>
+    buildPathListSql(CONNECTIONS, 'id', q, [
+      ...(q.providerId === undefined ? [] : [{ column: 'provider_id', value: q.providerId }]),
+      ...(q.status === undefined ? [] : [{ column: 'status', value: q.status }]),
+    ]);
+
+  return {
+    pool,
+    schema,
+    listConnectionsSql,
+
+    // ─── tokens ───
+    async insertToken(record, now) {
+      return transaction(async (client) => {
+        await query(client, `DELETE FROM ${TOKENS} WHERE name = $1 AND expires_at <= $2`, [
+          record.name,
+          now,
+        ]);
+        // A concurrent insert of the name waits on the unique index, then does nothing.
+        const result = await query(
+          client,
+          `INSERT INTO ${TOKENS} (id_hash, name, scopes, expires_at, created_at, created_by)
+           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING`,
+          [
+            record.idHash,
+            record.name,
+            JSON.stringify(record.scopes),
+            record.expiresAt,
+            record.createdAt,
+            record.createdBy,
+          ],
+        );
+        return result.rowCount === 1;
+      });
+    },
+
+    async findTokenByIdHash(idHash) {
+      const row = await one(pool, `SELECT * FROM ${TOKENS} WHERE id_hash = $1`, [idHash]);
+      return row === null ? null : toToken(row);
+    },
+
+    async findLiveTokenByName(name, now) {
+      const row = await one(pool, `SELECT * FROM ${TOKENS} WHERE name = $1 AND expires_at > $2`, [
+        name,
+        now,
+      ]);
+      return row === null ? null : toToken(row);
+    },
+
+    async listLiveTokens({ treeOf, after, limit, now }) {
+      const params: unknown[] = [];
+      const where: string[] = [];
+      if (treeOf !== undefined) {
+        params.push(...treeParams(treeOf));
+        where.push(TREE);
+      }
+      params.push(now);
+      where.push(`expires_at > $${params.length}`);
+      if (after !== undefined) {
+        params.push(after);
+        where.push(`name > $${params.length}`);
+      }
+      params.push(limit);
+      const text = `SELECT * FROM ${TOKENS} WHERE ${where.join(' AND ')} ORDER BY name LIMIT $${params.length}`;
+      return (await query(pool, text, params)).rows.map(toToken);
+    },
+
+    async updateTokenTree(name, now, plan) {
+      return transaction(async (client) => {
+        // Row locks: a concurrent narrowing of the same tree waits, then reads our result.
+        const { rows } = await query(
+          client,
+          `SELECT * FROM ${TOKENS} WHERE ${TREE} AND expires_at > $4 ORDER BY name FOR UPDATE`,
+          [...treeParams(name), now],
+        );
+        const tree = rows.map(toToken);
+        if (tree[0]?.name !== name) return false;
+        const changes = plan(tree);
+        for (const record of changes.update) {
+          await query(
+            client,
+            `UPDATE ${TOKENS} SET name = $1, scopes = $2, expires_at = $3, created_at = $4, created_by = $5
+             WHERE id_hash = $6`,
+            [
+              record.name,
+              JSON.stringify(record.scopes),
+              record.expiresAt,
+              record.createdAt,
+              record.createdBy,
+              record.idHash,
+            ],
+          );
+        }
+        for (const idHash of changes.delete) {
+          await query(client, `DELETE FROM ${TOKENS} WHERE id_hash = $1`, [idHash]);
+        }
+        return true;
+      });
+    },
+
+    async deleteTokenTree(name, now) {
+      return transaction(async (client) => {
+        const live = await one(
+          client,
+          `SELECT 1 FROM ${TOKENS} WHERE name = $1 AND expires_at > $2 FOR UPDATE`,
+          [name, now],
+        );
+        if (live === null) return false;
+        await query(client, `DELETE FROM ${TOKENS} WHERE ${TREE}`, treeParams(name));
+        return true;
+      });
+    },
+
+    // ─── providers ───
+    async getProvider(id) {
+      const row = await one(pool, `SELECT * FROM ${PROVIDERS} WHERE id = $1`, [id]);
+      return row === null ? null : toProvider(row);
+    },
+
+    async listProviders(q) {
+      const { sql, params } = buildPathListSql(PROVIDERS, 'id', q);
+      return (await query(pool, sql, params)).rows.map(toProvider);
+    },
+
+    async insertProvider(record, changes) {
+      return transaction(async (client) => {
+        const result = await query(
+          client,
+          `INSERT INTO ${PROVIDERS} (id, template, state, version, created_at, updated_at)
+           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
+          [
+            record.id,
+            record.template,
+            JSON.stringify(record.state),
+            record.version,
+            record.createdAt,
+            record.updatedAt,
+          ],
+        );
+        if (result.rowCount !== 1) return false;
+        await applyVault(client, changes, record.updatedAt);
+        return true;
+      });
+    },
+
+    async compareAndSetProvider(record, expectedVersion, changes) {
+      return transaction(async (client) => {
+        const result = await query(
+          client,
+          `UPDATE ${PROVIDERS} SET template = $1, state = $2, version = $3, created_at = $4, updated_at = $5
+           WHERE id = $6 AND version = $7`,
+          [
+            record.template,
+            JSON.stringify(record.state),
+            record.version,
+            record.createdAt,
+            record.updatedAt,
+            record.id,
+            expectedVersion,
+          ],
+        );
+        if (result.rowCount !== 1) return false;
+        await applyVault(client, changes, record.updatedAt);
+        return true;
+      });
+    },
+
+    async deleteProvider(id, vaultDeletes) {
+      return transaction(async (client) => {
+        // The row lock makes a concurrent insertConnection (which key-share locks the
+        // provider) either finish first, and be seen below, or wait and find it gone.
+        const found = await one(client, `SELECT 1 FROM ${PROVIDERS} WHERE id = $1 FOR UPDATE`, [
+          id,
+        ]);
+        if (found === null) return 'not_found' as const;
+        const used = await one(
+          client,
+          `SELECT 1 FROM ${CONNECTIONS} WHERE provider_id = $1 LIMIT 1`,
+          [id],
+        );
+        if (used !== null) return 'in_use' as const;
+        await query(client, `DELETE FROM ${PROVIDERS} WHERE id = $1`, [id]);
+        await deleteVault(client, vaultDeletes);
+        return 'deleted' as const;
+      });
+    },
+
+    // ─── connections ───
+    async getConnection(id) {
+      const row = await one(pool, `SELECT * FROM ${CONNECTIONS} WHERE id = $1`, [id]);
+      return row === null ? null : toConnection(row);
+    },
+
+    async listConnections(q) {
+      const { sql, params } = listConnectionsSql(q);
+      return (await query(pool, sql, params)).rows.map(toConnection);
+    },
+
+    async insertConnection(record, changes) {
+      return transaction(async (client) => {
+        await query(client, `SELECT 1 FROM ${PROVIDERS} WHERE id = $1 FOR KEY SHARE`, [
+          record.providerId,
+        ]);
+        const result = await query(
+          client,
+          `INSERT INTO ${CONNECTIONS} (id, provider_id, status, state, version, created_at, updated_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
+          [
+            record.id,
+            record.providerId,
+            record.status,
+            JSON.stringify(record.state),
+            record.version,
+            record.createdAt,
+            record.updatedAt,
+          ],
+        );
+        if (result.rowCount !== 1) return false;
+        await applyVault(client, changes, record.updatedAt);
+        return true;
+      });
+    },
+
+    async compareAndSetConnection(record, expectedVersion, changes) {
+      return transaction(async (client) => {
+        // Concurrent writers from one version queue on the row lock; when the first
+        // commits, the others re-check the version and update nothing.
+        const result = await query(
+          client,
+          `UPDATE ${CONNECTIONS}
+           SET provider_id = $1, status = $2, state = $3, version = $4, created_at = $5, updated_at = $6
+           WHERE id = $7 AND version = $8`,
+          [
+            record.providerId,
+            record.status,
+            JSON.stringify(record.state),
+            record.version,
+            record.createdAt,
+            record.updatedAt,
+            record.id,
+            expectedVersion,
+          ],
+        );
+        if (result.rowCount !== 1) return false;
+        await applyVault(client, changes, record.updatedAt);
+        return true;
+      });
+    },
+
+    async deleteConnection(id, vaultDeletes) {
+      return transaction(async (client) => {
+        await deleteVault(client, vaultDeletes);
+        return (
+          (await query(client, `DELETE FROM ${CONNECTIONS} WHERE id = $1`, [id])).rowCount === 1
+        );
+      });
+    },
+
+    // ─── pending authorizations ───
+    async insertPendingAuthorization(record) {
+      await query(
+        pool,
+        `INSERT INTO ${PENDING} (state_hash, connection_id, provider_id, state, expires_at, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6)`,
+        [
+          record.stateHash,
+          record.connectionId,
+          record.providerId,
+          JSON.stringify(record.state),
+          record.expiresAt,
+          record.createdAt,
+        ],
+      );
+    },
+
+    async takePendingAuthorization(stateHash, now) {
+      // One statement: exactly one concurrent caller deletes the row and gets it back.
+      const row = await one(
+        pool,
+        `DELETE FROM ${PENDING} WHERE state_hash = $1 AND expires_at > $2 RETURNING *`,
+        [stateHash, now],
+      );
+      return row === null ? null : toPending(row);
+    },
+
+    // ─── vault ───
+    async getVaultEntry(kind, key) {
+      const row = await one(pool, `SELECT * FROM ${VAULT} WHERE kind = $1 AND key = $2`, [
+        kind,
+        key,
+      ]);
+      return row === null ? null : toVault(row);
+    },
+
+    async putVaultEntry(write, now) {
+      return putVault(pool, write, now);
+    },
+
+    async deleteVaultEntry(kind, key) {
+      const result = await query(pool, `DELETE FROM ${VAULT} WHERE kind = $1 AND key = $2`, [
+        kind,
+        key,
+      ]);
+      return result.rowCount === 1;
+    },
+
+    async listVaultEntries({ kind, ...q }) {
+      const { sql, params } = buildPathListSql(VAULT, 'key', q, [{ column: 'kind', value: kind }]);
+      return (await query(pool, sql, params)).rows.map(toVault);
+    },
+
+    async listVaultEntriesNotUnderKey(keyId, after, limit) {
+      const result =
+        after === null
+          ? await query(
+              pool,
+              `SELECT * FROM ${VAULT} WHERE key_id <> $1 ORDER BY kind, key LIMIT $2`,
+              [keyId, limit],
+            )
+          : await query(
+              pool,
+              `SELECT * FROM ${VAULT} WHERE key_id <> $1 AND (kind, key) > ($2, $3)
+               ORDER BY kind, key LIMIT $4`,
+              [keyId, after.kind, after.key, limit],
+            );
+      return result.rows.map(toVault);
+    },
+
+    async replaceVaultCiphertext(kind, key, expected, next) {
+      const result = await query(
+        pool,
+        `UPDATE ${VAULT} SET ciphertext = $1, key_id = $2 WHERE kind = $3 AND key = $4 AND ciphertext = $5`,
+        [next.ciphertext, next.keyId, kind, key, expected],
+      );
+      return result.rowCount === 1;
+    },
+
+    // ─── leases ───
+    async acquireLease(key, owner, expiresAt, now) {
+      const result = await query(
+        pool,
+        `INSERT INTO ${LEASES} (key, owner, expires_at) VALUES ($1, $2, $3)
+         ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+         WHERE ${LEASES}.expires_at <= $4 OR ${LEASES}.owner = excluded.owner`,
+        [key, owner, expiresAt, now],
+      );
+      return result.rowCount === 1;
+    },
+
+    async releaseLease(key, owner) {
+      await query(pool, `DELETE FROM ${LEASES} WHERE key = $1 AND owner = $2`, [key, owner]);
+    },
+
+    // ─── maintenance ───
+    async purgeExpired(now, limit) {
+      let removed = 0;
+      for (const [table, key] of [
+        [TOKENS, 'id_hash'],
+        [PENDING, 'state_hash'],
+        [LEASES, 'key'],
+      ] as const) {
+        // SKIP LOCKED: rows a request is working on are left for the next round.
+        const result = await query(
+          pool,
+          `DELETE FROM ${table} WHERE ${key} IN (
+             SELECT ${key} FROM ${table} WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+          [now, limit],
+        );
+        removed += result.rowCount ?? 0;
+      }
+      return removed;
+    },
+
+    async close() {
+      if (owned) await pool.end();
+    },
+  };
+}

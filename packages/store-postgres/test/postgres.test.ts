@@ -1,0 +1,89 @@
+import { createTestSchema } from '@keyway/test-support/postgres';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { MIGRATIONS, type PostgresStorage, postgresStorage } from '../src/index.js';
+
+const url = inject('databaseUrl');
+
+describe('postgresStorage()', () => {
+  it('applies each migration once when five instances start together', async () => {
+    const { schema, drop } = await createTestSchema(url);
+    const instances = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        postgresStorage({ connectionString: url, schema, maxConnections: 2 }),
+      ),
+    );
+    const { rows } = await (instances[0] as PostgresStorage).pool.query(
+      `SELECT version FROM "${schema}".keyway_migrations ORDER BY version`,
+    );
+    expect(rows).toEqual(MIGRATIONS.map((_, i) => ({ version: i + 1 })));
+    for (const instance of instances) await instance.close();
+    await drop();
+  });
+
+  it('refuses a schema name that is not a plain identifier', async () => {
+    await expect(postgresStorage({ connectionString: url, schema: 'a"; drop' })).rejects.toThrow(
+      TypeError,
+    );
+  });
+
+  describe('query plans on 100,000 connections', () => {
+    let storage: PostgresStorage;
+    let drop: () => Promise<void>;
+
+    beforeAll(async () => {
+      const created = await createTestSchema(url);
+      drop = created.drop;
+      storage = await postgresStorage({ connectionString: url, schema: created.schema });
+      await storage.pool.query(
+        `INSERT INTO "${created.schema}".keyway_connections
+           (id, provider_id, status, state, version, created_at, updated_at)
+         SELECT 'tenant-' || (i % 100) || '/users/u' || i || '/linear',
+                CASE WHEN i % 3 = 0 THEN 'github' ELSE 'linear' END, 'active', '{}', 1, 0, 0
+         FROM generate_series(0, 99999) AS i`,
+      );
+      await storage.pool.query(`ANALYZE "${created.schema}".keyway_connections`);
+    });
+
+    afterAll(async () => {
+      await storage.close();
+      await drop();
+    });
+
+    const plan = async (sql: string, params: unknown[]) => {
+      const { rows } = await storage.pool.query(`EXPLAIN ${sql}`, params);
+      return rows.map((row) => row['QUERY PLAN'] as string).join('\n');
+    };
+
+    it('serves a prefix listing with an index, never a sequential scan', async () => {
+      const { sql, params } = storage.listConnectionsSql({ within: ['tenant-7'], limit: 100 });
+      const detail = await plan(sql, params);
+      expect(detail).toMatch(
+        /Index (Only )?Scan using keyway_connections_pkey|Bitmap Index Scan on keyway_connections_pkey/,
+      );
+      expect(detail).not.toMatch(/Seq Scan/);
+      const page = await storage.listConnections({ within: ['tenant-7'], limit: 100 });
+      expect(page).toHaveLength(100);
+      expect(page.every((c) => c.id.startsWith('tenant-7/'))).toBe(true);
+    });
+
+    it('serves a listing across several scopes and a provider with an index', async () => {
+      const { sql, params } = storage.listConnectionsSql({
+        within: ['tenant-1', 'tenant-2/users'],
+        providerId: 'linear',
+        limit: 50,
+      });
+      const detail = await plan(sql, params);
+      expect(detail).toMatch(/Index|Bitmap/);
+      expect(detail).not.toMatch(/Seq Scan/);
+    });
+
+    it('reads a connection by id and a token by id hash as index point reads', async () => {
+      expect(
+        await plan(`SELECT * FROM "${storage.schema}".keyway_connections WHERE id = $1`, ['x']),
+      ).toMatch(/Index Scan using keyway_connections_pkey/);
+      expect(
+        await plan(`SELECT * FROM "${storage.schema}".keyway_tokens WHERE id_hash = $1`, ['x']),
+      ).toMatch(/Index Scan using keyway_tokens_pkey/);
+    });
+  });
+});

@@ -1,0 +1,534 @@
+import type {
+  ConnectionRecord,
+  ConnectionStatus,
+  JsonObject,
+  ListConnectionsQuery,
+  ListPathsQuery,
+  PendingAuthorizationRecord,
+  ProviderRecord,
+  Storage,
+  TokenRecord,
+  VaultChanges,
+  VaultEntryRecord,
+  VaultKey,
+  VaultWrite,
+} from '@keyway/core';
+import Database from 'better-sqlite3';
+import { MIGRATIONS } from './schema.js';
+
+type DB = Database.Database;
+type Row = Record<string, unknown>;
+
+/** Options of {@link sqliteStorage}. */
+export interface SqliteStorageOptions {
+  /** How long a write waits for another connection's lock, in ms. Default 5000. */
+  busyTimeoutMs?: number;
+}
+
+/** SQLite storage, plus what its own tests and tools need. */
+export interface SqliteStorage extends Storage {
+  /** The better-sqlite3 connection (for inspection and tests; do not write through it). */
+  readonly database: DB;
+  /** The SQL and parameters the adapter runs for a connection listing (for EXPLAIN). */
+  listConnectionsSql(query: ListConnectionsQuery): { sql: string; params: unknown[] };
+}
+
+/**
+ * The rows of one subtree-ranged list query: for each root `p`, `p` itself or the keys in
+ * [`p/`, `p0`), since `'0'` is the character after `'/'`. Two index range scans per root.
+ */
+export function buildPathListSql(
+  table: string,
+  keyColumn: string,
+  query: ListPathsQuery,
+  extra: { column: string; value: unknown }[] = [],
+): { sql: string; params: unknown[] } {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (query.within !== undefined) {
+    if (query.within.length === 0) where.push('0');
+    else {
+      where.push(
+        `(${query.within
+          .map(() => `${keyColumn} = ? OR (${keyColumn} >= ? AND ${keyColumn} < ?)`)
+          .join(' OR ')})`,
+      );
+      for (const root of query.within) params.push(root, `${root}/`, `${root}0`);
+    }
+  }
+  if (query.after !== undefined) {
+    where.push(`${keyColumn} > ?`);
+    params.push(query.after);
+  }
+  for (const { column, value } of extra) {
+    where.push(`${column} = ?`);
+    params.push(value);
+  }
+  const sql = `SELECT * FROM ${table}${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY ${keyColumn} LIMIT ?`;
+  params.push(query.limit);
+  return { sql, params };
+}
+
+const toToken = (row: Row): TokenRecord => ({
+  idHash: row.id_hash as string,
+  name: row.name as string,
+  scopes: JSON.parse(row.scopes as string),
+  expiresAt: row.expires_at as number,
+  createdAt: row.created_at as number,
+  createdBy: row.created_by as string,
+});
+
+const toProvider = (row: Row): ProviderRecord => ({
+  id: row.id as string,
+  template: row.template as string,
+  state: JSON.parse(row.state as string) as JsonObject,
+  version: row.version as number,
+  createdAt: row.created_at as number,
+  updatedAt: row.updated_at as number,
+});
+
+const toConnection = (row: Row): ConnectionRecord => ({
+  id: row.id as string,
+  providerId: row.provider_id as string,
+  status: row.status as ConnectionStatus,
+  state: JSON.parse(row.state as string) as JsonObject,
+  version: row.version as number,
+  createdAt: row.created_at as number,
+  updatedAt: row.updated_at as number,
+});
+
+const toPending = (row: Row): PendingAuthorizationRecord => ({
+  stateHash: row.state_hash as string,
+  connectionId: row.connection_id as string,
+  providerId: row.provider_id as string,
+  state: JSON.parse(row.state as string) as JsonObject,
+  expiresAt: row.expires_at as number,
+  createdAt: row.created_at as number,
+});
+
+const toVault = (row: Row): VaultEntryRecord => ({
+  kind: row.kind as string,
+  key: row.key as string,
+  ciphertext: row.ciphertext as string,
+  keyId: row.key_id as string,
+  version: row.version as number,
+  createdAt: row.created_at as number,
+  updatedAt: row.updated_at as number,
+});
+
+/** Applies the versioned migrations that `db` lacks, serialized across processes. */
+export function migrate(db: DB): void {
+  db.exec(
+    'CREATE TABLE IF NOT EXISTS keyway_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+  );
+  db.transaction(() => {
+    const row = db.prepare('SELECT MAX(version) AS version FROM keyway_migrations').get() as Row;
+    const current = (row.version as number | null) ?? 0;
+    for (let version = current + 1; version <= MIGRATIONS.length; version++) {
+      db.exec(MIGRATIONS[version - 1] as string);
+      db.prepare('INSERT INTO keyway_migrations (version, applied_at) VALUES (?, ?)').run(
+        version,
+        Date.now(),
+      );
+    }
+  }).immediate();
+}
+
+/**
+ * Keyway storage on SQLite through better-sqlite3: one file, WAL journal, a busy timeout so
+ * several processes can share it, versioned migrations applied on open, and prepared
+ * statements for every query. Every promise that spans statements runs in a
+ * `BEGIN IMMEDIATE` transaction, which SQLite serializes across connections and processes.
+ *
+ * Pass a file path (the storage opens it and closes it on `close()`) or an open
+ * better-sqlite3 `Database` (which you keep and close yourself).
+ *
+ * @example
+ * import { createBroker } from '@keyway/core';
+ * import { sqliteStorage } from '@keyway/store-sqlite';
+ * const broker = createBroker({ rootKey, storage: sqliteStorage('keyway.sqlite') });
+ */
+export function sqliteStorage(
+  database: string | DB,
+  options: SqliteStorageOptions = {},
+): SqliteStorage {
+  const owned = typeof database === 'string';
+  const db: DB = owned ? new Database(database) : database;
+  db.pragma('journal_mode = WAL');
+  db.pragma(`busy_timeout = ${Math.max(0, Math.trunc(options.busyTimeoutMs ?? 5000))}`);
+  // WAL makes NORMAL durable against application crashes; only an OS crash can lose the
+  // last transactions, never corrupt the file.
+  db.pragma('synchronous = NORMAL');
+  migrate(db);
+
+  const cache = new Map<string, Database.Statement>();
+  const stmt = (sql: string): Database.Statement => {
+    let statement = cache.get(sql);
+    if (statement === undefined) {
+      statement = db.prepare(sql);
+      cache.set(sql, statement);
+    }
+    return statement;
+  };
+  const immediate = <T>(fn: () => T): T => db.transaction(fn).immediate();
+
+  const putVault = (write: VaultWrite, now: number) => {
+    const row = stmt(
+      `INSERT INTO keyway_vault_entries (kind, key, ciphertext, key_id, version, created_at, updated_at)
+       VALUES (?, ?, ?, ?, 1, ?, ?)
+       ON CONFLICT (kind, key) DO UPDATE SET
+         ciphertext = excluded.ciphertext, key_id = excluded.key_id,
+         version = keyway_vault_entries.version + 1, updated_at = excluded.updated_at
+       RETURNING *`,
+    ).get(write.kind, write.key, write.ciphertext, write.keyId, now, now) as Row;
+    const entry = toVault(row);
+    return { entry, created: entry.version === 1 };
+  };
+  const deleteVault = (keys: VaultKey[] | undefined) => {
+    for (const { kind, key } of keys ?? []) {
+      stmt('DELETE FROM keyway_vault_entries WHERE kind = ? AND key = ?').run(kind, key);
+    }
+  };
+  const applyVault = (changes: VaultChanges | undefined, now: number) => {
+    for (const write of changes?.put ?? []) putVault(write, now);
+    deleteVault(changes?.delete);
+  };
+
+  const treeParams = (name: string) => [name, `${name}.`, `${name}/`];
+  const TREE = '(name = ? OR (name >= ? AND name < ?))';
+
+  const listConnectionsSql = (query: ListConnectionsQuery) =>
+    buildPathListSql('keyway_connections', 'id', query, [
+      ...(query.providerId === undefined
+        ? []
+        : [{ column: 'provider_id', value: query.providerId }]),
+      ...(query.status === undefined ? [] : [{ column: 'status', value: query.status }]),
+    ]);
+
+  return {
+    database: db,
+    listConnectionsSql,
+
+    // ─── tokens ───
+    async insertToken(record, now) {
+      return immediate(() => {
+        stmt('DELETE FROM keyway_tokens WHERE name = ? AND expires_at <= ?').run(record.name, now);
+        const result = stmt(
+          `INSERT INTO keyway_tokens (id_hash, name, scopes, expires_at, created_at, created_by)
+           VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+        ).run(
+          record.idHash,
+          record.name,
+          JSON.stringify(record.scopes),
+          record.expiresAt,
+          record.createdAt,
+          record.createdBy,
+        );
+        return result.changes === 1;
+      });
+    },
+
+    async findTokenByIdHash(idHash) {
+      const row = stmt('SELECT * FROM keyway_tokens WHERE id_hash = ?').get(idHash) as
+        | Row
+        | undefined;
+      return row === undefined ? null : toToken(row);
+    },
+
+    async findLiveTokenByName(name, now) {
+      const row = stmt('SELECT * FROM keyway_tokens WHERE name = ? AND expires_at > ?').get(
+        name,
+        now,
+      ) as Row | undefined;
+      return row === undefined ? null : toToken(row);
+    },
+
+    async listLiveTokens({ treeOf, after, limit, now }) {
+      const where = ['expires_at > ?'];
+      const params: unknown[] = [now];
+      if (treeOf !== undefined) {
+        where.push(TREE);
+        params.push(...treeParams(treeOf));
+      }
+      if (after !== undefined) {
+        where.push('name > ?');
+        params.push(after);
+      }
+      const sql = `SELECT * FROM keyway_tokens WHERE ${where.join(' AND ')} ORDER BY name LIMIT ?`;
+      return (stmt(sql).all(...params, limit) as Row[]).map(toToken);
+    },
+
+    async updateTokenTree(name, now, plan) {
+      return immediate(() => {
+        const tree = (
+          stmt(`SELECT * FROM keyway_tokens WHERE ${TREE} AND expires_at > ? ORDER BY name`).all(
+            ...treeParams(name),
+            now,
+          ) as Row[]
+        ).map(toToken);
+        if (tree[0]?.name !== name) return false;
+        const changes = plan(tree);
+        for (const record of changes.update) {
+          stmt(
+            'UPDATE keyway_tokens SET name = ?, scopes = ?, expires_at = ?, created_at = ?, created_by = ? WHERE id_hash = ?',
+          ).run(
+            record.name,
+            JSON.stringify(record.scopes),
+            record.expiresAt,
+            record.createdAt,
+            record.createdBy,
+            record.idHash,
+          );
+        }
+        for (const idHash of changes.delete) {
+          stmt('DELETE FROM keyway_tokens WHERE id_hash = ?').run(idHash);
+        }
+        return true;
+      });
+    },
+
+    async deleteTokenTree(name, now) {
+      return immediate(() => {
+        const live = stmt('SELECT 1 FROM keyway_tokens WHERE name = ? AND expires_at > ?').get(
+          name,
+          now,
+        );
+        if (live === undefined) return false;
+        stmt(`DELETE FROM keyway_tokens WHERE ${TREE}`).run(...treeParams(name));
+        return true;
+      });
+    },
+
+    // ─── providers ───
+    async getProvider(id) {
+      const row = stmt('SELECT * FROM keyway_providers WHERE id = ?').get(id) as Row | undefined;
+      return row === undefined ? null : toProvider(row);
+    },
+
+    async listProviders(query) {
+      const { sql, params } = buildPathListSql('keyway_providers', 'id', query);
+      return (stmt(sql).all(...params) as Row[]).map(toProvider);
+    },
+
+    async insertProvider(record, changes) {
+      return immediate(() => {
+        const result = stmt(
+          `INSERT INTO keyway_providers (id, template, state, version, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+        ).run(
+          record.id,
+          record.template,
+          JSON.stringify(record.state),
+          record.version,
+          record.createdAt,
+          record.updatedAt,
+        );
+        if (result.changes !== 1) return false;
+        applyVault(changes, record.updatedAt);
+        return true;
+      });
+    },
+
+    async compareAndSetProvider(record, expectedVersion, changes) {
+      return immediate(() => {
+        const result = stmt(
+          `UPDATE keyway_providers SET template = ?, state = ?, version = ?, created_at = ?, updated_at = ?
+           WHERE id = ? AND version = ?`,
+        ).run(
+          record.template,
+          JSON.stringify(record.state),
+          record.version,
+          record.createdAt,
+          record.updatedAt,
+          record.id,
+          expectedVersion,
+        );
+        if (result.changes !== 1) return false;
+        applyVault(changes, record.updatedAt);
+        return true;
+      });
+    },
+
+    async deleteProvider(id, vaultDeletes) {
+      return immediate(() => {
+        if (stmt('SELECT 1 FROM keyway_providers WHERE id = ?').get(id) === undefined) {
+          return 'not_found' as const;
+        }
+        if (
+          stmt('SELECT 1 FROM keyway_connections WHERE provider_id = ? LIMIT 1').get(id) !==
+          undefined
+        ) {
+          return 'in_use' as const;
+        }
+        stmt('DELETE FROM keyway_providers WHERE id = ?').run(id);
+        deleteVault(vaultDeletes);
+        return 'deleted' as const;
+      });
+    },
+
+    // ─── connections ───
+    async getConnection(id) {
+      const row = stmt('SELECT * FROM keyway_connections WHERE id = ?').get(id) as Row | undefined;
+      return row === undefined ? null : toConnection(row);
+    },
+
+    async listConnections(query) {
+      const { sql, params } = listConnectionsSql(query);
+      return (stmt(sql).all(...params) as Row[]).map(toConnection);
+    },
+
+    async insertConnection(record, changes) {
+      return immediate(() => {
+        const result = stmt(
+          `INSERT INTO keyway_connections (id, provider_id, status, state, version, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+        ).run(
+          record.id,
+          record.providerId,
+          record.status,
+          JSON.stringify(record.state),
+          record.version,
+          record.createdAt,
+          record.updatedAt,
+        );
+        if (result.changes !== 1) return false;
+        applyVault(changes, record.updatedAt);
+        return true;
+      });
+    },
+
+    async compareAndSetConnection(record, expectedVersion, changes) {
+      return immediate(() => {
+        const result = stmt(
+          `UPDATE keyway_connections
+           SET provider_id = ?, status = ?, state = ?, version = ?, created_at = ?, updated_at = ?
+           WHERE id = ? AND version = ?`,
+        ).run(
+          record.providerId,
+          record.status,
+          JSON.stringify(record.state),
+          record.version,
+          record.createdAt,
+          record.updatedAt,
+          record.id,
+          expectedVersion,
+        );
+        if (result.changes !== 1) return false;
+        applyVault(changes, record.updatedAt);
+        return true;
+      });
+    },
+
+    async deleteConnection(id, vaultDeletes) {
+      return immediate(() => {
+        deleteVault(vaultDeletes);
+        return stmt('DELETE FROM keyway_connections WHERE id = ?').run(id).changes === 1;
+      });
+    },
+
+    // ─── pending authorizations ───
+    async insertPendingAuthorization(record) {
+      stmt(
+        `INSERT INTO keyway_pending_authorizations
+         (state_hash, connection_id, provider_id, state, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+      ).run(
+        record.stateHash,
+        record.connectionId,
+        record.providerId,
+        JSON.stringify(record.state),
+        record.expiresAt,
+        record.createdAt,
+      );
+    },
+
+    async takePendingAuthorization(stateHash, now) {
+      // One statement: the row is deleted and returned by exactly one caller.
+      const row = stmt(
+        'DELETE FROM keyway_pending_authorizations WHERE state_hash = ? AND expires_at > ? RETURNING *',
+      ).get(stateHash, now) as Row | undefined;
+      return row === undefined ? null : toPending(row);
+    },
+
+    // ─── vault ───
+    async getVaultEntry(kind, key) {
+      const row = stmt('SELECT * FROM keyway_vault_entries WHERE kind = ? AND key = ?').get(
+        kind,
+        key,
+      ) as Row | undefined;
+      return row === undefined ? null : toVault(row);
+    },
+
+    async putVaultEntry(write, now) {
+      return putVault(write, now);
+    },
+
+    async deleteVaultEntry(kind, key) {
+      return (
+        stmt('DELETE FROM keyway_vault_entries WHERE kind = ? AND key = ?').run(kind, key)
+          .changes === 1
+      );
+    },
+
+    async listVaultEntries({ kind, ...query }) {
+      const { sql, params } = buildPathListSql('keyway_vault_entries', 'key', query, [
+        { column: 'kind', value: kind },
+      ]);
+      return (stmt(sql).all(...params) as Row[]).map(toVault);
+    },
+
+    async listVaultEntriesNotUnderKey(keyId, after, limit) {
+      const rows =
+        after === null
+          ? stmt(
+              'SELECT * FROM keyway_vault_entries WHERE key_id <> ? ORDER BY kind, key LIMIT ?',
+            ).all(keyId, limit)
+          : stmt(
+              `SELECT * FROM keyway_vault_entries WHERE key_id <> ? AND (kind > ? OR (kind = ? AND key > ?))
+               ORDER BY kind, key LIMIT ?`,
+            ).all(keyId, after.kind, after.kind, after.key, limit);
+      return (rows as Row[]).map(toVault);
+    },
+
+    async replaceVaultCiphertext(kind, key, expected, next) {
+      const result = stmt(
+        `UPDATE keyway_vault_entries SET ciphertext = ?, key_id = ?
+         WHERE kind = ? AND key = ? AND ciphertext = ?`,
+      ).run(next.ciphertext, next.keyId, kind, key, expected);
+      return result.changes === 1;
+    },
+
+    // ─── leases ───
+    async acquireLease(key, owner, expiresAt, now) {
+      const result = stmt(
+        `INSERT INTO keyway_leases (key, owner, expires_at) VALUES (?, ?, ?)
+         ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+         WHERE keyway_leases.expires_at <= ? OR keyway_leases.owner = excluded.owner`,
+      ).run(key, owner, expiresAt, now);
+      return result.changes === 1;
+    },
+
+    async releaseLease(key, owner) {
+      stmt('DELETE FROM keyway_leases WHERE key = ? AND owner = ?').run(key, owner);
+    },
+
+    // ─── maintenance ───
+    async purgeExpired(now, limit) {
+      let removed = 0;
+      for (const [table, key] of [
+        ['keyway_tokens', 'id_hash'],
+        ['keyway_pending_authorizations', 'state_hash'],
+        ['keyway_leases', 'key'],
+      ] as const) {
+        // One short statement per table: a batch, never a long lock.
+        removed += stmt(
+          `DELETE FROM ${table} WHERE ${key} IN (SELECT ${key} FROM ${table} WHERE expires_at <= ? LIMIT ?)`,
+        ).run(now, limit).changes;
+      }
+      return removed;
+    },
+
+    async close() {
+      if (owned && db.open) db.close();
+    },
+  };
+}

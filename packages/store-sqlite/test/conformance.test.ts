@@ -1,0 +1,33 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Storage } from '@keyway/core';
+import { runStorageConformance } from '@keyway/storage-conformance';
+import { afterAll } from 'vitest';
+import { type SqliteStorage, sqliteStorage } from '../src/index.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'keyway-sqlite-'));
+let n = 0;
+const files = new WeakMap<Storage, string>();
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+runStorageConformance('sqliteStorage() on a real file, two connections', {
+  create() {
+    const file = join(dir, `conformance-${++n}.sqlite`);
+    const storage = sqliteStorage(file);
+    files.set(storage, file);
+    return storage;
+  },
+  connectAgain(storage) {
+    return sqliteStorage(files.get(storage) as string);
+  },
+  readBehind(storage) {
+    const db = (storage as SqliteStorage).database;
+    return {
+      async rows(table) {
+        return db.prepare(`SELECT * FROM keyway_${table}`).all() as Record<string, unknown>[];
+      },
+    };
+  },
+});

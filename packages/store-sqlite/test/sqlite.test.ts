@@ -1,0 +1,84 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { MIGRATIONS, sqliteStorage } from '../src/index.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'keyway-sqlite-plan-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('sqliteStorage()', () => {
+  it('applies the migrations once, however many connections open the file', async () => {
+    const file = join(dir, 'migrations.sqlite');
+    const first = sqliteStorage(file);
+    const second = sqliteStorage(file);
+    const rows = first.database.prepare('SELECT version FROM keyway_migrations').all();
+    expect(rows).toEqual(MIGRATIONS.map((_, i) => ({ version: i + 1 })));
+    expect(first.database.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(second.database.pragma('busy_timeout', { simple: true })).toBe(5000);
+    await first.close();
+    await second.close();
+  });
+
+  it('leaves an open Database it was given to its owner', async () => {
+    const db = new Database(join(dir, 'borrowed.sqlite'));
+    const storage = sqliteStorage(db);
+    await storage.close();
+    expect(db.open).toBe(true);
+    db.close();
+  });
+
+  describe('query plans on 100,000 connections', () => {
+    const file = join(dir, 'plan.sqlite');
+    const storage = sqliteStorage(file);
+    const insert = storage.database.prepare(
+      `INSERT INTO keyway_connections (id, provider_id, status, state, version, created_at, updated_at)
+       VALUES (?, ?, ?, '{}', 1, 0, 0)`,
+    );
+    storage.database.transaction(() => {
+      for (let i = 0; i < 100_000; i++) {
+        insert.run(`tenant-${i % 100}/users/u${i}/linear`, i % 3 ? 'linear' : 'github', 'active');
+      }
+    })();
+    storage.database.exec('ANALYZE');
+
+    const plan = (sql: string, params: unknown[]) =>
+      (storage.database.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[])
+        .map((row) => row.detail)
+        .join('\n');
+
+    afterAll(() => storage.close());
+
+    it('serves a prefix listing with index range searches, never a table scan', async () => {
+      const { sql, params } = storage.listConnectionsSql({ within: ['tenant-7'], limit: 100 });
+      const detail = plan(sql, params);
+      expect(detail).toMatch(/SEARCH keyway_connections USING (PRIMARY KEY|INDEX)/);
+      expect(detail).not.toMatch(/SCAN keyway_connections/);
+      const page = await storage.listConnections({ within: ['tenant-7'], limit: 100 });
+      expect(page).toHaveLength(100);
+      expect(page.every((c) => c.id.startsWith('tenant-7/'))).toBe(true);
+    });
+
+    it('serves a listing across several scopes, by provider, with index searches', () => {
+      const { sql, params } = storage.listConnectionsSql({
+        within: ['tenant-1', 'tenant-2/users'],
+        providerId: 'linear',
+        after: 'tenant-1/users/u50001/linear',
+        limit: 50,
+      });
+      const detail = plan(sql, params);
+      expect(detail).toMatch(/SEARCH keyway_connections/);
+      expect(detail).not.toMatch(/SCAN keyway_connections/);
+    });
+
+    it('reads a token by id hash and a connection by id as primary-key point reads', () => {
+      expect(plan('SELECT * FROM keyway_tokens WHERE id_hash = ?', ['x'])).toMatch(
+        /SEARCH keyway_tokens USING PRIMARY KEY \(id_hash=\?\)/,
+      );
+      expect(plan('SELECT * FROM keyway_connections WHERE id = ?', ['x'])).toMatch(
+        /SEARCH keyway_connections USING PRIMARY KEY \(id=\?\)/,
+      );
+    });
+  });
+});
