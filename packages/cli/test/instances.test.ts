@@ -72,5 +72,17 @@ describe.each([
     const refused = await call(one, 'GET', '/api/admin/tokens', token);
     expect(refused.status).toBe(401);
     expect((await call(one, 'GET', '/api/admin/tokens', child.body.access_token)).status).toBe(401);
+
+    // Contention across processes: 20 mints of one name, alternating between the two.
+    const statuses = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        call(i % 2 ? one : two, 'POST', '/api/admin/tokens', ROOT_KEY, {
+          name: 'contended',
+          scopes: ['acme'],
+        }).then((reply) => reply.status),
+      ),
+    );
+    expect(statuses.filter((status) => status === 201)).toHaveLength(1);
+    expect(statuses.filter((status) => status === 409)).toHaveLength(19);
   });
 });

@@ -39,6 +39,14 @@ export {
   setCoversPath,
 } from './scope.js';
 export {
+  connectionFromRow,
+  pendingAuthorizationFromRow,
+  providerFromRow,
+  type SqlRow,
+  tokenFromRow,
+  vaultEntryFromRow,
+} from './sql-rows.js';
+export {
   type ConnectionRecord,
   type ConnectionStatus,
   type ConnectionStorage,

@@ -1,17 +1,15 @@
-import type {
-  ConnectionRecord,
-  ConnectionStatus,
-  JsonObject,
-  ListConnectionsQuery,
-  ListPathsQuery,
-  PendingAuthorizationRecord,
-  ProviderRecord,
-  Storage,
-  TokenRecord,
-  VaultChanges,
-  VaultEntryRecord,
-  VaultKey,
-  VaultWrite,
+import {
+  connectionFromRow,
+  type ListConnectionsQuery,
+  type ListPathsQuery,
+  pendingAuthorizationFromRow,
+  providerFromRow,
+  type Storage,
+  tokenFromRow,
+  type VaultChanges,
+  type VaultKey,
+  type VaultWrite,
+  vaultEntryFromRow,
 } from '@keyway/core';
 import pg from 'pg';
 import { MIGRATIONS } from './schema.js';
@@ -48,55 +46,6 @@ export interface PostgresStorage extends Storage {
 
 /** Key of the advisory lock that serializes migrations across every process. */
 const MIGRATION_LOCK = 7_301_999_001;
-
-const int = (value: unknown) => Number(value);
-
-const toToken = (row: Row): TokenRecord => ({
-  idHash: row.id_hash as string,
-  name: row.name as string,
-  scopes: JSON.parse(row.scopes as string),
-  expiresAt: int(row.expires_at),
-  createdAt: int(row.created_at),
-  createdBy: row.created_by as string,
-});
-
-const toProvider = (row: Row): ProviderRecord => ({
-  id: row.id as string,
-  template: row.template as string,
-  state: JSON.parse(row.state as string) as JsonObject,
-  version: int(row.version),
-  createdAt: int(row.created_at),
-  updatedAt: int(row.updated_at),
-});
-
-const toConnection = (row: Row): ConnectionRecord => ({
-  id: row.id as string,
-  providerId: row.provider_id as string,
-  status: row.status as ConnectionStatus,
-  state: JSON.parse(row.state as string) as JsonObject,
-  version: int(row.version),
-  createdAt: int(row.created_at),
-  updatedAt: int(row.updated_at),
-});
-
-const toPending = (row: Row): PendingAuthorizationRecord => ({
-  stateHash: row.state_hash as string,
-  connectionId: row.connection_id as string,
-  providerId: row.provider_id as string,
-  state: JSON.parse(row.state as string) as JsonObject,
-  expiresAt: int(row.expires_at),
-  createdAt: int(row.created_at),
-});
-
-const toVault = (row: Row): VaultEntryRecord => ({
-  kind: row.kind as string,
-  key: row.key as string,
-  ciphertext: row.ciphertext as string,
-  keyId: row.key_id as string,
-  version: int(row.version),
-  createdAt: int(row.created_at),
-  updatedAt: int(row.updated_at),
-});
 
 /**
  * The subtree-ranged list query of a path-keyed table: for each root `p`, `p` itself or
@@ -247,7 +196,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
        RETURNING *`,
       [write.kind, write.key, write.ciphertext, write.keyId, now],
     )) as Row;
-    const entry = toVault(row);
+    const entry = vaultEntryFromRow(row);
     return { entry, created: entry.version === 1 };
   };
   const deleteVault = async (db: Queryable, keys: VaultKey[] | undefined) => {
@@ -301,7 +250,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
 
     async findTokenByIdHash(idHash) {
       const row = await one(pool, `SELECT * FROM ${TOKENS} WHERE id_hash = $1`, [idHash]);
-      return row === null ? null : toToken(row);
+      return row === null ? null : tokenFromRow(row);
     },
 
     async findLiveTokenByName(name, now) {
@@ -309,7 +258,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
         name,
         now,
       ]);
-      return row === null ? null : toToken(row);
+      return row === null ? null : tokenFromRow(row);
     },
 
     async listLiveTokens({ treeOf, after, limit, now }) {
@@ -327,7 +276,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
       }
       params.push(limit);
       const text = `SELECT * FROM ${TOKENS} WHERE ${where.join(' AND ')} ORDER BY name LIMIT $${params.length}`;
-      return (await query(pool, text, params)).rows.map(toToken);
+      return (await query(pool, text, params)).rows.map(tokenFromRow);
     },
 
     async updateTokenTree(name, now, plan) {
@@ -338,7 +287,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
           `SELECT * FROM ${TOKENS} WHERE ${TREE} AND expires_at > $4 ORDER BY name FOR UPDATE`,
           [...treeParams(name), now],
         );
-        const tree = rows.map(toToken);
+        const tree = rows.map(tokenFromRow);
         if (tree[0]?.name !== name) return false;
         const changes = plan(tree);
         for (const record of changes.update) {
@@ -379,12 +328,12 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
     // ─── providers ───
     async getProvider(id) {
       const row = await one(pool, `SELECT * FROM ${PROVIDERS} WHERE id = $1`, [id]);
-      return row === null ? null : toProvider(row);
+      return row === null ? null : providerFromRow(row);
     },
 
     async listProviders(q) {
       const { sql, params } = buildPathListSql(PROVIDERS, 'id', q);
-      return (await query(pool, sql, params)).rows.map(toProvider);
+      return (await query(pool, sql, params)).rows.map(providerFromRow);
     },
 
     async insertProvider(record, changes) {
@@ -453,12 +402,12 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
     // ─── connections ───
     async getConnection(id) {
       const row = await one(pool, `SELECT * FROM ${CONNECTIONS} WHERE id = $1`, [id]);
-      return row === null ? null : toConnection(row);
+      return row === null ? null : connectionFromRow(row);
     },
 
     async listConnections(q) {
       const { sql, params } = listConnectionsSql(q);
-      return (await query(pool, sql, params)).rows.map(toConnection);
+      return (await query(pool, sql, params)).rows.map(connectionFromRow);
     },
 
     async insertConnection(record, changes) {
@@ -545,7 +494,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
         `DELETE FROM ${PENDING} WHERE state_hash = $1 AND expires_at > $2 RETURNING *`,
         [stateHash, now],
       );
-      return row === null ? null : toPending(row);
+      return row === null ? null : pendingAuthorizationFromRow(row);
     },
 
     // ─── vault ───
@@ -554,7 +503,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
         kind,
         key,
       ]);
-      return row === null ? null : toVault(row);
+      return row === null ? null : vaultEntryFromRow(row);
     },
 
     async putVaultEntry(write, now) {
@@ -571,7 +520,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
 
     async listVaultEntries({ kind, ...q }) {
       const { sql, params } = buildPathListSql(VAULT, 'key', q, [{ column: 'kind', value: kind }]);
-      return (await query(pool, sql, params)).rows.map(toVault);
+      return (await query(pool, sql, params)).rows.map(vaultEntryFromRow);
     },
 
     async listVaultEntriesNotUnderKey(keyId, after, limit) {
@@ -588,7 +537,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
                ORDER BY kind, key LIMIT $4`,
               [keyId, after.kind, after.key, limit],
             );
-      return result.rows.map(toVault);
+      return result.rows.map(vaultEntryFromRow);
     },
 
     async replaceVaultCiphertext(kind, key, expected, next) {

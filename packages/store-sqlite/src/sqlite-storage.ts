@@ -1,17 +1,15 @@
-import type {
-  ConnectionRecord,
-  ConnectionStatus,
-  JsonObject,
-  ListConnectionsQuery,
-  ListPathsQuery,
-  PendingAuthorizationRecord,
-  ProviderRecord,
-  Storage,
-  TokenRecord,
-  VaultChanges,
-  VaultEntryRecord,
-  VaultKey,
-  VaultWrite,
+import {
+  connectionFromRow,
+  type ListConnectionsQuery,
+  type ListPathsQuery,
+  pendingAuthorizationFromRow,
+  providerFromRow,
+  type Storage,
+  tokenFromRow,
+  type VaultChanges,
+  type VaultKey,
+  type VaultWrite,
+  vaultEntryFromRow,
 } from '@keyway/core';
 import Database from 'better-sqlite3';
 import { MIGRATIONS } from './schema.js';
@@ -68,53 +66,6 @@ export function buildPathListSql(
   params.push(query.limit);
   return { sql, params };
 }
-
-const toToken = (row: Row): TokenRecord => ({
-  idHash: row.id_hash as string,
-  name: row.name as string,
-  scopes: JSON.parse(row.scopes as string),
-  expiresAt: row.expires_at as number,
-  createdAt: row.created_at as number,
-  createdBy: row.created_by as string,
-});
-
-const toProvider = (row: Row): ProviderRecord => ({
-  id: row.id as string,
-  template: row.template as string,
-  state: JSON.parse(row.state as string) as JsonObject,
-  version: row.version as number,
-  createdAt: row.created_at as number,
-  updatedAt: row.updated_at as number,
-});
-
-const toConnection = (row: Row): ConnectionRecord => ({
-  id: row.id as string,
-  providerId: row.provider_id as string,
-  status: row.status as ConnectionStatus,
-  state: JSON.parse(row.state as string) as JsonObject,
-  version: row.version as number,
-  createdAt: row.created_at as number,
-  updatedAt: row.updated_at as number,
-});
-
-const toPending = (row: Row): PendingAuthorizationRecord => ({
-  stateHash: row.state_hash as string,
-  connectionId: row.connection_id as string,
-  providerId: row.provider_id as string,
-  state: JSON.parse(row.state as string) as JsonObject,
-  expiresAt: row.expires_at as number,
-  createdAt: row.created_at as number,
-});
-
-const toVault = (row: Row): VaultEntryRecord => ({
-  kind: row.kind as string,
-  key: row.key as string,
-  ciphertext: row.ciphertext as string,
-  keyId: row.key_id as string,
-  version: row.version as number,
-  createdAt: row.created_at as number,
-  updatedAt: row.updated_at as number,
-});
 
 /** Applies the versioned migrations that `db` lacks, serialized across processes. */
 export function migrate(db: DB): void {
@@ -181,7 +132,7 @@ export function sqliteStorage(
          version = keyway_vault_entries.version + 1, updated_at = excluded.updated_at
        RETURNING *`,
     ).get(write.kind, write.key, write.ciphertext, write.keyId, now, now) as Row;
-    const entry = toVault(row);
+    const entry = vaultEntryFromRow(row);
     return { entry, created: entry.version === 1 };
   };
   const deleteVault = (keys: VaultKey[] | undefined) => {
@@ -232,7 +183,7 @@ export function sqliteStorage(
       const row = stmt('SELECT * FROM keyway_tokens WHERE id_hash = ?').get(idHash) as
         | Row
         | undefined;
-      return row === undefined ? null : toToken(row);
+      return row === undefined ? null : tokenFromRow(row);
     },
 
     async findLiveTokenByName(name, now) {
@@ -240,7 +191,7 @@ export function sqliteStorage(
         name,
         now,
       ) as Row | undefined;
-      return row === undefined ? null : toToken(row);
+      return row === undefined ? null : tokenFromRow(row);
     },
 
     async listLiveTokens({ treeOf, after, limit, now }) {
@@ -255,7 +206,7 @@ export function sqliteStorage(
         params.push(after);
       }
       const sql = `SELECT * FROM keyway_tokens WHERE ${where.join(' AND ')} ORDER BY name LIMIT ?`;
-      return (stmt(sql).all(...params, limit) as Row[]).map(toToken);
+      return (stmt(sql).all(...params, limit) as Row[]).map(tokenFromRow);
     },
 
     async updateTokenTree(name, now, plan) {
@@ -265,7 +216,7 @@ export function sqliteStorage(
             ...treeParams(name),
             now,
           ) as Row[]
-        ).map(toToken);
+        ).map(tokenFromRow);
         if (tree[0]?.name !== name) return false;
         const changes = plan(tree);
         for (const record of changes.update) {
@@ -302,12 +253,12 @@ export function sqliteStorage(
     // ─── providers ───
     async getProvider(id) {
       const row = stmt('SELECT * FROM keyway_providers WHERE id = ?').get(id) as Row | undefined;
-      return row === undefined ? null : toProvider(row);
+      return row === undefined ? null : providerFromRow(row);
     },
 
     async listProviders(query) {
       const { sql, params } = buildPathListSql('keyway_providers', 'id', query);
-      return (stmt(sql).all(...params) as Row[]).map(toProvider);
+      return (stmt(sql).all(...params) as Row[]).map(providerFromRow);
     },
 
     async insertProvider(record, changes) {
@@ -369,12 +320,12 @@ export function sqliteStorage(
     // ─── connections ───
     async getConnection(id) {
       const row = stmt('SELECT * FROM keyway_connections WHERE id = ?').get(id) as Row | undefined;
-      return row === undefined ? null : toConnection(row);
+      return row === undefined ? null : connectionFromRow(row);
     },
 
     async listConnections(query) {
       const { sql, params } = listConnectionsSql(query);
-      return (stmt(sql).all(...params) as Row[]).map(toConnection);
+      return (stmt(sql).all(...params) as Row[]).map(connectionFromRow);
     },
 
     async insertConnection(record, changes) {
@@ -446,7 +397,7 @@ export function sqliteStorage(
       const row = stmt(
         'DELETE FROM keyway_pending_authorizations WHERE state_hash = ? AND expires_at > ? RETURNING *',
       ).get(stateHash, now) as Row | undefined;
-      return row === undefined ? null : toPending(row);
+      return row === undefined ? null : pendingAuthorizationFromRow(row);
     },
 
     // ─── vault ───
@@ -455,7 +406,7 @@ export function sqliteStorage(
         kind,
         key,
       ) as Row | undefined;
-      return row === undefined ? null : toVault(row);
+      return row === undefined ? null : vaultEntryFromRow(row);
     },
 
     async putVaultEntry(write, now) {
@@ -473,7 +424,7 @@ export function sqliteStorage(
       const { sql, params } = buildPathListSql('keyway_vault_entries', 'key', query, [
         { column: 'kind', value: kind },
       ]);
-      return (stmt(sql).all(...params) as Row[]).map(toVault);
+      return (stmt(sql).all(...params) as Row[]).map(vaultEntryFromRow);
     },
 
     async listVaultEntriesNotUnderKey(keyId, after, limit) {
@@ -486,7 +437,7 @@ export function sqliteStorage(
               `SELECT * FROM keyway_vault_entries WHERE key_id <> ? AND (kind > ? OR (kind = ? AND key > ?))
                ORDER BY kind, key LIMIT ?`,
             ).all(keyId, after.kind, after.kind, after.key, limit);
-      return (rows as Row[]).map(toVault);
+      return (rows as Row[]).map(vaultEntryFromRow);
     },
 
     async replaceVaultCiphertext(kind, key, expected, next) {
