@@ -7,7 +7,10 @@ Starts the Keyway broker. Environment:
   PORT              listening port (default 8787)
   HOST              listening address (default: every interface)
   KEYWAY_ROOT_KEY   the root key, at least 32 characters (default: generated, printed once)
-  KEYWAY_DATABASE   a SQLite file path or a postgres:// URL (default: keyway.sqlite)`;
+  KEYWAY_DATABASE   a SQLite file path or a postgres:// URL (default: keyway.sqlite)
+  KEYWAY_VAULT_KEYS comma-separated base64url 32-byte keys, the first encrypts
+                    (default: generated once, kept in <database>.vault-keys; required
+                    with PostgreSQL)`;
 
 async function main(argv: string[]): Promise<number> {
   const [command = 'serve'] = argv;

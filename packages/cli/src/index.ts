@@ -1,5 +1,6 @@
 export {
   DEFAULT_DATABASE,
+  defaultVaultKeys,
   generateRootKey,
   openStorage,
   type RunningServer,

@@ -1,7 +1,8 @@
 import { once } from 'node:events';
+import { linkSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Broker, createBroker, type Storage } from '@keyway/core';
+import { type Broker, createBroker, generateVaultKey, type Storage } from '@keyway/core';
 import { createHandler, toNodeHandler } from '@keyway/http';
 import { postgresStorage } from '@keyway/store-postgres';
 import { sqliteStorage } from '@keyway/store-sqlite';
@@ -9,18 +10,51 @@ import { sqliteStorage } from '@keyway/store-sqlite';
 /** Default database of `keyway serve`: a SQLite file in the working directory. */
 export const DEFAULT_DATABASE = 'keyway.sqlite';
 
+const isPostgres = (database: string) => /^postgres(ql)?:\/\//i.test(database);
+
 /**
  * Opens the storage a `KEYWAY_DATABASE` value names: a `postgres://` (or `postgresql://`)
  * URL, or else a SQLite file path (`:memory:` for a throwaway in-memory database).
  */
 export async function openStorage(database: string): Promise<Storage> {
-  if (/^postgres(ql)?:\/\//i.test(database)) return postgresStorage({ connectionString: database });
+  if (isPostgres(database)) return postgresStorage({ connectionString: database });
   return sqliteStorage(database);
+}
+
+/**
+ * The vault keys to use when `KEYWAY_VAULT_KEYS` is not set: for a SQLite file, the keys
+ * kept beside it in `<file>.vault-keys` (created with one new key, readable by its owner
+ * only); for `:memory:`, a throwaway key. PostgreSQL deployments must set the keys, since
+ * every instance sharing the database must share them too.
+ */
+export function defaultVaultKeys(database: string, log: (line: string) => void): string[] {
+  if (isPostgres(database)) {
+    throw new Error(
+      'KEYWAY_VAULT_KEYS must be set with PostgreSQL: every instance sharing the database needs the same keys',
+    );
+  }
+  if (database === ':memory:') return [generateVaultKey()];
+  const file = `${database}.vault-keys`;
+  const temporary = `${file}.${process.pid}.tmp`;
+  writeFileSync(temporary, `${generateVaultKey()}\n`, { mode: 0o600 });
+  try {
+    // link() fails if the file exists: of two processes starting together, one creates it
+    // whole and the other reads it, never a half-written file.
+    linkSync(temporary, file);
+    log(`Generated a vault key and kept it in ${file}: back it up with the database.`);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  } finally {
+    rmSync(temporary, { force: true });
+  }
+  return readFileSync(file, 'utf8')
+    .split(/[\s,]+/)
+    .filter((key) => key !== '');
 }
 
 /** What a log line may say about the database: a URL without its password. */
 function describeDatabase(database: string): string {
-  if (!/^postgres(ql)?:\/\//i.test(database)) return `sqlite ${database}`;
+  if (!isPostgres(database)) return `sqlite ${database}`;
   try {
     const url = new URL(database);
     if (url.password) url.password = '***';
@@ -40,6 +74,8 @@ export interface ServeOptions {
   rootKey?: string;
   /** A SQLite file path or a `postgres://` URL. Default `keyway.sqlite`. */
   database?: string;
+  /** Vault keys, the first encrypting; default {@link defaultVaultKeys}. */
+  vaultKeys?: string[];
   /** Where lines for the operator go; default `console.log`. */
   log?: (line: string) => void;
 }
@@ -75,10 +111,11 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   const generatedRootKey = options.rootKey === undefined;
   const rootKey = options.rootKey ?? generateRootKey();
   const database = options.database ?? DEFAULT_DATABASE;
+  const vaultKeys = options.vaultKeys ?? defaultVaultKeys(database, log);
   const storage = await openStorage(database);
   let broker: Broker;
   try {
-    broker = createBroker({ rootKey, storage });
+    broker = createBroker({ rootKey, storage, vaultKeys });
   } catch (error) {
     await storage.close();
     throw error;
@@ -132,5 +169,8 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
   if (env.HOST) options.host = env.HOST;
   if (env.KEYWAY_ROOT_KEY) options.rootKey = env.KEYWAY_ROOT_KEY;
   if (env.KEYWAY_DATABASE) options.database = env.KEYWAY_DATABASE;
+  if (env.KEYWAY_VAULT_KEYS) {
+    options.vaultKeys = env.KEYWAY_VAULT_KEYS.split(',').map((key) => key.trim());
+  }
   return options;
 }

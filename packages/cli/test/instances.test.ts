@@ -6,6 +6,7 @@ import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/pro
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 
 const ROOT_KEY = 'two-instances-root-key-0123456789abcdef';
+const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
 const dir = mkdtempSync(join(tmpdir(), 'keyway-instances-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -40,7 +41,8 @@ describe.each([
   it('share tokens: minted through one, used on the other, deleted through one, refused by the other', async () => {
     const db = await database();
     drop = db.drop;
-    const env = { KEYWAY_ROOT_KEY: ROOT_KEY, KEYWAY_DATABASE: db.url };
+    const env: Record<string, string> = { KEYWAY_ROOT_KEY: ROOT_KEY, KEYWAY_DATABASE: db.url };
+    if (db.url.startsWith('postgres')) env.KEYWAY_VAULT_KEYS = VAULT_KEY;
     // Started together: migrations must apply once, whoever comes first.
     const [a, b] = await Promise.all([startBrokerProcess(env), startBrokerProcess(env)]);
     processes.push(a as BrokerProcess, b as BrokerProcess);
@@ -84,5 +86,13 @@ describe.each([
     );
     expect(statuses.filter((status) => status === 201)).toHaveLength(1);
     expect(statuses.filter((status) => status === 409)).toHaveLength(19);
+
+    // The vault keys are shared too: a secret written through one is read through the other.
+    expect(
+      (await call(one, 'PUT', '/api/vault/secrets/acme/k', ROOT_KEY, { value: 'shared secret' }))
+        .status,
+    ).toBe(201);
+    const read = await call(two, 'GET', '/api/vault/secrets/acme/k', ROOT_KEY);
+    expect(read.body.value).toBe('shared secret');
   });
 });

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
@@ -79,12 +79,44 @@ describe('serve()', () => {
       port: 0,
       rootKey: ROOT_KEY,
       database: url.toString(),
+      vaultKeys: ['AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8'],
       log: (line) => lines.push(line),
     });
     expect(lines[0]).toMatch(
       /^Keyway broker listening on http:\/\/localhost:\d+ \(storage: postgres postgres:\/\/keyway:\*\*\*@127\.0\.0\.1:\d+\/postgres\)$/,
     );
     expect(lines.join('\n')).not.toContain('hunter2-secret');
+  });
+
+  it('keeps a generated vault key beside the SQLite file, owner-only, and reuses it', async () => {
+    const file = database();
+    const lines: string[] = [];
+    running = await serve({
+      port: 0,
+      rootKey: ROOT_KEY,
+      database: file,
+      log: (l) => lines.push(l),
+    });
+    const put = await fetch(`${running.url}/api/vault/secrets/acme/k`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ value: 'kept' }),
+    });
+    expect(put.status).toBe(201);
+    await running.close();
+    expect(statSync(`${file}.vault-keys`).mode & 0o777).toBe(0o600);
+    expect(lines.some((line) => line.includes('.vault-keys'))).toBe(true);
+    running = await serve({ port: 0, rootKey: ROOT_KEY, database: file, log: () => {} });
+    const read = await fetch(`${running.url}/api/vault/secrets/acme/k`, {
+      headers: { authorization: `Bearer ${ROOT_KEY}` },
+    });
+    expect(((await read.json()) as { value: string }).value).toBe('kept');
+  });
+
+  it('requires KEYWAY_VAULT_KEYS with PostgreSQL', async () => {
+    await expect(
+      serve({ port: 0, rootKey: ROOT_KEY, database: inject('databaseUrl'), log: () => {} }),
+    ).rejects.toThrow('KEYWAY_VAULT_KEYS must be set with PostgreSQL');
   });
 
   it('refuses a root key shorter than 32 characters', async () => {
@@ -104,6 +136,9 @@ describe('serveOptionsFromEnv()', () => {
       rootKey: ROOT_KEY,
     });
     expect(serveOptionsFromEnv({})).toEqual({});
+    expect(serveOptionsFromEnv({ KEYWAY_VAULT_KEYS: 'k1, k2' })).toEqual({
+      vaultKeys: ['k1', 'k2'],
+    });
   });
 
   it('refuses a PORT that is not a port number', () => {

@@ -1,13 +1,24 @@
 import { type BrokerConfig, resolveBrokerConfig } from './config.js';
+import { KeywayError } from './errors.js';
 import { assertCoversPath, type Principal } from './principal.js';
 import { parseResourcePath } from './resource-path.js';
+import { SecretService } from './secrets.js';
 import type { Storage } from './storage.js';
 import { TokenService } from './tokens.js';
+import type { Vault } from './vault.js';
 
 /** A Keyway broker: every operation of the HTTP contract, callable in process. */
 export interface Broker {
   /** Broker tokens (API.md §3). */
   readonly tokens: TokenService;
+  /** Secrets in the namespace (API.md §7). */
+  readonly secrets: SecretService;
+  /**
+   * The vault: re-wrap onto the active key with `broker.vault.rewrap(broker.storage)`.
+   *
+   * @throws {KeywayError} `internal_error` when the broker has no `vaultKeys`.
+   */
+  readonly vault: Vault;
   /** The storage the broker was built with. */
   readonly storage: Storage;
   /**
@@ -54,6 +65,13 @@ export function createBroker(config: BrokerConfig): Broker {
   const resolved = resolveBrokerConfig(config);
   const tokens = new TokenService(resolved);
   const { storage } = resolved;
+  const vault = (): Vault => {
+    if (resolved.vault === null) {
+      throw new KeywayError('internal_error', 'the vault is not configured (vaultKeys)');
+    }
+    return resolved.vault;
+  };
+  const secrets = new SecretService({ storage, vault, now: resolved.now });
 
   async function purgeExpired(): Promise<number> {
     let total = 0;
@@ -82,6 +100,10 @@ export function createBroker(config: BrokerConfig): Broker {
 
   return {
     tokens,
+    secrets,
+    get vault() {
+      return vault();
+    },
     storage,
     authenticate: (credential) => tokens.authenticate(credential),
     authorize(principal, path) {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { STORAGE_METHODS, type Storage } from './storage.js';
 import { TOKEN_PREFIX } from './token-format.js';
+import { Vault } from './vault.js';
 
 /** Shortest root key accepted (API.md §1.1). */
 export const MIN_ROOT_KEY_LENGTH = 32;
@@ -18,6 +19,13 @@ export interface BrokerConfig {
   now?: () => number;
   /** The random source. Injected for tests; default `crypto.getRandomValues`. */
   randomBytes?: (length: number) => Uint8Array;
+  /**
+   * The vault key ring: base64url-encoded 32-byte keys (`generateVaultKey()` makes one).
+   * The first encrypts; all decrypt, so a new key goes first and an old one stays until
+   * `broker.vault.rewrap()` has moved every entry. Needed for secrets, providers and
+   * connections; without it those operations fail with `internal_error`.
+   */
+  vaultKeys?: string[];
   /**
    * How often expired tokens, pending authorizations and leases are purged in the
    * background, in milliseconds; `false` turns it off (call `broker.purgeExpired()`
@@ -57,6 +65,7 @@ const BrokerConfigSchema = z.object({
       message: '"randomBytes" must be a function',
     })
     .optional(),
+  vaultKeys: z.array(z.string(), { error: '"vaultKeys" must be an array of strings' }).optional(),
   purgeIntervalMs: z
     .union(
       [
@@ -81,6 +90,7 @@ export interface ResolvedBrokerConfig {
   storage: Storage;
   now: () => number;
   randomBytes: (length: number) => Uint8Array;
+  vault: Vault | null;
   purgeIntervalMs: number | false;
   onBackgroundError: (error: unknown) => void;
 }
@@ -105,6 +115,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     storage: parsed.storage,
     now: parsed.now ?? Date.now,
     randomBytes: parsed.randomBytes ?? ((length) => crypto.getRandomValues(new Uint8Array(length))),
+    vault: parsed.vaultKeys === undefined ? null : new Vault(parsed.vaultKeys),
     purgeIntervalMs: parsed.purgeIntervalMs ?? 60_000,
     onBackgroundError:
       parsed.onBackgroundError ??

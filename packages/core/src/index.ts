@@ -39,6 +39,16 @@ export {
   setCoversPath,
 } from './scope.js';
 export {
+  type ListSecretsOptions,
+  listableSubtrees,
+  MAX_SECRET_BYTES,
+  type PutSecretInput,
+  SECRET_KIND,
+  SecretService,
+  type SecretView,
+  type SecretWithValue,
+} from './secrets.js';
+export {
   connectionFromRow,
   pendingAuthorizationFromRow,
   providerFromRow,
@@ -97,3 +107,4 @@ export {
   TokenService,
   type TokenView,
 } from './tokens.js';
+export { generateVaultKey, parseVaultKeys, Vault } from './vault.js';

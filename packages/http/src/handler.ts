@@ -1,4 +1,4 @@
-import { type Broker, KeywayError, type Principal } from '@keyway/core';
+import { type Broker, KeywayError, type Principal, resourcePathFromUrl } from '@keyway/core';
 import {
   bearerCredential,
   DEFAULT_MAX_BODY_BYTES,
@@ -110,6 +110,38 @@ function routes(broker: Broker): Route[] {
         },
       },
     },
+    {
+      prefix: '/api/vault/secrets',
+      match: 'exact',
+      methods: {
+        GET: async ({ request, principal }) =>
+          json(
+            200,
+            await broker.secrets.list(principal, readQuery(request, ['prefix', 'limit', 'cursor'])),
+          ),
+      },
+    },
+    {
+      prefix: '/api/vault/secrets',
+      match: 'rest',
+      methods: {
+        GET: async ({ principal, rest }) =>
+          json(200, await broker.secrets.get(principal, resourcePathFromUrl(rest))),
+        PUT: async ({ principal, rest, body }) => {
+          const input = (await body()) as never;
+          const { secret, created } = await broker.secrets.put(
+            principal,
+            resourcePathFromUrl(rest),
+            input,
+          );
+          return json(created ? 201 : 200, secret);
+        },
+        DELETE: async ({ principal, rest }) => {
+          await broker.secrets.delete(principal, resourcePathFromUrl(rest));
+          return noContent();
+        },
+      },
+    },
   ];
 }
 
@@ -190,7 +222,11 @@ export function createHandler(broker: Broker, options: HandlerOptions = {}): Key
         body: () => readJsonBody(request, maxBodyBytes),
       });
     } catch (error) {
-      if (error instanceof KeywayError) return errorResponse(error, credential !== null);
+      // Every internal error reaches the operator, whether or not it is a KeywayError (a
+      // vault integrity failure is one); the caller only ever sees the generic body.
+      if (error instanceof KeywayError && error.code !== 'internal_error') {
+        return errorResponse(error, credential !== null);
+      }
       onInternalError(error, request);
       return json(500, {
         error: 'internal_error',

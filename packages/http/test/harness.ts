@@ -1,21 +1,28 @@
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Broker, createBroker, type Storage } from '@keyway/core';
 import { memoryStorage } from '@keyway/store-memory';
-import { postgresStorage } from '@keyway/store-postgres';
-import { sqliteStorage } from '@keyway/store-sqlite';
+import { type PostgresStorage, postgresStorage } from '@keyway/store-postgres';
+import { type SqliteStorage, sqliteStorage } from '@keyway/store-sqlite';
 import { createTestSchema } from '@keyway/test-support/postgres';
 import { inject } from 'vitest';
 import { createHandler, type KeywayHandler } from '../src/index.js';
 
 export const ROOT_KEY = 'test-root-key-0123456789-abcdefghijklmnop';
+/** A fixed vault key for the tests (base64url of 32 bytes). */
+export const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
 export const START = Date.UTC(2026, 10, 21, 9, 30, 0, 0);
 
 /** A storage the handler tests run against. */
 export interface StorageFactory {
   name: string;
   create(): Promise<Storage>;
+  /**
+   * Everything the engine keeps on disk or in rows for this storage, as text, read behind
+   * the adapter's back: to prove what is (not) stored in clear. `null` for memory.
+   */
+  rawText(storage: Storage): Promise<string | null>;
 }
 
 const sqliteDir = mkdtempSync(join(tmpdir(), 'keyway-http-'));
@@ -23,10 +30,16 @@ let sqliteFiles = 0;
 
 /** Every adapter, each on its real engine: the handler must behave the same on all. */
 export const storageFactories: StorageFactory[] = [
-  { name: 'memory', create: async () => memoryStorage() },
+  { name: 'memory', create: async () => memoryStorage(), rawText: async () => null },
   {
     name: 'sqlite',
     create: async () => sqliteStorage(join(sqliteDir, `http-${++sqliteFiles}.sqlite`)),
+    async rawText(storage) {
+      const { database } = storage as SqliteStorage;
+      database.pragma('wal_checkpoint(TRUNCATE)');
+      const files = [database.name, `${database.name}-wal`].filter((file) => existsSync(file));
+      return files.map((file) => readFileSync(file).toString('latin1')).join('\n');
+    },
   },
   {
     name: 'postgres',
@@ -34,6 +47,22 @@ export const storageFactories: StorageFactory[] = [
       const url = inject('databaseUrl');
       const { schema } = await createTestSchema(url);
       return postgresStorage({ connectionString: url, schema, maxConnections: 4 });
+    },
+    async rawText(storage) {
+      const { pool, schema } = storage as PostgresStorage;
+      const tables = [
+        'tokens',
+        'providers',
+        'connections',
+        'pending_authorizations',
+        'vault_entries',
+      ];
+      const parts: string[] = [];
+      for (const table of tables) {
+        const { rows } = await pool.query(`SELECT * FROM "${schema}".keyway_${table}`);
+        parts.push(JSON.stringify(rows));
+      }
+      return parts.join('\n');
     },
   },
 ];
@@ -66,8 +95,14 @@ export class Harness {
   }
 
   /** A new broker over the same storage, e.g. with another root key. */
-  rebuild(rootKey: string): void {
-    this.broker = createBroker({ rootKey, storage: this.storage, now: () => this.now });
+  rebuild(rootKey: string, vaultKeys: string[] = [VAULT_KEY]): void {
+    this.broker = createBroker({
+      rootKey,
+      storage: this.storage,
+      now: () => this.now,
+      vaultKeys,
+      purgeIntervalMs: false,
+    });
     this.handler = createHandler(this.broker, {
       onInternalError: (error) => this.errors.push(error),
     });

@@ -239,6 +239,20 @@ describe('toNodeHandler() over loopback HTTP', () => {
     }
   });
 
+  it('refuses dot segments in a resource path instead of reading another path', async () => {
+    await send('PUT', '/api/vault/secrets/b', '{"value":"the wrong secret"}');
+    for (const path of [
+      '/api/vault/secrets/a/../b',
+      '/api/vault/secrets/a/%2e%2e/b',
+      '/api/vault/secrets/a/./b',
+      '/api/vault/secrets/a\\b',
+    ]) {
+      const reply = await send('GET', path);
+      expect(reply.status, path).toBe(400);
+      expect(reply.body.error, path).toBe('invalid_path');
+    }
+  });
+
   it('answers 413 for a 2 MiB body sent over the socket', async () => {
     const reply = await send(
       'POST',

@@ -1,0 +1,147 @@
+import { z } from 'zod';
+import { utf8 } from './bytes.js';
+import { KeywayError } from './errors.js';
+import { type ListOptions, type Page, parseListOptions, toPage } from './pagination.js';
+import { assertCoversPath, type Principal } from './principal.js';
+import { parseResourcePath } from './resource-path.js';
+import { intersectScopes, ROOT_SCOPE } from './scope.js';
+import type { Storage, VaultEntryRecord } from './storage.js';
+import { parseShape } from './validation.js';
+import type { Vault } from './vault.js';
+
+/** The vault kind of the secrets the vault endpoints manage; Keyway's own use other kinds. */
+export const SECRET_KIND = 'secret';
+
+/** Largest secret value, in UTF-8 bytes (API.md §7). */
+export const MAX_SECRET_BYTES = 64 * 1024;
+
+/** A secret without its value, as lists and writes show it. */
+export interface SecretView {
+  path: string;
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A secret with its value, as `GET /api/vault/secrets/<path>` answers. */
+export interface SecretWithValue extends SecretView {
+  value: string;
+}
+
+/** Body of `PUT /api/vault/secrets/<path>`. */
+export interface PutSecretInput {
+  value: string;
+}
+
+const PutShape = z.strictObject({ value: z.string() });
+
+function toView(entry: VaultEntryRecord): SecretView {
+  return {
+    path: entry.key,
+    version: entry.version,
+    created_at: new Date(entry.createdAt).toISOString(),
+    updated_at: new Date(entry.updatedAt).toISOString(),
+  };
+}
+
+/**
+ * The subtrees a principal may list, narrowed to an optional prefix: `undefined` means
+ * everything (the root key without a prefix), `[]` nothing.
+ */
+export function listableSubtrees(
+  principal: Principal,
+  prefix: string | undefined,
+): string[] | undefined {
+  const wanted = prefix === undefined ? [ROOT_SCOPE] : [`${prefix}/**`];
+  const held = principal.kind === 'root' ? [ROOT_SCOPE] : [...principal.scopes];
+  const both = intersectScopes(held, wanted);
+  if (both.includes(ROOT_SCOPE)) return undefined;
+  return both.map((scope) => scope.slice(0, -'/**'.length));
+}
+
+/** Options of the vault list. */
+export interface ListSecretsOptions extends ListOptions {
+  /** Only secrets at or below this resource path. */
+  prefix?: string | undefined;
+}
+
+/**
+ * Secrets in the shared namespace (API.md §7): written, read, listed and deleted by path,
+ * each within the caller's scopes, encrypted at rest by the vault. Reached as
+ * `broker.secrets`.
+ */
+export class SecretService {
+  readonly #storage: Storage;
+  readonly #vault: () => Vault;
+  readonly #now: () => number;
+
+  constructor(options: { storage: Storage; vault: () => Vault; now: () => number }) {
+    this.#storage = options.storage;
+    this.#vault = options.vault;
+    this.#now = options.now;
+  }
+
+  /**
+   * Creates or replaces a secret. Answers the view and whether it was created (201) or
+   * replaced (200).
+   *
+   * @throws {KeywayError} `invalid_path`, `invalid_request`, `insufficient_scope`.
+   */
+  async put(
+    principal: Principal,
+    path: string,
+    input: PutSecretInput,
+  ): Promise<{ secret: SecretView; created: boolean }> {
+    const valid = parseResourcePath(path);
+    const { value } = parseShape(PutShape, input);
+    if (utf8(value).length > MAX_SECRET_BYTES) {
+      const message = `"value" is larger than ${MAX_SECRET_BYTES} bytes`;
+      throw new KeywayError('invalid_request', message, { details: [{ path: 'value', message }] });
+    }
+    assertCoversPath(principal, valid);
+    const write = await this.#vault().seal({ kind: SECRET_KIND, key: valid }, value);
+    const { entry, created } = await this.#storage.putVaultEntry(write, this.#now());
+    return { secret: toView(entry), created };
+  }
+
+  /**
+   * Reads a secret with its value.
+   *
+   * @throws {KeywayError} `invalid_path`, `insufficient_scope`, `not_found`.
+   */
+  async get(principal: Principal, path: string): Promise<SecretWithValue> {
+    const valid = parseResourcePath(path);
+    assertCoversPath(principal, valid);
+    const entry = await this.#storage.getVaultEntry(SECRET_KIND, valid);
+    if (entry === null) throw new KeywayError('not_found', `no secret at ${JSON.stringify(valid)}`);
+    return { ...toView(entry), value: await this.#vault().open(entry) };
+  }
+
+  /**
+   * Deletes a secret.
+   *
+   * @throws {KeywayError} `invalid_path`, `insufficient_scope`, `not_found`.
+   */
+  async delete(principal: Principal, path: string): Promise<void> {
+    const valid = parseResourcePath(path);
+    assertCoversPath(principal, valid);
+    if (!(await this.#storage.deleteVaultEntry(SECRET_KIND, valid))) {
+      throw new KeywayError('not_found', `no secret at ${JSON.stringify(valid)}`);
+    }
+  }
+
+  /** Lists the secrets the caller's scopes cover, without values, ordered by path. */
+  async list(principal: Principal, options: ListSecretsOptions = {}): Promise<Page<SecretView>> {
+    const prefix =
+      options.prefix === undefined ? undefined : parseResourcePath(options.prefix, 'prefix');
+    const { limit, after } = parseListOptions(options);
+    const within = listableSubtrees(principal, prefix);
+    const entries = await this.#storage.listVaultEntries({
+      kind: SECRET_KIND,
+      ...(within === undefined ? {} : { within }),
+      ...(after === undefined ? {} : { after }),
+      limit: limit + 1,
+    });
+    return toPage(entries, limit, (entry) => entry.key, toView);
+  }
+}

@@ -1,0 +1,149 @@
+import { sha256 } from '@noble/hashes/sha2.js';
+import { CompactEncrypt, compactDecrypt, decodeProtectedHeader } from 'jose';
+import { fromBase64Url, toBase64Url, utf8 } from './bytes.js';
+import { KeywayError } from './errors.js';
+import type { VaultEntryRecord, VaultKey, VaultStorage, VaultWrite } from './storage.js';
+
+/** The header parameter that names the entry a ciphertext belongs to. */
+const ENTRY_HEADER = 'kw_entry';
+
+const decoder = new TextDecoder();
+
+/** One key of the ring: its id (derived from the key, not secret) and its bytes. */
+interface RingKey {
+  id: string;
+  bytes: Uint8Array;
+}
+
+/**
+ * Parses a key ring: base64url-encoded 32-byte keys, the first of which encrypts. A key's
+ * id is the base64url of the first 9 bytes of its SHA-256, so ids are stable across
+ * restarts and reveal nothing useful about the key.
+ *
+ * @throws {TypeError} naming the position of a malformed key (never its value).
+ */
+export function parseVaultKeys(keys: readonly string[]): RingKey[] {
+  if (keys.length === 0) throw new TypeError('"vaultKeys" must contain at least one key');
+  const ring = keys.map((text, i) => {
+    const bytes = typeof text === 'string' ? fromBase64Url(text.trim()) : null;
+    if (bytes === null || bytes.length !== 32) {
+      throw new TypeError(`"vaultKeys" entry ${i + 1} is not a base64url-encoded 32-byte key`);
+    }
+    return { id: toBase64Url(sha256(bytes).subarray(0, 9)), bytes };
+  });
+  if (new Set(ring.map((key) => key.id)).size !== ring.length) {
+    throw new TypeError('"vaultKeys" contains the same key twice');
+  }
+  return ring;
+}
+
+/** A new random vault key, base64url-encoded, for `vaultKeys` / `KEYWAY_VAULT_KEYS`. */
+export function generateVaultKey(): string {
+  return toBase64Url(crypto.getRandomValues(new Uint8Array(32)));
+}
+
+function entryName({ kind, key }: VaultKey): string {
+  return `${kind}:${key}`;
+}
+
+function undecryptable(entry: VaultKey, cause?: unknown): KeywayError {
+  // Integrity failure of stored data: the operator must look; the caller learns nothing.
+  return new KeywayError(
+    'internal_error',
+    `vault entry ${entryName(entry)} could not be decrypted`,
+    {
+      cause,
+    },
+  );
+}
+
+/**
+ * Envelope encryption for every secret Keyway keeps (API.md §7): AES-256-GCM as a compact
+ * JWE (`alg: dir`), under the first key of a ring; any key of the ring decrypts. The
+ * protected header, which GCM authenticates, names the key (`kid`) and the entry
+ * (`kw_entry`: kind and key), and decryption checks the entry: a ciphertext copied to
+ * another row does not decrypt.
+ *
+ * @example
+ * const vault = new Vault([generateVaultKey()]);
+ * const write = await vault.seal({ kind: 'secret', key: 'acme/api-key' }, 's3cr3t');
+ * await vault.open(write); // 's3cr3t'
+ */
+export class Vault {
+  readonly #ring: RingKey[];
+
+  constructor(keys: readonly string[]) {
+    this.#ring = parseVaultKeys(keys);
+  }
+
+  /** Id of the key that encrypts new entries. */
+  get activeKeyId(): string {
+    return (this.#ring[0] as RingKey).id;
+  }
+
+  /** Encrypts a value for one entry under the active key. */
+  async seal(entry: VaultKey, value: string): Promise<VaultWrite> {
+    const key = this.#ring[0] as RingKey;
+    const ciphertext = await new CompactEncrypt(utf8(value))
+      .setProtectedHeader({
+        alg: 'dir',
+        enc: 'A256GCM',
+        kid: key.id,
+        [ENTRY_HEADER]: entryName(entry),
+      })
+      .encrypt(key.bytes);
+    return { kind: entry.kind, key: entry.key, ciphertext, keyId: key.id };
+  }
+
+  /**
+   * Decrypts a stored entry.
+   *
+   * @throws {KeywayError} `internal_error` when no key of the ring fits, the ciphertext was
+   *   altered, or it belongs to another entry.
+   */
+  async open(entry: VaultWrite | VaultEntryRecord): Promise<string> {
+    let kid: unknown;
+    try {
+      kid = decodeProtectedHeader(entry.ciphertext).kid;
+    } catch (cause) {
+      throw undecryptable(entry, cause);
+    }
+    const key = this.#ring.find((candidate) => candidate.id === kid);
+    if (key === undefined) throw undecryptable(entry);
+    try {
+      const { plaintext, protectedHeader } = await compactDecrypt(entry.ciphertext, key.bytes, {
+        keyManagementAlgorithms: ['dir'],
+        contentEncryptionAlgorithms: ['A256GCM'],
+      });
+      if (protectedHeader[ENTRY_HEADER] !== entryName(entry)) throw undecryptable(entry);
+      return decoder.decode(plaintext);
+    } catch (cause) {
+      if (cause instanceof KeywayError) throw cause;
+      throw undecryptable(entry, cause);
+    }
+  }
+
+  /**
+   * Re-encrypts every entry not under the active key, in pages, with compare-and-set so a
+   * concurrent write is never overwritten with an old value. Afterwards no entry needs an
+   * older key, which can then leave the ring.
+   *
+   * @returns how many entries were re-encrypted.
+   */
+  async rewrap(storage: VaultStorage, pageSize = 200): Promise<number> {
+    let moved = 0;
+    let after: VaultKey | null = null;
+    for (;;) {
+      const page = await storage.listVaultEntriesNotUnderKey(this.activeKeyId, after, pageSize);
+      for (const entry of page) {
+        const next = await this.seal(entry, await this.open(entry));
+        if (await storage.replaceVaultCiphertext(entry.kind, entry.key, entry.ciphertext, next)) {
+          moved++;
+        }
+      }
+      const last = page[page.length - 1];
+      if (page.length < pageSize || last === undefined) return moved;
+      after = { kind: last.kind, key: last.key };
+    }
+  }
+}
