@@ -10,7 +10,9 @@ Starts the Keyway broker. Environment:
   KEYWAY_DATABASE   a SQLite file path or a postgres:// URL (default: keyway.sqlite)
   KEYWAY_VAULT_KEYS comma-separated base64url 32-byte keys, the first encrypts
                     (default: generated once, kept in <database>.vault-keys; required
-                    with PostgreSQL)`;
+                    with PostgreSQL)
+  KEYWAY_ALLOWED_HOSTS  comma-separated hosts outbound requests may reach over plain
+                    http and on loopback/private addresses (development only)`;
 
 async function main(argv: string[]): Promise<number> {
   const [command = 'serve'] = argv;

@@ -3,7 +3,7 @@ import { linkSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type Broker, createBroker, generateVaultKey, type Storage } from '@keyway/core';
-import { createHandler, toNodeHandler } from '@keyway/http';
+import { createHandler, createNodeFetch, toNodeHandler } from '@keyway/http';
 import { postgresStorage } from '@keyway/store-postgres';
 import { sqliteStorage } from '@keyway/store-sqlite';
 
@@ -76,6 +76,8 @@ export interface ServeOptions {
   database?: string;
   /** Vault keys, the first encrypting; default {@link defaultVaultKeys}. */
   vaultKeys?: string[];
+  /** Hosts outbound requests may reach over http and on private addresses (development). */
+  allowedHosts?: string[];
   /** Where lines for the operator go; default `console.log`. */
   log?: (line: string) => void;
 }
@@ -115,7 +117,14 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   const storage = await openStorage(database);
   let broker: Broker;
   try {
-    broker = createBroker({ rootKey, storage, vaultKeys });
+    const allowedHosts = options.allowedHosts ?? [];
+    broker = createBroker({
+      rootKey,
+      storage,
+      vaultKeys,
+      allowedHosts,
+      fetch: createNodeFetch({ allowedHosts }),
+    });
   } catch (error) {
     await storage.close();
     throw error;
@@ -169,6 +178,11 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
   if (env.HOST) options.host = env.HOST;
   if (env.KEYWAY_ROOT_KEY) options.rootKey = env.KEYWAY_ROOT_KEY;
   if (env.KEYWAY_DATABASE) options.database = env.KEYWAY_DATABASE;
+  if (env.KEYWAY_ALLOWED_HOSTS) {
+    options.allowedHosts = env.KEYWAY_ALLOWED_HOSTS.split(',')
+      .map((host) => host.trim())
+      .filter((host) => host !== '');
+  }
   if (env.KEYWAY_VAULT_KEYS) {
     options.vaultKeys = env.KEYWAY_VAULT_KEYS.split(',').map((key) => key.trim());
   }

@@ -1,5 +1,6 @@
 import { type BrokerConfig, resolveBrokerConfig } from './config.js';
 import { KeywayError } from './errors.js';
+import type { OutboundFetch } from './outbound.js';
 import { assertCoversPath, type Principal } from './principal.js';
 import { parseResourcePath } from './resource-path.js';
 import { SecretService } from './secrets.js';
@@ -21,6 +22,8 @@ export interface Broker {
   readonly vault: Vault;
   /** The storage the broker was built with. */
   readonly storage: Storage;
+  /** The guarded fetch (SSRF policy, timeout, size cap) every outbound request uses. */
+  readonly outbound: OutboundFetch;
   /**
    * Establishes the principal behind a bearer credential (the root key or a broker token).
    *
@@ -105,6 +108,7 @@ export function createBroker(config: BrokerConfig): Broker {
       return vault();
     },
     storage,
+    outbound: resolved.outbound,
     authenticate: (credential) => tokens.authenticate(credential),
     authorize(principal, path) {
       const canonical = parseResourcePath(path);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { createOutboundFetch, type OutboundFetch, type Transport } from './outbound.js';
 import { STORAGE_METHODS, type Storage } from './storage.js';
 import { TOKEN_PREFIX } from './token-format.js';
 import { Vault } from './vault.js';
@@ -26,6 +27,19 @@ export interface BrokerConfig {
    * connections; without it those operations fail with `internal_error`.
    */
   vaultKeys?: string[];
+  /**
+   * The transport of every outbound request (discovery, registration, token endpoints);
+   * default `globalThis.fetch`. On Node, pass `createNodeFetch()` from `@keyway/http`: it
+   * also checks the addresses a host name resolves to, and pins the connection to them.
+   */
+  fetch?: Transport;
+  /**
+   * Hosts that outbound requests may reach over plain `http` and on loopback or private
+   * addresses: for development and tests only. Default none.
+   */
+  allowedHosts?: string[];
+  /** Limits of outbound requests: whole-request timeout and largest body read. */
+  outbound?: { timeoutMs?: number; maxResponseBytes?: number };
   /**
    * How often expired tokens, pending authorizations and leases are purged in the
    * background, in milliseconds; `false` turns it off (call `broker.purgeExpired()`
@@ -66,6 +80,24 @@ const BrokerConfigSchema = z.object({
     })
     .optional(),
   vaultKeys: z.array(z.string(), { error: '"vaultKeys" must be an array of strings' }).optional(),
+  fetch: z.custom<Transport>(isFunction, { message: '"fetch" must be a function' }).optional(),
+  allowedHosts: z
+    .array(z.string().min(1), { error: '"allowedHosts" must be an array of host names' })
+    .optional(),
+  outbound: z
+    .strictObject(
+      {
+        timeoutMs: z.number().int().min(1).max(300_000).optional(),
+        maxResponseBytes: z
+          .number()
+          .int()
+          .min(1024)
+          .max(64 * 1024 * 1024)
+          .optional(),
+      },
+      { error: '"outbound" must be { timeoutMs?, maxResponseBytes? } with integers in range' },
+    )
+    .optional(),
   purgeIntervalMs: z
     .union(
       [
@@ -91,6 +123,8 @@ export interface ResolvedBrokerConfig {
   now: () => number;
   randomBytes: (length: number) => Uint8Array;
   vault: Vault | null;
+  /** The guarded fetch every outbound request goes through. */
+  outbound: OutboundFetch;
   purgeIntervalMs: number | false;
   onBackgroundError: (error: unknown) => void;
 }
@@ -116,6 +150,11 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     now: parsed.now ?? Date.now,
     randomBytes: parsed.randomBytes ?? ((length) => crypto.getRandomValues(new Uint8Array(length))),
     vault: parsed.vaultKeys === undefined ? null : new Vault(parsed.vaultKeys),
+    outbound: createOutboundFetch({
+      ...(parsed.fetch === undefined ? {} : { fetch: parsed.fetch }),
+      allowedHosts: parsed.allowedHosts ?? [],
+      ...parsed.outbound,
+    }),
     purgeIntervalMs: parsed.purgeIntervalMs ?? 60_000,
     onBackgroundError:
       parsed.onBackgroundError ??

@@ -1,3 +1,4 @@
+export { type AddressClass, classifyAddress, isIpLiteral } from './address.js';
 export { type Broker, createBroker } from './broker.js';
 export { type BrokerConfig, MIN_ROOT_KEY_LENGTH } from './config.js';
 export {
@@ -8,6 +9,16 @@ export {
   type KeywayErrorDetail,
   type KeywayErrorOptions,
 } from './errors.js';
+export {
+  assertOutboundUrl,
+  createOutboundFetch,
+  normalizeHost,
+  OutboundError,
+  type OutboundFailure,
+  type OutboundFetch,
+  type OutboundOptions,
+  type Transport,
+} from './outbound.js';
 export { LIST_LIMIT, type ListOptions, type Page } from './pagination.js';
 export {
   actorOf,

@@ -170,3 +170,27 @@ describe('purging expired records', () => {
     ).toThrow(/"purgeIntervalMs" must be false or an integer/);
   });
 });
+
+describe('broker.outbound', () => {
+  it('sends through the configured transport, under the SSRF policy and allowed hosts', async () => {
+    const sent: string[] = [];
+    const broker = createBroker({
+      rootKey: ROOT_KEY,
+      storage: memoryStorage(),
+      purgeIntervalMs: false,
+      allowedHosts: ['localhost'],
+      fetch: async (url) => {
+        sent.push(url);
+        return new Response('ok');
+      },
+    });
+    expect(await (await broker.outbound('http://localhost:9999/x')).text()).toBe('ok');
+    await expect(broker.outbound('https://10.0.0.1/')).rejects.toMatchObject({
+      reason: 'blocked_address',
+    });
+    await expect(broker.outbound('http://mcp.example.com/')).rejects.toMatchObject({
+      reason: 'insecure_scheme',
+    });
+    expect(sent).toEqual(['http://localhost:9999/x']);
+  });
+});

@@ -9,4 +9,5 @@ export {
   toWebRequest,
   writeWebResponse,
 } from './node.js';
+export { createNodeFetch, type NodeFetchOptions } from './node-fetch.js';
 export { DEFAULT_MAX_BODY_BYTES } from './request.js';

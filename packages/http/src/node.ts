@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { KeywayHandler } from './handler.js';
 import { setRawTarget } from './request.js';
+import { streamOf } from './streams.js';
 
 /** A Node `http` / Express request, with what Express adds when it is there. */
 type NodeRequest = IncomingMessage & { originalUrl?: string; body?: unknown };
@@ -28,43 +29,6 @@ function bodyOf(req: NodeRequest): BodyInit | null {
     return JSON.stringify(req.body);
   }
   return streamOf(req);
-}
-
-/**
- * The request body as a Web stream, with back-pressure. When the handler stops reading (a
- * body over the size limit), the rest is drained and discarded so the response can still
- * be written on the same socket. (`Readable.toWeb` throws on a cancel while data flows.)
- */
-function streamOf(req: IncomingMessage): ReadableStream<Uint8Array> {
-  let done = false;
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      req.on('data', (chunk: Buffer) => {
-        if (done) return;
-        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-        if ((controller.desiredSize ?? 0) <= 0) req.pause();
-      });
-      req.once('end', () => {
-        if (!done) {
-          done = true;
-          controller.close();
-        }
-      });
-      req.once('error', (error) => {
-        if (!done) {
-          done = true;
-          controller.error(error);
-        }
-      });
-    },
-    pull() {
-      req.resume();
-    },
-    cancel() {
-      done = true;
-      req.resume();
-    },
-  });
 }
 
 /** Builds a Web `Request` from a Node request, keeping its raw target on the side. */

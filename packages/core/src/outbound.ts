@@ -1,0 +1,243 @@
+import { classifyAddress, isIpLiteral } from './address.js';
+
+/** Why an outbound request was refused or failed. */
+export type OutboundFailure =
+  | 'invalid_url'
+  | 'insecure_scheme'
+  | 'blocked_address'
+  | 'redirect'
+  | 'timeout'
+  | 'too_large'
+  | 'network';
+
+/**
+ * An outbound request that the guard refused or that failed on the way. The message names
+ * the URL's origin and the reason, never a credential; callers turn it into the step of a
+ * discovery trace or a `502` with `details`.
+ */
+export class OutboundError extends Error {
+  override readonly name = 'OutboundError';
+  constructor(
+    readonly reason: OutboundFailure,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** A `fetch`-compatible transport: the platform's, or one that resolves and pins (Node). */
+export type Transport = (url: string, init: RequestInit) => Promise<Response>;
+
+/** The guarded fetch every remote call of Keyway goes through. */
+export type OutboundFetch = (url: string | URL, init?: RequestInit) => Promise<Response>;
+
+/** Options of {@link createOutboundFetch}. */
+export interface OutboundOptions {
+  /** The transport; default `globalThis.fetch`. On Node use `createNodeFetch()` of `@keyway/http`. */
+  fetch?: Transport;
+  /**
+   * Host names (or IP literals) that may be reached over plain `http` and on loopback or
+   * private addresses: for development and tests only. Default none.
+   */
+  allowedHosts?: readonly string[];
+  /** Whole-request timeout, body included, in ms. Default 10000. */
+  timeoutMs?: number;
+  /** Largest response body read, in bytes. Default 1 MiB. */
+  maxResponseBytes?: number;
+  /** Same-origin redirects followed at most. Default 5. */
+  maxRedirects?: number;
+}
+
+const REDIRECT = new Set([301, 302, 303, 307, 308]);
+const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+
+/** A host name in the form allow lists and the guard compare: lower case, no brackets. */
+export function normalizeHost(host: string): string {
+  return host
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '')
+    .replace(/\.$/, '');
+}
+
+/**
+ * The server-side request forgery policy for one URL, before any connection: `https` only
+ * (plain `http` for allowed hosts), no credentials in the URL, and no IP literal or
+ * `localhost` name that is not publicly routable unless the host is allowed. Host names
+ * are checked again on their resolved addresses by a resolving transport.
+ *
+ * @throws {OutboundError}
+ */
+export function assertOutboundUrl(url: URL, allowedHosts: ReadonlySet<string>): void {
+  const host = normalizeHost(url.hostname);
+  const allowed = allowedHosts.has(host);
+  if (url.username !== '' || url.password !== '') {
+    throw new OutboundError('invalid_url', `${url.origin}: credentials in a URL are not allowed`);
+  }
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && allowed)) {
+    throw new OutboundError(
+      'insecure_scheme',
+      `${url.origin}: only https is allowed${url.protocol === 'http:' ? ' (plain http only for allowed hosts)' : ''}`,
+    );
+  }
+  if (allowed) return;
+  if (host === 'localhost' || host.endsWith('.localhost')) {
+    throw new OutboundError(
+      'blocked_address',
+      `${url.origin}: loopback host names are not allowed`,
+    );
+  }
+  if (isIpLiteral(host)) {
+    const kind = classifyAddress(host);
+    if (kind !== 'public') {
+      throw new OutboundError(
+        'blocked_address',
+        `${url.origin}: ${kind} addresses are not allowed`,
+      );
+    }
+  }
+}
+
+async function readCapped(
+  response: Response,
+  limit: number,
+  origin: string,
+  signal: AbortSignal,
+): Promise<Uint8Array<ArrayBuffer>> {
+  const tooLarge = () =>
+    new OutboundError('too_large', `${origin}: the response is larger than ${limit} bytes`);
+  const declared = response.headers.get('content-length');
+  if (declared !== null && Number(declared) > limit) {
+    await response.body?.cancel().catch(() => {});
+    throw tooLarge();
+  }
+  if (response.body === null) return new Uint8Array(0);
+  const reader = response.body.getReader();
+  // The deadline holds even when a transport does not tie its body to the signal.
+  const aborted = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+  aborted.catch(() => {});
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    let chunk: ReadableStreamReadResult<Uint8Array>;
+    try {
+      chunk = await Promise.race([reader.read(), aborted]);
+    } catch (error) {
+      await reader.cancel().catch(() => {});
+      throw error;
+    }
+    const { done, value } = chunk;
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return bytes;
+}
+
+/**
+ * Creates the guarded fetch: every URL (and every redirect target) passes
+ * {@link assertOutboundUrl}; redirects are followed only within the same origin; the whole
+ * exchange, body included, is bounded in time and size. The returned response is fully
+ * read (at most `maxResponseBytes`), so a slow or endless body cannot hold a request.
+ *
+ * @example
+ * const outbound = createOutboundFetch({ allowedHosts: ['localhost'] });
+ * const response = await outbound('https://mcp.example.com/.well-known/oauth-protected-resource');
+ */
+export function createOutboundFetch(options: OutboundOptions = {}): OutboundFetch {
+  const transport: Transport = options.fetch ?? ((url, init) => globalThis.fetch(url, init));
+  const allowedHosts = new Set((options.allowedHosts ?? []).map(normalizeHost));
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const maxBytes = options.maxResponseBytes ?? 1024 * 1024;
+  const maxRedirects = options.maxRedirects ?? 5;
+
+  return async function outboundFetch(input, init = {}) {
+    let url: URL;
+    try {
+      url = new URL(input);
+    } catch (cause) {
+      throw new OutboundError('invalid_url', 'not an absolute URL', { cause });
+    }
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = init.signal ? AbortSignal.any([init.signal, timeout]) : timeout;
+    let method = (init.method ?? 'GET').toUpperCase();
+    let body = init.body;
+    const origin = url.origin;
+    try {
+      for (let hop = 0; ; hop++) {
+        assertOutboundUrl(url, allowedHosts);
+        let response: Response;
+        try {
+          response = await transport(url.href, {
+            ...init,
+            method,
+            body,
+            redirect: 'manual',
+            signal,
+          });
+        } catch (cause) {
+          if (cause instanceof OutboundError || timeout.aborted) throw cause;
+          throw new OutboundError('network', `${url.origin}: the request failed`, { cause });
+        }
+        const location = response.headers.get('location');
+        if (REDIRECT.has(response.status) && location !== null) {
+          await response.body?.cancel().catch(() => {});
+          const next = new URL(location, url);
+          if (next.origin !== origin) {
+            throw new OutboundError(
+              'redirect',
+              `${url.origin}: a redirect to another origin was refused`,
+            );
+          }
+          if (hop >= maxRedirects) {
+            throw new OutboundError(
+              'redirect',
+              `${url.origin}: more than ${maxRedirects} redirects`,
+            );
+          }
+          if (
+            response.status === 303 ||
+            ((response.status === 301 || response.status === 302) && method === 'POST')
+          ) {
+            method = 'GET';
+            body = null;
+          }
+          url = next;
+          continue;
+        }
+        const bytes = NULL_BODY.has(response.status)
+          ? null
+          : await readCapped(response, maxBytes, url.origin, signal);
+        return new Response(bytes, {
+          status: response.status,
+          statusText: response.statusText,
+          headers: response.headers,
+        });
+      }
+    } catch (error) {
+      if (timeout.aborted && !(error instanceof OutboundError && error.reason !== 'network')) {
+        throw new OutboundError(
+          'timeout',
+          `${url.origin}: no complete answer within ${timeoutMs} ms`,
+          {
+            cause: error,
+          },
+        );
+      }
+      throw error;
+    }
+  };
+}
