@@ -2,6 +2,20 @@ export { type AddressClass, classifyAddress, isIpLiteral } from './address.js';
 export { type Broker, createBroker } from './broker.js';
 export { type BrokerConfig, MIN_ROOT_KEY_LENGTH } from './config.js';
 export {
+  type AuthorizationServerInfo,
+  authorizationServerMetadataUrls,
+  type DiscoverOptions,
+  type Discovery,
+  type DiscoveryStep,
+  type DiscoveryTrace,
+  discover,
+  discoverOrThrow,
+  type ResourceInfo,
+  resourceMatches,
+  resourceMetadataUrls,
+  selectScopes,
+} from './discovery.js';
+export {
   ERROR_STATUS,
   isKeywayError,
   KeywayError,

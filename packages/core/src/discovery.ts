@@ -1,0 +1,464 @@
+import * as oauth from 'oauth4webapi';
+import { KeywayError } from './errors.js';
+import { OutboundError, type OutboundFetch } from './outbound.js';
+
+/** One step of a discovery trace, as `POST /api/admin/discover` shows it. */
+export interface DiscoveryStep {
+  /** `probe`, `resource_metadata`, `resource_match`, `authorization_server_metadata`, `requirements`. */
+  step: string;
+  url: string | null;
+  /** HTTP status, when there was an answer. */
+  status: number | null;
+  ok: boolean;
+  note: string;
+}
+
+/** What Keyway keeps of the protected resource (RFC 9728). */
+export interface ResourceInfo {
+  resource: string;
+  resource_metadata_url: string;
+  scopes_supported: string[] | null;
+  authorization_servers: string[];
+}
+
+/** What Keyway keeps of the authorization server (RFC 8414 / OpenID Connect discovery). */
+export interface AuthorizationServerInfo {
+  issuer: string;
+  authorization_endpoint: string;
+  token_endpoint: string;
+  registration_endpoint: string | null;
+  revocation_endpoint: string | null;
+  scopes_supported: string[] | null;
+  code_challenge_methods_supported: string[];
+  token_endpoint_auth_methods_supported: string[] | null;
+  client_id_metadata_document_supported: boolean;
+  authorization_response_iss_parameter_supported: boolean;
+}
+
+/** The outcome of a discovery run: a trace, and the results when it succeeded. */
+export interface DiscoveryTrace {
+  ok: boolean;
+  steps: DiscoveryStep[];
+  resource: ResourceInfo | null;
+  authorization_server: AuthorizationServerInfo | null;
+  /** The `scope` of the 401 challenge, when there was one. */
+  challenge_scope: string | null;
+  /** Scopes to request, chosen per API.md §6 step 5. */
+  scopes: string[];
+  /** When not ok: the API.md code the failure answers with. */
+  error: 'discovery_failed' | 'unsupported_authorization_server' | null;
+}
+
+/** A successful discovery. */
+export interface Discovery extends DiscoveryTrace {
+  ok: true;
+  resource: ResourceInfo;
+  authorization_server: AuthorizationServerInfo;
+  error: null;
+}
+
+const INITIALIZE = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 0,
+  method: 'initialize',
+  params: {
+    protocolVersion: '2025-06-18',
+    capabilities: {},
+    clientInfo: { name: 'keyway-discovery', version: '1' },
+  },
+});
+
+/** What went wrong with a request, in words for a trace: never a body, never a secret. */
+function describe(error: unknown): string {
+  if (error instanceof OutboundError) return error.message;
+  if (error instanceof oauth.OperationProcessingError) return error.message;
+  if (error instanceof oauth.ResponseBodyError)
+    return `${error.error}: ${error.error_description ?? ''}`.trim();
+  if (error instanceof SyntaxError) return 'the answer is not valid JSON';
+  return error instanceof Error ? error.message : 'the request failed';
+}
+
+function stringArray(value: unknown): string[] | null {
+  return Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : null;
+}
+
+/**
+ * Whether protected-resource metadata's `resource` names the resource URL: the same origin,
+ * and a path equal to, or a segment-wise prefix of, the resource URL's path (one trailing
+ * `/` ignored). API.md §6 step 3.
+ */
+export function resourceMatches(metadataResource: string, resourceUrl: URL): boolean {
+  let declared: URL;
+  try {
+    declared = new URL(metadataResource);
+  } catch {
+    return false;
+  }
+  if (declared.origin !== resourceUrl.origin || declared.search !== '' || declared.hash !== '')
+    return false;
+  const trim = (path: string) => (path.endsWith('/') ? path.slice(0, -1) : path);
+  const prefix = trim(declared.pathname);
+  const path = trim(resourceUrl.pathname);
+  return path === prefix || path.startsWith(`${prefix}/`);
+}
+
+/** The RFC 9728 well-known URLs of a resource: path-inserted (when it has a path), then root. */
+export function resourceMetadataUrls(resourceUrl: URL): string[] {
+  const path = resourceUrl.pathname.replace(/\/$/, '');
+  const root = `${resourceUrl.origin}/.well-known/oauth-protected-resource`;
+  return path === '' ? [root] : [`${root}${path}`, root];
+}
+
+/**
+ * The authorization-server metadata URLs to try, in the MCP specification's order: for an
+ * issuer with a path, RFC 8414 path-inserted, OpenID path-inserted, OpenID appended; for
+ * one without, RFC 8414 and OpenID at the root.
+ */
+export function authorizationServerMetadataUrls(issuer: URL): string[] {
+  const path = issuer.pathname.replace(/\/$/, '');
+  const origin = issuer.origin;
+  if (path === '') {
+    return [
+      `${origin}/.well-known/oauth-authorization-server`,
+      `${origin}/.well-known/openid-configuration`,
+    ];
+  }
+  return [
+    `${origin}/.well-known/oauth-authorization-server${path}`,
+    `${origin}/.well-known/openid-configuration${path}`,
+    `${origin}${path}/.well-known/openid-configuration`,
+  ];
+}
+
+/**
+ * The scopes to request (API.md §6 step 5): the configured ones when any, else the
+ * challenge's `scope`, else the resource's `scopes_supported`, else none; `offline_access`
+ * added only when the authorization server lists it.
+ */
+export function selectScopes(
+  configured: readonly string[],
+  challengeScope: string | null,
+  resourceScopes: readonly string[] | null,
+  serverScopes: readonly string[] | null,
+): string[] {
+  let scopes: string[];
+  if (configured.length > 0) scopes = [...configured];
+  else if (challengeScope !== null && challengeScope.trim() !== '')
+    scopes = challengeScope.trim().split(/\s+/);
+  else scopes = [...(resourceScopes ?? [])];
+  if (serverScopes?.includes('offline_access') && !scopes.includes('offline_access')) {
+    scopes.push('offline_access');
+  }
+  return [...new Set(scopes)];
+}
+
+/** Options of {@link discover}. */
+export interface DiscoverOptions {
+  /** Configured scopes (provider configuration or an authorize call). */
+  scopes?: readonly string[];
+}
+
+/**
+ * Discovers a remote MCP endpoint's authorization setup (API.md §6 steps 1–5), recording
+ * every request in a trace. Never throws for a remote failure: the trace says what failed.
+ * Every request goes through the guarded `outbound` fetch.
+ *
+ * @example
+ * const trace = await discover(broker.outbound, 'https://mcp.linear.app/mcp');
+ * if (!trace.ok) console.log(trace.steps.filter((s) => !s.ok));
+ */
+export async function discover(
+  outbound: OutboundFetch,
+  resourceUrlText: string,
+  options: DiscoverOptions = {},
+): Promise<DiscoveryTrace> {
+  const steps: DiscoveryStep[] = [];
+  const trace: DiscoveryTrace = {
+    ok: false,
+    steps,
+    resource: null,
+    authorization_server: null,
+    challenge_scope: null,
+    scopes: [],
+    error: 'discovery_failed',
+  };
+  const resourceUrl = new URL(resourceUrlText);
+
+  // Step 1: probe as an MCP client would, without credentials. oauth4webapi's own https
+  // check is relaxed everywhere: the outbound guard decides (https, or plain http only for
+  // allowed hosts).
+  let metadataUrl: string | null = null;
+  let probeStatus: number | null = null;
+  try {
+    const stripped = (url: string, init?: RequestInit) => {
+      const headers = new Headers(init?.headers);
+      headers.delete('authorization');
+      return outbound(url, { ...init, headers });
+    };
+    const response = await oauth.protectedResourceRequest(
+      'probe',
+      'POST',
+      resourceUrl,
+      new Headers({
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      }),
+      INITIALIZE,
+      // oauth4webapi's body type is wider than RequestInit's; it only passes what it got.
+      { [oauth.customFetch]: stripped as never, [oauth.allowInsecureRequests]: true },
+    );
+    probeStatus = response.status;
+    const session = response.headers.get('mcp-session-id');
+    if (session !== null) {
+      // The probe opened a session: close it (best effort).
+      await stripped(resourceUrl.href, {
+        method: 'DELETE',
+        headers: { 'mcp-session-id': session },
+      }).catch(() => {});
+    }
+    steps.push({
+      step: 'probe',
+      url: resourceUrl.href,
+      status: probeStatus,
+      ok: true,
+      note: 'no challenge: the server let initialize through; trying well-known metadata',
+    });
+  } catch (error) {
+    if (error instanceof oauth.WWWAuthenticateChallengeError) {
+      const bearer = error.cause.find((challenge) => challenge.scheme === 'bearer');
+      metadataUrl = bearer?.parameters.resource_metadata ?? null;
+      trace.challenge_scope = bearer?.parameters.scope ?? null;
+      steps.push({
+        step: 'probe',
+        url: resourceUrl.href,
+        status: error.status,
+        ok: true,
+        note: metadataUrl
+          ? `challenge names the resource metadata${trace.challenge_scope ? ` and scope "${trace.challenge_scope}"` : ''}`
+          : 'challenge without resource_metadata; trying well-known metadata',
+      });
+    } else {
+      steps.push({
+        step: 'probe',
+        url: resourceUrl.href,
+        status: null,
+        ok: false,
+        note: describe(error),
+      });
+    }
+  }
+
+  // Step 2: the protected-resource metadata.
+  const candidates = metadataUrl !== null ? [metadataUrl] : resourceMetadataUrls(resourceUrl);
+  let metadata: oauth.ResourceServer | null = null;
+  let foundAt: string | null = null;
+  for (const url of candidates) {
+    try {
+      const response = await outbound(url, { headers: { accept: 'application/json' } });
+      if (response.status !== 200) {
+        await response.body?.cancel().catch(() => {});
+        steps.push({
+          step: 'resource_metadata',
+          url,
+          status: response.status,
+          ok: false,
+          note: `HTTP ${response.status}`,
+        });
+        continue;
+      }
+      const body = (await response.clone().json()) as { resource?: unknown };
+      // Step 3 comes first: oauth4webapi compares `resource` for equality with what it is
+      // given, and API.md also allows a segment-wise prefix of the resource URL.
+      if (typeof body.resource !== 'string' || !resourceMatches(body.resource, resourceUrl)) {
+        steps.push({ step: 'resource_metadata', url, status: 200, ok: true, note: 'fetched' });
+        steps.push({
+          step: 'resource_match',
+          url,
+          status: null,
+          ok: false,
+          note: `metadata resource ${JSON.stringify(String(body.resource ?? '')).slice(0, 200)} does not match ${resourceUrl.href}`,
+        });
+        return trace;
+      }
+      metadata = await oauth.processResourceDiscoveryResponse(new URL(body.resource), response);
+      foundAt = url;
+      steps.push({
+        step: 'resource_metadata',
+        url,
+        status: 200,
+        ok: true,
+        note: 'fetched and valid',
+      });
+      steps.push({
+        step: 'resource_match',
+        url,
+        status: null,
+        ok: true,
+        note: `resource ${metadata.resource}`,
+      });
+      break;
+    } catch (error) {
+      steps.push({
+        step: 'resource_metadata',
+        url,
+        status: null,
+        ok: false,
+        note: describe(error),
+      });
+    }
+  }
+  if (metadata === null || foundAt === null) return trace;
+  const servers = stringArray(metadata.authorization_servers) ?? [];
+  if (servers.length === 0) {
+    steps.push({
+      step: 'resource_metadata',
+      url: foundAt,
+      status: 200,
+      ok: false,
+      note: 'the metadata names no authorization server',
+    });
+    return trace;
+  }
+  const resourceScopes = stringArray(metadata.scopes_supported);
+  trace.resource = {
+    resource: metadata.resource,
+    resource_metadata_url: foundAt,
+    scopes_supported: resourceScopes,
+    authorization_servers: servers,
+  };
+
+  // Step 4: the first authorization server's metadata, in the MCP order of URLs.
+  let issuer: URL;
+  try {
+    issuer = new URL(servers[0] as string);
+  } catch {
+    steps.push({
+      step: 'authorization_server_metadata',
+      url: null,
+      status: null,
+      ok: false,
+      note: 'the authorization server is not a URL',
+    });
+    return trace;
+  }
+  let server: oauth.AuthorizationServer | null = null;
+  for (const url of authorizationServerMetadataUrls(issuer)) {
+    let status: number | null = null;
+    try {
+      const response = await outbound(url, { headers: { accept: 'application/json' } });
+      status = response.status;
+      if (status !== 200) {
+        await response.body?.cancel().catch(() => {});
+        steps.push({
+          step: 'authorization_server_metadata',
+          url,
+          status,
+          ok: false,
+          note: `HTTP ${status}`,
+        });
+        continue;
+      }
+      // Checks `issuer` equals the issuer the URL was built from (RFC 8414 §3.3).
+      server = await oauth.processDiscoveryResponse(issuer, response);
+      steps.push({
+        step: 'authorization_server_metadata',
+        url,
+        status,
+        ok: true,
+        note: `issuer ${server.issuer}`,
+      });
+      break;
+    } catch (error) {
+      const mismatch =
+        error instanceof oauth.OperationProcessingError &&
+        error.code === oauth.JSON_ATTRIBUTE_COMPARISON;
+      steps.push({
+        step: 'authorization_server_metadata',
+        url,
+        status,
+        ok: false,
+        note: mismatch
+          ? `the metadata's issuer is not ${issuer.href.replace(/\/$/, '')} (mix-up refused)`
+          : describe(error),
+      });
+      // A wrong issuer is an attack or a misconfiguration, never a reason to look elsewhere.
+      if (mismatch) return trace;
+    }
+  }
+  if (server === null) return trace;
+
+  // The seed's requirements: authorization endpoint, token endpoint, issuer, PKCE S256.
+  const methods = stringArray(server.code_challenge_methods_supported) ?? [];
+  const missing = [
+    typeof server.authorization_endpoint === 'string' ? null : 'authorization_endpoint',
+    typeof server.token_endpoint === 'string' ? null : 'token_endpoint',
+    methods.includes('S256') ? null : 'code_challenge_methods_supported containing S256',
+  ].filter((item): item is string => item !== null);
+  if (missing.length > 0) {
+    steps.push({
+      step: 'requirements',
+      url: null,
+      status: null,
+      ok: false,
+      note: `missing: ${missing.join(', ')}`,
+    });
+    trace.error = 'unsupported_authorization_server';
+    return trace;
+  }
+  steps.push({
+    step: 'requirements',
+    url: null,
+    status: null,
+    ok: true,
+    note: 'authorization and token endpoints, issuer, S256',
+  });
+  const serverScopes = stringArray(server.scopes_supported);
+  trace.authorization_server = {
+    issuer: server.issuer,
+    authorization_endpoint: server.authorization_endpoint as string,
+    token_endpoint: server.token_endpoint as string,
+    registration_endpoint:
+      typeof server.registration_endpoint === 'string' ? server.registration_endpoint : null,
+    revocation_endpoint:
+      typeof server.revocation_endpoint === 'string' ? server.revocation_endpoint : null,
+    scopes_supported: serverScopes,
+    code_challenge_methods_supported: methods,
+    token_endpoint_auth_methods_supported: stringArray(
+      server.token_endpoint_auth_methods_supported,
+    ),
+    client_id_metadata_document_supported: server.client_id_metadata_document_supported === true,
+    authorization_response_iss_parameter_supported:
+      server.authorization_response_iss_parameter_supported === true,
+  };
+  trace.scopes = selectScopes(
+    options.scopes ?? [],
+    trace.challenge_scope,
+    resourceScopes,
+    serverScopes,
+  );
+  trace.ok = true;
+  trace.error = null;
+  return trace;
+}
+
+/**
+ * Runs {@link discover} and throws unless it succeeded.
+ *
+ * @throws {KeywayError} `discovery_failed` (502) or `unsupported_authorization_server` (422),
+ *   with the trace in `details`.
+ */
+export async function discoverOrThrow(
+  outbound: OutboundFetch,
+  resourceUrl: string,
+  options: DiscoverOptions = {},
+): Promise<Discovery> {
+  const trace = await discover(outbound, resourceUrl, options);
+  if (trace.ok) return trace as Discovery;
+  const failed = [...trace.steps].reverse().find((step) => !step.ok);
+  const code = trace.error ?? 'discovery_failed';
+  const summary =
+    code === 'unsupported_authorization_server'
+      ? `the authorization server lacks what Keyway requires (${failed?.note ?? 'unknown'})`
+      : `discovery failed at ${failed?.step ?? 'an unknown step'}: ${failed?.note ?? 'no details'}`;
+  throw new KeywayError(code, summary, { details: trace.steps.map((step) => ({ ...step })) });
+}

@@ -1,0 +1,239 @@
+import { createTestWorld, type TestWorldOptions } from '@keyway/testing';
+import { describe, expect, it } from 'vitest';
+import {
+  authorizationServerMetadataUrls,
+  createOutboundFetch,
+  discover,
+  discoverOrThrow,
+  resourceMatches,
+  selectScopes,
+} from '../src/index.js';
+
+function setup(options: TestWorldOptions = {}) {
+  const world = createTestWorld(options);
+  const outbound = createOutboundFetch({ fetch: world.fetch, timeoutMs: 200 });
+  return {
+    world,
+    outbound,
+    run: (scopes?: string[]) => discover(outbound, world.resourceUrl, scopes ? { scopes } : {}),
+  };
+}
+
+const summary = (steps: { step: string; ok: boolean }[]) =>
+  steps.map((s) => `${s.step}:${s.ok ? 'ok' : 'fail'}`);
+
+describe('discover(): where the metadata is', () => {
+  it('follows resource_metadata from the 401 challenge', async () => {
+    const { run, world } = setup({ metadataLocation: 'header' });
+    const trace = await run();
+    expect(trace.ok).toBe(true);
+    expect(trace.resource).toEqual({
+      resource: 'https://mcp.example.test/mcp',
+      resource_metadata_url: 'https://mcp.example.test/keyway-test/resource-metadata/mcp',
+      scopes_supported: null,
+      authorization_servers: ['https://auth.example.test'],
+    });
+    expect(trace.authorization_server).toMatchObject({
+      issuer: 'https://auth.example.test',
+      authorization_endpoint: 'https://auth.example.test/oauth/authorize',
+      token_endpoint: 'https://auth.example.test/oauth/token',
+      registration_endpoint: 'https://auth.example.test/oauth/register',
+      revocation_endpoint: 'https://auth.example.test/oauth/revoke',
+      code_challenge_methods_supported: ['S256'],
+    });
+    expect(summary(trace.steps)).toEqual([
+      'probe:ok',
+      'resource_metadata:ok',
+      'resource_match:ok',
+      'authorization_server_metadata:ok',
+      'requirements:ok',
+    ]);
+    // The probe carried no credential.
+    expect(world.stats.probes).toBe(1);
+    expect(world.stats.mcpCalls).toBe(0);
+  });
+
+  it('falls back to the path-inserted well-known URL', async () => {
+    const trace = await setup({ metadataLocation: 'path' }).run();
+    expect(trace.ok).toBe(true);
+    expect(trace.resource?.resource_metadata_url).toBe(
+      'https://mcp.example.test/.well-known/oauth-protected-resource/mcp',
+    );
+  });
+
+  it('falls back to the root well-known URL after the path-inserted one answers 404', async () => {
+    const trace = await setup({ metadataLocation: 'root' }).run();
+    expect(trace.ok).toBe(true);
+    expect(
+      trace.steps.filter((s) => s.step === 'resource_metadata').map((s) => [s.url, s.status]),
+    ).toEqual([
+      ['https://mcp.example.test/.well-known/oauth-protected-resource/mcp', 404],
+      ['https://mcp.example.test/.well-known/oauth-protected-resource', 200],
+    ]);
+  });
+
+  it('uses a custom metadata URL named in the challenge', async () => {
+    const trace = await setup({
+      metadataLocation: { url: 'https://meta.example.test/prm.json' },
+    }).run();
+    expect(trace.resource?.resource_metadata_url).toBe('https://meta.example.test/prm.json');
+  });
+
+  it.each([
+    ['oauth', 'https://auth.example.test/.well-known/oauth-authorization-server/tenant/1', 1],
+    ['openid-inserted', 'https://auth.example.test/.well-known/openid-configuration/tenant/1', 2],
+    ['openid-appended', 'https://auth.example.test/tenant/1/.well-known/openid-configuration', 3],
+  ] as const)(
+    'finds %s metadata of an issuer with a path, in the MCP order',
+    async (kind, url, tries) => {
+      const trace = await setup({
+        issuer: 'https://auth.example.test/tenant/1',
+        authorizationServerMetadata: kind,
+      }).run();
+      expect(trace.ok).toBe(true);
+      const as = trace.steps.filter((s) => s.step === 'authorization_server_metadata');
+      expect(as).toHaveLength(tries);
+      expect(as.at(-1)?.url).toBe(url);
+      expect(trace.authorization_server?.issuer).toBe('https://auth.example.test/tenant/1');
+    },
+  );
+
+  it('finds OpenID-only metadata at the root', async () => {
+    const trace = await setup({ authorizationServerMetadata: 'openid-inserted' }).run();
+    expect(trace.ok).toBe(true);
+    expect(trace.steps.find((s) => s.step === 'authorization_server_metadata' && s.ok)?.url).toBe(
+      'https://auth.example.test/.well-known/openid-configuration',
+    );
+  });
+});
+
+describe('discover(): what is refused', () => {
+  it('stops on a resource mismatch before looking for an authorization server', async () => {
+    const { run, world } = setup({ metadataResource: 'https://evil.example.test/mcp' });
+    const trace = await run();
+    expect(trace).toMatchObject({
+      ok: false,
+      error: 'discovery_failed',
+      authorization_server: null,
+    });
+    expect(summary(trace.steps)).toEqual([
+      'probe:ok',
+      'resource_metadata:ok',
+      'resource_match:fail',
+    ]);
+    expect(world.requests.some((r) => r.url.startsWith('https://auth.example.test'))).toBe(false);
+  });
+
+  it('accepts a resource that is a segment-wise prefix of the resource URL', async () => {
+    const trace = await setup({ metadataResource: 'https://mcp.example.test/' }).run();
+    expect(trace.ok).toBe(true);
+  });
+
+  it('stops on an issuer mismatch (mix-up) without trying other URLs', async () => {
+    const trace = await setup({ metadataIssuer: 'https://other.example.test' }).run();
+    expect(trace.ok).toBe(false);
+    expect(trace.error).toBe('discovery_failed');
+    const as = trace.steps.filter((s) => s.step === 'authorization_server_metadata');
+    expect(as).toHaveLength(1);
+    expect(as[0]?.note).toContain('mix-up refused');
+  });
+
+  it('refuses an authorization server without S256 as unsupported', async () => {
+    for (const codeChallengeMethods of [null, ['plain']]) {
+      const trace = await setup({ codeChallengeMethods }).run();
+      expect(trace.error).toBe('unsupported_authorization_server');
+      expect(trace.steps.at(-1)).toMatchObject({ step: 'requirements', ok: false });
+      expect(trace.steps.at(-1)?.note).toContain('S256');
+    }
+  });
+
+  it.each([
+    ['resource_metadata', 'server_error'],
+    ['resource_metadata', 'malformed_json'],
+    ['resource_metadata', 'oversized'],
+    ['resource_metadata', 'timeout'],
+    ['authorization_server_metadata', 'server_error'],
+    ['authorization_server_metadata', 'malformed_json'],
+  ] as const)('reports %s failing with %s as discovery_failed', async (endpoint, failure) => {
+    const trace = await setup({
+      metadataLocation: 'path',
+      failures: { [endpoint]: failure },
+    }).run();
+    expect(trace.ok).toBe(false);
+    expect(trace.error).toBe('discovery_failed');
+    expect(trace.steps.filter((s) => s.step === endpoint).every((s) => !s.ok)).toBe(true);
+  });
+
+  it('throws discovery_failed with the trace in details', async () => {
+    const { outbound, world } = setup({ metadataResource: 'https://evil.example.test/x' });
+    await expect(discoverOrThrow(outbound, world.resourceUrl)).rejects.toMatchObject({
+      code: 'discovery_failed',
+      status: 502,
+      details: expect.arrayContaining([
+        expect.objectContaining({ step: 'resource_match', ok: false }),
+      ]),
+    });
+  });
+
+  it('never reaches a private address named by the metadata', async () => {
+    const trace = await setup({
+      metadataLocation: { url: 'https://169.254.169.254/latest/meta-data' },
+    }).run();
+    expect(trace.ok).toBe(false);
+    expect(trace.steps.find((s) => s.step === 'resource_metadata')?.note).toContain(
+      'link-local addresses are not allowed',
+    );
+  });
+});
+
+describe('scope selection (API.md §6 step 5)', () => {
+  it('prefers configured scopes, then the challenge, then scopes_supported', async () => {
+    const world = { challengeScope: 'from:challenge', resourceScopesSupported: ['from:metadata'] };
+    expect((await setup(world).run(['configured'])).scopes).toEqual(['configured']);
+    expect((await setup(world).run()).scopes).toEqual(['from:challenge']);
+    expect((await setup({ resourceScopesSupported: ['from:metadata'] }).run()).scopes).toEqual([
+      'from:metadata',
+    ]);
+    expect((await setup().run()).scopes).toEqual([]);
+  });
+
+  it('adds offline_access only when the authorization server lists it', async () => {
+    expect(
+      (
+        await setup({
+          challengeScope: 'read',
+          serverScopesSupported: ['read', 'offline_access'],
+        }).run()
+      ).scopes,
+    ).toEqual(['read', 'offline_access']);
+    expect(
+      (await setup({ challengeScope: 'read', serverScopesSupported: ['read'] }).run()).scopes,
+    ).toEqual(['read']);
+    expect(selectScopes([], 'a offline_access', null, ['offline_access'])).toEqual([
+      'a',
+      'offline_access',
+    ]);
+  });
+});
+
+describe('helpers', () => {
+  it('matches resources by origin and segment-wise path prefix', () => {
+    const url = new URL('https://mcp.example.test/v1/mcp');
+    expect(resourceMatches('https://mcp.example.test/v1/mcp', url)).toBe(true);
+    expect(resourceMatches('https://mcp.example.test/v1/mcp/', url)).toBe(true);
+    expect(resourceMatches('https://mcp.example.test/v1', url)).toBe(true);
+    expect(resourceMatches('https://mcp.example.test', url)).toBe(true);
+    expect(resourceMatches('https://mcp.example.test/v', url)).toBe(false);
+    expect(resourceMatches('https://mcp.example.test/v1/mcp/x', url)).toBe(false);
+    expect(resourceMatches('http://mcp.example.test/v1/mcp', url)).toBe(false);
+    expect(resourceMatches('https://mcp.example.test:444/v1/mcp', url)).toBe(false);
+    expect(resourceMatches('not a url', url)).toBe(false);
+  });
+
+  it('orders authorization-server metadata URLs as the MCP specification does', () => {
+    expect(authorizationServerMetadataUrls(new URL('https://as.example/'))).toEqual([
+      'https://as.example/.well-known/oauth-authorization-server',
+      'https://as.example/.well-known/openid-configuration',
+    ]);
+  });
+});
