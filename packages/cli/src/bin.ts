@@ -11,6 +11,10 @@ Starts the Keyway broker. Environment:
   KEYWAY_VAULT_KEYS comma-separated base64url 32-byte keys, the first encrypts
                     (default: generated once, kept in <database>.vault-keys; required
                     with PostgreSQL)
+  KEYWAY_BASE_URL   public base URL; the OAuth callback is {base}/api/oauth/callback
+                    (default: http://localhost:$PORT)
+  KEYWAY_PROVIDER_MANAGEMENT  true/false: provider endpoints on or off (default true)
+  KEYWAY_CLIENT_METADATA_URL  the client-ID metadata document URL when hosted elsewhere
   KEYWAY_ALLOWED_HOSTS  comma-separated hosts outbound requests may reach over plain
                     http and on loopback/private addresses (development only)`;
 

@@ -78,6 +78,12 @@ export interface ServeOptions {
   vaultKeys?: string[];
   /** Hosts outbound requests may reach over http and on private addresses (development). */
   allowedHosts?: string[];
+  /** Public base URL; the OAuth callback is `{baseUrl}/api/oauth/callback`. Default `http://localhost:<port>`. */
+  baseUrl?: string;
+  /** Provider endpoints on or off. Default on for the standalone server. */
+  providerManagement?: boolean;
+  /** Where the client-ID metadata document is hosted, when not at its default URL. */
+  clientMetadataUrl?: string;
   /** Where lines for the operator go; default `console.log`. */
   log?: (line: string) => void;
 }
@@ -115,6 +121,23 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   const database = options.database ?? DEFAULT_DATABASE;
   const vaultKeys = options.vaultKeys ?? defaultVaultKeys(database, log);
   const storage = await openStorage(database);
+  // The broker is built once the port is known: the default base URL contains it.
+  let handle: ReturnType<typeof toNodeHandler> | null = null;
+  const server = createServer((req, res) => {
+    if (handle === null) res.writeHead(503).end();
+    else handle(req, res);
+  });
+  server.listen(options.port ?? 8787, options.host);
+  try {
+    await Promise.race([
+      once(server, 'listening'),
+      once(server, 'error').then(([error]) => Promise.reject(error)),
+    ]);
+  } catch (error) {
+    await storage.close();
+    throw error;
+  }
+  const listening = (server.address() as AddressInfo).port;
   let broker: Broker;
   try {
     const allowedHosts = options.allowedHosts ?? [];
@@ -124,24 +147,19 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       vaultKeys,
       allowedHosts,
       fetch: createNodeFetch({ allowedHosts }),
+      baseUrl: options.baseUrl ?? `http://localhost:${listening}`,
+      providerManagement: options.providerManagement ?? true,
+      ...(options.clientMetadataUrl === undefined
+        ? {}
+        : { clientMetadataUrl: options.clientMetadataUrl }),
     });
   } catch (error) {
+    server.close();
     await storage.close();
     throw error;
   }
-  const server = createServer(toNodeHandler(createHandler(broker)));
-  server.listen(options.port ?? 8787, options.host);
-  try {
-    await Promise.race([
-      once(server, 'listening'),
-      once(server, 'error').then(([error]) => Promise.reject(error)),
-    ]);
-  } catch (error) {
-    await broker.close();
-    throw error;
-  }
-  const { port } = server.address() as AddressInfo;
-  const url = `http://localhost:${port}`;
+  handle = toNodeHandler(createHandler(broker));
+  const url = `http://localhost:${listening}`;
   log(`Keyway broker listening on ${url} (storage: ${describeDatabase(database)})`);
   if (generatedRootKey) {
     log('No KEYWAY_ROOT_KEY was set, so a root key was generated. It is shown only this once:');
@@ -182,6 +200,15 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
     options.allowedHosts = env.KEYWAY_ALLOWED_HOSTS.split(',')
       .map((host) => host.trim())
       .filter((host) => host !== '');
+  }
+  if (env.KEYWAY_BASE_URL) options.baseUrl = env.KEYWAY_BASE_URL;
+  if (env.KEYWAY_CLIENT_METADATA_URL) options.clientMetadataUrl = env.KEYWAY_CLIENT_METADATA_URL;
+  if (env.KEYWAY_PROVIDER_MANAGEMENT !== undefined && env.KEYWAY_PROVIDER_MANAGEMENT !== '') {
+    const value = env.KEYWAY_PROVIDER_MANAGEMENT.toLowerCase();
+    if (value !== 'true' && value !== 'false') {
+      throw new TypeError('KEYWAY_PROVIDER_MANAGEMENT must be "true" or "false"');
+    }
+    options.providerManagement = value === 'true';
   }
   if (env.KEYWAY_VAULT_KEYS) {
     options.vaultKeys = env.KEYWAY_VAULT_KEYS.split(',').map((key) => key.trim());

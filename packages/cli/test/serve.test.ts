@@ -113,6 +113,32 @@ describe('serve()', () => {
     expect(((await read.json()) as { value: string }).value).toBe('kept');
   });
 
+  it('turns provider management on by default, serves the client metadata document, and can turn it off', async () => {
+    running = await serve({ port: 0, rootKey: ROOT_KEY, database: ':memory:', log: () => {} });
+    const auth = { authorization: `Bearer ${ROOT_KEY}` };
+    expect((await fetch(`${running.url}/api/admin/providers`, { headers: auth })).status).toBe(200);
+    const document = await fetch(`${running.url}/api/oauth/client-metadata.json`);
+    const body = (await document.json()) as { redirect_uris: string[]; application_type: string };
+    expect(body.redirect_uris).toEqual([`${running.url}/api/oauth/callback`]);
+    expect(body.application_type).toBe('native');
+    await running.close();
+    running = await serve({
+      port: 0,
+      rootKey: ROOT_KEY,
+      database: ':memory:',
+      providerManagement: false,
+      baseUrl: 'https://keyway.example.test',
+      log: () => {},
+    });
+    const off = await fetch(`${running.url}/api/admin/providers`, { headers: auth });
+    expect(off.status).toBe(403);
+    expect(((await off.json()) as { error: string }).error).toBe('provider_management_disabled');
+    const moved = (await (await fetch(`${running.url}/api/oauth/client-metadata.json`)).json()) as {
+      client_id: string;
+    };
+    expect(moved.client_id).toBe('https://keyway.example.test/api/oauth/client-metadata.json');
+  });
+
   it('requires KEYWAY_VAULT_KEYS with PostgreSQL', async () => {
     await expect(
       serve({ port: 0, rootKey: ROOT_KEY, database: inject('databaseUrl'), log: () => {} }),

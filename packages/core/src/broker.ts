@@ -2,6 +2,8 @@ import { type BrokerConfig, resolveBrokerConfig } from './config.js';
 import { KeywayError } from './errors.js';
 import type { OutboundFetch } from './outbound.js';
 import { assertCoversPath, type Principal } from './principal.js';
+import { ProviderService } from './providers.js';
+import { clientMetadataDocument } from './registration.js';
 import { parseResourcePath } from './resource-path.js';
 import { SecretService } from './secrets.js';
 import type { Storage } from './storage.js';
@@ -14,6 +16,13 @@ export interface Broker {
   readonly tokens: TokenService;
   /** Secrets in the namespace (API.md §7). */
   readonly secrets: SecretService;
+  /** Providers (API.md §4, §6). */
+  readonly providers: ProviderService;
+  /**
+   * The client-ID metadata document of this deployment (served at
+   * `GET /api/oauth/client-metadata.json`), or `null` without a `baseUrl`.
+   */
+  clientMetadataDocument(): Record<string, unknown> | null;
   /**
    * The vault: re-wrap onto the active key with `broker.vault.rewrap(broker.storage)`.
    *
@@ -75,6 +84,16 @@ export function createBroker(config: BrokerConfig): Broker {
     return resolved.vault;
   };
   const secrets = new SecretService({ storage, vault, now: resolved.now });
+  const providers = new ProviderService({
+    storage,
+    vault,
+    outbound: resolved.outbound,
+    now: resolved.now,
+    management: resolved.providerManagement,
+    allowedHosts: resolved.allowedHosts,
+    profile: resolved.profile,
+    declared: resolved.providers,
+  });
 
   async function purgeExpired(): Promise<number> {
     let total = 0;
@@ -104,6 +123,10 @@ export function createBroker(config: BrokerConfig): Broker {
   return {
     tokens,
     secrets,
+    providers,
+    clientMetadataDocument() {
+      return resolved.profile === null ? null : clientMetadataDocument(resolved.profile);
+    },
     get vault() {
       return vault();
     },

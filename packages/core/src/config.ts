@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { createOutboundFetch, type OutboundFetch, type Transport } from './outbound.js';
+import type { ProviderInput } from './providers.js';
+import type { ClientProfile } from './registration.js';
 import { STORAGE_METHODS, type Storage } from './storage.js';
 import { TOKEN_PREFIX } from './token-format.js';
 import { Vault } from './vault.js';
@@ -41,6 +43,22 @@ export interface BrokerConfig {
   /** Limits of outbound requests: whole-request timeout and largest body read. */
   outbound?: { timeoutMs?: number; maxResponseBytes?: number };
   /**
+   * The public base URL of the deployment, including where the handler is mounted; the
+   * OAuth callback is `{baseUrl}/api/oauth/callback`. Needed for providers.
+   */
+  baseUrl?: string;
+  /**
+   * The client-ID metadata document URL, when it is hosted elsewhere. Default
+   * `{baseUrl}/api/oauth/client-metadata.json`. Used only when it is `https`.
+   */
+  clientMetadataUrl?: string;
+  /** `client_name` at authorization servers. Default `Keyway`. */
+  clientName?: string;
+  /** Whether the provider endpoints work (`/api/admin/providers`, discover). Default false. */
+  providerManagement?: boolean;
+  /** Providers declared in code, by id; they work with provider management off. */
+  providers?: Record<string, ProviderInput>;
+  /**
    * How often expired tokens, pending authorizations and leases are purged in the
    * background, in milliseconds; `false` turns it off (call `broker.purgeExpired()`
    * yourself, e.g. from a cron job). Default 60000.
@@ -81,6 +99,23 @@ const BrokerConfigSchema = z.object({
     .optional(),
   vaultKeys: z.array(z.string(), { error: '"vaultKeys" must be an array of strings' }).optional(),
   fetch: z.custom<Transport>(isFunction, { message: '"fetch" must be a function' }).optional(),
+  baseUrl: z
+    .url({ protocol: /^https?$/, error: '"baseUrl" must be an absolute http(s) URL' })
+    .refine((url) => !url.includes('?') && !url.includes('#'), {
+      message: '"baseUrl" must not have a query or fragment',
+    })
+    .optional(),
+  clientMetadataUrl: z
+    .url({ protocol: /^https?$/, error: '"clientMetadataUrl" must be an absolute http(s) URL' })
+    .optional(),
+  clientName: z.string().min(1).max(200).optional(),
+  providerManagement: z.boolean({ error: '"providerManagement" must be a boolean' }).optional(),
+  providers: z
+    .record(
+      z.string(),
+      z.custom<ProviderInput>((value) => typeof value === 'object' && value !== null),
+    )
+    .optional(),
   allowedHosts: z
     .array(z.string().min(1), { error: '"allowedHosts" must be an array of host names' })
     .optional(),
@@ -125,8 +160,26 @@ export interface ResolvedBrokerConfig {
   vault: Vault | null;
   /** The guarded fetch every outbound request goes through. */
   outbound: OutboundFetch;
+  allowedHosts: string[];
+  profile: ClientProfile | null;
+  providerManagement: boolean;
+  providers: Record<string, ProviderInput>;
   purgeIntervalMs: number | false;
   onBackgroundError: (error: unknown) => void;
+}
+
+function profileOf(
+  baseUrl: string | undefined,
+  clientMetadataUrl: string | undefined,
+  clientName: string | undefined,
+): ClientProfile | null {
+  if (baseUrl === undefined) return null;
+  const base = baseUrl.replace(/\/+$/, '');
+  return {
+    redirectUri: `${base}/api/oauth/callback`,
+    metadataDocumentUrl: clientMetadataUrl ?? `${base}/api/oauth/client-metadata.json`,
+    clientName: clientName ?? 'Keyway',
+  };
 }
 
 /**
@@ -150,6 +203,10 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     now: parsed.now ?? Date.now,
     randomBytes: parsed.randomBytes ?? ((length) => crypto.getRandomValues(new Uint8Array(length))),
     vault: parsed.vaultKeys === undefined ? null : new Vault(parsed.vaultKeys),
+    allowedHosts: parsed.allowedHosts ?? [],
+    profile: profileOf(parsed.baseUrl, parsed.clientMetadataUrl, parsed.clientName),
+    providerManagement: parsed.providerManagement ?? false,
+    providers: parsed.providers ?? {},
     outbound: createOutboundFetch({
       ...(parsed.fetch === undefined ? {} : { fetch: parsed.fetch }),
       allowedHosts: parsed.allowedHosts ?? [],

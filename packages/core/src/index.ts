@@ -44,6 +44,27 @@ export {
   type TokenPrincipal,
 } from './principal.js';
 export {
+  CLIENT_SECRET_KIND,
+  type ProviderInput,
+  ProviderService,
+  type ProviderState,
+  type ProviderView,
+  REGISTRATION_TOKEN_KIND,
+  type ResolvedProvider,
+} from './providers.js';
+export {
+  applicationType,
+  type ClientProfile,
+  type ClientRegistration,
+  clientMetadataDocument,
+  customAuthMethod,
+  type RegisteredClient,
+  type RegistrationKind,
+  registerClient,
+  strongestAuthMethod,
+  type TokenEndpointAuthMethod,
+} from './registration.js';
+export {
   compareCodePoints,
   MAX_RESOURCE_PATH_LENGTH,
   parseResourcePath,

@@ -39,6 +39,8 @@ type RouteHandler = (context: RouteContext) => Promise<Response>;
 interface Route {
   /** Path after the base path, e.g. `/api/admin/tokens`. */
   prefix: string;
+  /** Reached without a credential (API.md: the callback and the client metadata document). */
+  public?: boolean;
   /** `exact`: the path is the prefix; `rest`: the prefix, `/`, then at least one character. */
   match: 'exact' | 'rest';
   methods: Partial<Record<Method, RouteHandler>>;
@@ -107,6 +109,69 @@ function routes(broker: Broker): Route[] {
         DELETE: async ({ principal, rest }) => {
           await broker.tokens.delete(principal, tokenNameFrom(rest));
           return noContent();
+        },
+      },
+    },
+    {
+      prefix: '/api/admin/providers',
+      match: 'exact',
+      methods: {
+        GET: async ({ request, principal }) =>
+          json(
+            200,
+            await broker.providers.list(
+              principal,
+              readQuery(request, ['prefix', 'limit', 'cursor']),
+            ),
+          ),
+      },
+    },
+    {
+      prefix: '/api/admin/providers',
+      match: 'rest',
+      methods: {
+        GET: async ({ principal, rest }) =>
+          json(200, await broker.providers.get(principal, resourcePathFromUrl(rest))),
+        PUT: async ({ principal, rest, body }) => {
+          const input = (await body()) as never;
+          const { provider, created } = await broker.providers.put(
+            principal,
+            resourcePathFromUrl(rest),
+            input,
+          );
+          return json(created ? 201 : 200, provider);
+        },
+        DELETE: async ({ principal, rest }) => {
+          await broker.providers.delete(principal, resourcePathFromUrl(rest));
+          return noContent();
+        },
+      },
+    },
+    {
+      prefix: '/api/admin/discover',
+      match: 'exact',
+      methods: {
+        POST: async ({ principal, body }) =>
+          json(200, await broker.providers.discover(principal, (await body()) as never)),
+      },
+    },
+    {
+      prefix: '/api/oauth/client-metadata.json',
+      match: 'exact',
+      public: true,
+      methods: {
+        GET: async () => {
+          const document = broker.clientMetadataDocument();
+          if (document === null)
+            throw new KeywayError('not_found', 'this deployment has no base URL');
+          return new Response(JSON.stringify(document), {
+            status: 200,
+            headers: {
+              'content-type': 'application/json; charset=utf-8',
+              'cache-control': 'public, max-age=300',
+              'x-content-type-options': 'nosniff',
+            },
+          });
         },
       },
     },
@@ -197,10 +262,17 @@ export function createHandler(broker: Broker, options: HandlerOptions = {}): Key
       const found = path === null ? null : findRoute(table, path);
 
       // Precedence (API.md §1.2): authentication, then route and method, then the body.
-      if (credential === undefined) {
-        throw new KeywayError('invalid_token', 'the Authorization header is not "Bearer <token>"');
+      // Public routes take no credential (a browser or an authorization server calls them).
+      let principal: Principal | null = null;
+      if (found?.route.public !== true) {
+        if (credential === undefined) {
+          throw new KeywayError(
+            'invalid_token',
+            'the Authorization header is not "Bearer <token>"',
+          );
+        }
+        principal = await broker.authenticate(credential);
       }
-      const principal = await broker.authenticate(credential);
       if (found === null) throw new KeywayError('not_found', 'no such endpoint');
       const method = request.method.toUpperCase() as Method;
       const handle = found.route.methods[method];
@@ -217,7 +289,10 @@ export function createHandler(broker: Broker, options: HandlerOptions = {}): Key
       }
       return await handle({
         request,
-        principal,
+        get principal(): Principal {
+          if (principal === null) throw new Error('a public route has no principal');
+          return principal;
+        },
         rest: found.rest,
         body: () => readJsonBody(request, maxBodyBytes),
       });

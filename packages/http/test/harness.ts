@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Broker, createBroker, type Storage } from '@keyway/core';
+import { type Broker, type BrokerConfig, createBroker, type Storage } from '@keyway/core';
 import { memoryStorage } from '@keyway/store-memory';
 import { type PostgresStorage, postgresStorage } from '@keyway/store-postgres';
 import { type SqliteStorage, sqliteStorage } from '@keyway/store-sqlite';
@@ -90,7 +90,10 @@ export class Harness {
   broker!: Broker;
   handler!: KeywayHandler;
 
-  constructor(readonly storage: Storage) {
+  constructor(
+    readonly storage: Storage,
+    readonly extra: Partial<BrokerConfig> = {},
+  ) {
     this.rebuild(ROOT_KEY);
   }
 
@@ -102,6 +105,7 @@ export class Harness {
       now: () => this.now,
       vaultKeys,
       purgeIntervalMs: false,
+      ...this.extra,
     });
     this.handler = createHandler(this.broker, {
       onInternalError: (error) => this.errors.push(error),

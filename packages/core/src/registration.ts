@@ -1,0 +1,214 @@
+import * as oauth from 'oauth4webapi';
+import type { AuthorizationServerInfo } from './discovery.js';
+import { KeywayError } from './errors.js';
+import { OutboundError, type OutboundFetch } from './outbound.js';
+
+/** How a client authenticates at the token endpoint. */
+export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'none';
+
+/** How Keyway came to hold a client (API.md §4 `registration`). */
+export type RegistrationKind = 'dynamic' | 'metadata_document' | 'manual';
+
+/** A client at one authorization server. Secrets are returned apart, for the vault. */
+export interface ClientRegistration {
+  issuer: string;
+  client_id: string;
+  registration: RegistrationKind;
+  token_endpoint_auth_method: TokenEndpointAuthMethod;
+  /** Epoch ms; `null` when the secret does not expire (or there is none). */
+  client_secret_expires_at: number | null;
+  registration_client_uri: string | null;
+}
+
+/** A registration with the secrets the server handed out (never stored in clear). */
+export interface RegisteredClient extends ClientRegistration {
+  client_secret: string | null;
+  registration_access_token: string | null;
+}
+
+/** What the deployment tells authorization servers about itself. */
+export interface ClientProfile {
+  /** `{base}/api/oauth/callback`. */
+  redirectUri: string;
+  /** The client-ID metadata document URL, used only when it is `https`. */
+  metadataDocumentUrl: string;
+  /** `client_name` shown on consent screens. */
+  clientName: string;
+}
+
+const STRENGTH: TokenEndpointAuthMethod[] = ['client_secret_basic', 'client_secret_post', 'none'];
+
+function isLoopback(url: URL): boolean {
+  return url.hostname === 'localhost' || url.hostname === '127.0.0.1' || url.hostname === '[::1]';
+}
+
+/**
+ * The client-ID metadata document of this deployment: its `client_id` is its own URL; the
+ * client is public (`none`) and redirects to the callback.
+ */
+export function clientMetadataDocument(profile: ClientProfile): Record<string, unknown> {
+  return {
+    client_id: profile.metadataDocumentUrl,
+    client_name: profile.clientName,
+    redirect_uris: [profile.redirectUri],
+    grant_types: ['authorization_code', 'refresh_token'],
+    response_types: ['code'],
+    token_endpoint_auth_method: 'none',
+    application_type: applicationType(profile.redirectUri),
+  };
+}
+
+/** `web` for an https callback, `native` for a loopback http one (development). */
+export function applicationType(redirectUri: string): 'web' | 'native' {
+  const url = new URL(redirectUri);
+  return url.protocol === 'http:' && isLoopback(url) ? 'native' : 'web';
+}
+
+/**
+ * The strongest method both sides support for dynamic registration: `client_secret_basic`,
+ * then `client_secret_post`, then `none`. A server that lists nothing supports
+ * `client_secret_basic` (RFC 8414 §2).
+ */
+export function strongestAuthMethod(supported: readonly string[] | null): TokenEndpointAuthMethod {
+  if (supported === null || supported.length === 0) return 'client_secret_basic';
+  return STRENGTH.find((method) => supported.includes(method)) ?? 'client_secret_basic';
+}
+
+/**
+ * The method a `custom` client uses: `none` without a secret; with one,
+ * `client_secret_basic` when the server lists it or lists nothing, else
+ * `client_secret_post` (API.md §6 step 6).
+ */
+export function customAuthMethod(
+  supported: readonly string[] | null,
+  hasSecret: boolean,
+): TokenEndpointAuthMethod {
+  if (!hasSecret) return 'none';
+  if (supported === null || supported.length === 0 || supported.includes('client_secret_basic')) {
+    return 'client_secret_basic';
+  }
+  return 'client_secret_post';
+}
+
+function asServer(server: AuthorizationServerInfo): oauth.AuthorizationServer {
+  return {
+    issuer: server.issuer,
+    authorization_endpoint: server.authorization_endpoint,
+    token_endpoint: server.token_endpoint,
+    ...(server.registration_endpoint
+      ? { registration_endpoint: server.registration_endpoint }
+      : {}),
+    ...(server.revocation_endpoint ? { revocation_endpoint: server.revocation_endpoint } : {}),
+  };
+}
+
+/** oauth4webapi options: our guarded fetch, whose policy decides http vs https. */
+export function libraryOptions(outbound: OutboundFetch) {
+  return { [oauth.customFetch]: outbound as never, [oauth.allowInsecureRequests]: true } as const;
+}
+
+function registrationFailed(message: string, cause?: unknown): KeywayError {
+  return new KeywayError('registration_failed', message, {
+    details: [{ step: 'registration', message }],
+    cause,
+  });
+}
+
+/**
+ * Registers Keyway as a client of an authorization server (mode `register`, API.md §6
+ * step 6): with the client-ID metadata document when the server advertises support and
+ * the document URL is `https`; else by dynamic registration (RFC 7591) asking for the
+ * strongest supported auth method and honouring the one the server returns.
+ *
+ * @throws {KeywayError} `registration_unsupported` (400) or `registration_failed` (502).
+ */
+export async function registerClient(
+  outbound: OutboundFetch,
+  server: AuthorizationServerInfo,
+  profile: ClientProfile,
+): Promise<RegisteredClient> {
+  const documentUrl = new URL(profile.metadataDocumentUrl);
+  if (server.client_id_metadata_document_supported && documentUrl.protocol === 'https:') {
+    return {
+      issuer: server.issuer,
+      client_id: documentUrl.href,
+      registration: 'metadata_document',
+      token_endpoint_auth_method: 'none',
+      client_secret_expires_at: null,
+      registration_client_uri: null,
+      client_secret: null,
+      registration_access_token: null,
+    };
+  }
+  if (server.registration_endpoint === null) {
+    throw new KeywayError(
+      'registration_unsupported',
+      'the authorization server offers neither dynamic client registration nor client-ID metadata documents' +
+        (server.client_id_metadata_document_supported
+          ? ' reachable here (the document URL must be https)'
+          : ''),
+    );
+  }
+  const requested = strongestAuthMethod(server.token_endpoint_auth_methods_supported);
+  let response: Response;
+  try {
+    response = await oauth.dynamicClientRegistrationRequest(
+      asServer(server),
+      {
+        redirect_uris: [profile.redirectUri],
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        token_endpoint_auth_method: requested,
+        client_name: profile.clientName,
+        application_type: applicationType(profile.redirectUri),
+      },
+      libraryOptions(outbound),
+    );
+  } catch (cause) {
+    throw registrationFailed(
+      `the registration endpoint could not be reached: ${cause instanceof OutboundError ? cause.message : 'request failed'}`,
+      cause,
+    );
+  }
+  let client: Awaited<ReturnType<typeof oauth.processDynamicClientRegistrationResponse>>;
+  try {
+    client = await oauth.processDynamicClientRegistrationResponse(response);
+  } catch (cause) {
+    const why =
+      cause instanceof oauth.ResponseBodyError
+        ? `the server refused: ${cause.error}${cause.error_description ? ` (${cause.error_description})` : ''}`
+        : 'the server answered with something that is not a registration';
+    throw registrationFailed(`dynamic client registration failed: ${why}`, cause);
+  }
+  const secret =
+    typeof client.client_secret === 'string' && client.client_secret !== ''
+      ? client.client_secret
+      : null;
+  const returned = client.token_endpoint_auth_method;
+  // Use what the server says; when it says nothing, what we asked for if a secret came back.
+  const method: TokenEndpointAuthMethod =
+    returned === 'client_secret_basic' || returned === 'client_secret_post' || returned === 'none'
+      ? returned
+      : secret !== null
+        ? requested
+        : 'none';
+  if (method !== 'none' && secret === null) {
+    throw registrationFailed(`the server chose ${method} but issued no client secret`);
+  }
+  const expires =
+    typeof client.client_secret_expires_at === 'number' ? client.client_secret_expires_at : 0;
+  return {
+    issuer: server.issuer,
+    client_id: client.client_id,
+    registration: 'dynamic',
+    token_endpoint_auth_method: method,
+    client_secret_expires_at: secret === null || expires === 0 ? null : expires * 1000,
+    registration_client_uri:
+      typeof client.registration_client_uri === 'string' ? client.registration_client_uri : null,
+    client_secret: method === 'none' ? null : secret,
+    registration_access_token:
+      typeof client.registration_access_token === 'string'
+        ? client.registration_access_token
+        : null,
+  };
+}

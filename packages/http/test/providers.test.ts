@@ -1,0 +1,439 @@
+import type { BrokerConfig } from '@keyway/core';
+import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { Harness, type Reply, START, storageFactories } from './harness.js';
+
+const BASE = 'https://keyway.example.test';
+const CALLBACK = `${BASE}/api/oauth/callback`;
+const iso = (ms: number) => new Date(ms).toISOString();
+
+describe.each(storageFactories)('provider endpoints ($name storage)', (factory) => {
+  let h: Harness;
+  let world: TestWorld;
+  const replies: Reply[] = [];
+  const logged: string[] = [];
+
+  beforeEach(() => {
+    for (const level of ['log', 'info', 'warn', 'error', 'debug'] as const) {
+      vi.spyOn(console, level).mockImplementation((...args: unknown[]) => {
+        logged.push(
+          args
+            .map((arg) => (arg instanceof Error ? `${arg.message} ${arg.stack}` : String(arg)))
+            .join(' '),
+        );
+      });
+    }
+  });
+
+  async function setup(worldOptions: TestWorldOptions = {}, extra: Partial<BrokerConfig> = {}) {
+    world = createTestWorld({ now: () => h?.now ?? START, ...worldOptions });
+    h = new Harness(await factory.create(), {
+      fetch: world.fetch,
+      baseUrl: BASE,
+      providerManagement: true,
+      ...extra,
+    });
+    const call = h.call.bind(h);
+    h.call = async (...args) => {
+      const reply = await call(...args);
+      replies.push(reply);
+      return reply;
+    };
+  }
+
+  const put = (id: string, body: unknown) => h.call('PUT', `/api/admin/providers/${id}`, { body });
+  const mcp = (credentials?: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+    template: 'mcp',
+    configuration: { resource_url: world.resourceUrl, scopes: [] },
+    ...(credentials ? { credentials } : {}),
+    ...extra,
+  });
+
+  afterEach(async () => {
+    expect(h.errors).toEqual([]);
+    // No response ever carried a client secret or a registration access token.
+    const secrets = [...world.clients.values()].flatMap((c) => [
+      c.client_secret,
+      c.registration_access_token,
+    ]);
+    const seen = [
+      ...replies.splice(0).map((reply) => `${[...reply.headers].join('\n')}\n${reply.text}`),
+      ...logged.splice(0),
+    ];
+    vi.restoreAllMocks();
+    for (const text of seen) {
+      for (const secret of secrets) if (secret) expect(text).not.toContain(secret);
+      expect(text).not.toContain('custom-secret-value');
+    }
+    const raw = await factory.rawText(h.storage);
+    if (raw !== null) {
+      for (const secret of secrets) if (secret) expect(raw).not.toContain(secret);
+      expect(raw).not.toContain('custom-secret-value');
+    }
+    await h.broker.close();
+  });
+
+  describe('mode register', () => {
+    it('discovers, registers dynamically, stores, and answers 201 with the view', async () => {
+      await setup();
+      const reply = await put('linear', mcp(undefined, { label: 'Linear' }));
+      expect(reply.status).toBe(201);
+      const [client] = [...world.clients.values()];
+      expect(client).toMatchObject({
+        redirect_uris: [CALLBACK],
+        grant_types: ['authorization_code', 'refresh_token'],
+        application_type: 'web',
+        token_endpoint_auth_method: 'client_secret_basic',
+        via: 'dynamic',
+      });
+      expect(reply.body).toEqual({
+        id: 'linear',
+        template: 'mcp',
+        label: 'Linear',
+        configuration: { resource_url: 'https://mcp.example.test/mcp', scopes: [] },
+        credentials: {
+          mode: 'register',
+          client_id: client?.client_id,
+          registration: 'dynamic',
+          token_endpoint_auth_method: 'client_secret_basic',
+          client_secret_set: true,
+          client_secret_expires_at: null,
+        },
+        resource: {
+          resource: 'https://mcp.example.test/mcp',
+          resource_metadata_url: 'https://mcp.example.test/keyway-test/resource-metadata/mcp',
+          scopes_supported: null,
+        },
+        authorization_server: {
+          issuer: 'https://auth.example.test',
+          authorization_endpoint: 'https://auth.example.test/oauth/authorize',
+          token_endpoint: 'https://auth.example.test/oauth/token',
+          registration_endpoint: 'https://auth.example.test/oauth/register',
+          revocation_endpoint: 'https://auth.example.test/oauth/revoke',
+          scopes_supported: null,
+        },
+        created_at: iso(START),
+        updated_at: iso(START),
+      });
+      expect((await h.call('GET', '/api/admin/providers/linear')).body).toEqual(reply.body);
+      const secret = await h.broker.providers.clientSecret('linear', 'https://auth.example.test');
+      expect(secret).toBe(client?.client_secret);
+    });
+
+    it('reuses the registration on a PUT with the same resource URL and mode (200)', async () => {
+      await setup();
+      const first = await put('linear', mcp());
+      h.now += 1000;
+      const second = await put('linear', mcp(undefined, { label: 'Renamed' }));
+      expect(second.status).toBe(200);
+      expect(second.body.label).toBe('Renamed');
+      expect(second.body.credentials.client_id).toBe(first.body.credentials.client_id);
+      expect(second.body.created_at).toBe(iso(START));
+      expect(second.body.updated_at).toBe(iso(START + 1000));
+      expect(world.stats.registrations).toBe(1);
+    });
+
+    it('registers again once the client secret has expired', async () => {
+      await setup({ clientSecretLifetime: 60 });
+      const first = await put('linear', mcp());
+      expect(first.body.credentials.client_secret_expires_at).toBe(
+        iso(Math.floor(START / 1000) * 1000 + 60_000),
+      );
+      h.now += 61_000;
+      const second = await put('linear', mcp());
+      expect(world.stats.registrations).toBe(2);
+      expect(second.body.credentials.client_id).not.toBe(first.body.credentials.client_id);
+    });
+
+    it.each([
+      [['client_secret_post', 'none'], 'client_secret_post', true],
+      [['none'], 'none', false],
+      [['private_key_jwt', 'client_secret_basic'], 'client_secret_basic', true],
+    ])('asks for the strongest of %j and uses %s', async (methods, expected, secret) => {
+      await setup({ tokenEndpointAuthMethods: methods });
+      const reply = await put('linear', mcp());
+      expect(reply.body.credentials.token_endpoint_auth_method).toBe(expected);
+      expect(reply.body.credentials.client_secret_set).toBe(secret);
+    });
+
+    it('uses the client-ID metadata document when the server supports it, registering nothing', async () => {
+      await setup({ clientIdMetadataDocuments: true });
+      const reply = await put('linear', mcp());
+      expect(reply.status).toBe(201);
+      expect(reply.body.credentials).toEqual({
+        mode: 'register',
+        client_id: `${BASE}/api/oauth/client-metadata.json`,
+        registration: 'metadata_document',
+        token_endpoint_auth_method: 'none',
+        client_secret_set: false,
+        client_secret_expires_at: null,
+      });
+      expect(world.stats.registrations).toBe(0);
+      const document = await h.call('GET', '/api/oauth/client-metadata.json', { token: null });
+      expect(document.status).toBe(200);
+      expect(document.body).toEqual({
+        client_id: `${BASE}/api/oauth/client-metadata.json`,
+        client_name: 'Keyway',
+        redirect_uris: [CALLBACK],
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'none',
+        application_type: 'web',
+      });
+    });
+
+    it('refuses with registration_unsupported when neither registration nor documents are possible', async () => {
+      await setup({ dynamicRegistration: false });
+      const reply = await put('linear', mcp());
+      expect(reply.status).toBe(400);
+      expect(reply.body.error).toBe('registration_unsupported');
+      expect((await h.call('GET', '/api/admin/providers/linear')).status).toBe(404);
+    });
+
+    it('registers dynamically when documents are offered but the deployment is not https', async () => {
+      await setup({ clientIdMetadataDocuments: true }, { baseUrl: 'http://localhost:8787' });
+      const reply = await put('linear', mcp());
+      expect(reply.body.credentials.registration).toBe('dynamic');
+      expect([...world.clients.values()][0]?.application_type).toBe('native');
+    });
+
+    it.each(['server_error', 'malformed_json'] as const)(
+      'answers 502 registration_failed when registration fails with %s, storing nothing',
+      async (failure) => {
+        await setup({ failures: { registration: failure } });
+        const reply = await put('linear', mcp());
+        expect(reply.status).toBe(502);
+        expect(reply.body.error).toBe('registration_failed');
+        expect((await h.call('GET', '/api/admin/providers/linear')).status).toBe(404);
+      },
+    );
+  });
+
+  describe('discovery failures', () => {
+    it('answers 502 discovery_failed with the trace, registering and storing nothing', async () => {
+      await setup({ metadataResource: 'https://evil.example.test/mcp' });
+      const reply = await put('linear', mcp());
+      expect(reply.status).toBe(502);
+      expect(reply.body.error).toBe('discovery_failed');
+      expect(reply.body.details.map((s: any) => `${s.step}:${s.ok}`)).toEqual([
+        'probe:true',
+        'resource_metadata:true',
+        'resource_match:false',
+      ]);
+      expect(world.stats.registrations).toBe(0);
+      expect((await h.call('GET', '/api/admin/providers/linear')).status).toBe(404);
+    });
+
+    it('answers 422 unsupported_authorization_server without S256', async () => {
+      await setup({ codeChallengeMethods: ['plain'] });
+      const reply = await put('linear', mcp());
+      expect(reply.status).toBe(422);
+      expect(reply.body.error).toBe('unsupported_authorization_server');
+    });
+
+    it('leaves an existing provider untouched when a new PUT fails', async () => {
+      await setup();
+      const first = await put('linear', mcp());
+      world.set({ failures: { authorization_server_metadata: 'server_error' } });
+      expect((await put('linear', mcp(undefined, { label: 'changed' }))).status).toBe(502);
+      expect((await h.call('GET', '/api/admin/providers/linear')).body).toEqual(first.body);
+    });
+  });
+
+  describe('mode custom', () => {
+    it('uses the supplied client, keeps an omitted secret while the client id is unchanged', async () => {
+      await setup();
+      const created = await put(
+        'linear',
+        mcp({ mode: 'custom', client_id: 'my-app', client_secret: 'custom-secret-value' }),
+      );
+      expect(created.status).toBe(201);
+      expect(created.body.credentials).toEqual({
+        mode: 'custom',
+        client_id: 'my-app',
+        registration: 'manual',
+        token_endpoint_auth_method: 'client_secret_basic',
+        client_secret_set: true,
+        client_secret_expires_at: null,
+      });
+      expect(world.stats.registrations).toBe(0);
+      const kept = await put('linear', mcp({ mode: 'custom', client_id: 'my-app' }));
+      expect(kept.body.credentials.client_secret_set).toBe(true);
+      expect(await h.broker.providers.clientSecret('linear', world.issuer)).toBe(
+        'custom-secret-value',
+      );
+      const other = await put('linear', mcp({ mode: 'custom', client_id: 'public-app' }));
+      expect(other.body.credentials).toMatchObject({
+        client_secret_set: false,
+        token_endpoint_auth_method: 'none',
+      });
+      expect(await h.broker.providers.clientSecret('linear', world.issuer)).toBeNull();
+    });
+
+    it('authenticates with client_secret_post when the server does not list basic', async () => {
+      await setup({ tokenEndpointAuthMethods: ['client_secret_post'] });
+      const reply = await put(
+        'linear',
+        mcp({ mode: 'custom', client_id: 'a', client_secret: 'custom-secret-value' }),
+      );
+      expect(reply.body.credentials.token_endpoint_auth_method).toBe('client_secret_post');
+    });
+  });
+
+  describe('validation, scopes and the management switch', () => {
+    it.each([
+      [
+        { template: 'other', configuration: { resource_url: 'https://mcp.example.test/mcp' } },
+        'invalid_request',
+      ],
+      [
+        { template: 'mcp', configuration: { resource_url: 'http://mcp.example.test/mcp' } },
+        'invalid_request',
+      ],
+      [
+        { template: 'mcp', configuration: { resource_url: 'https://mcp.example.test/mcp#x' } },
+        'invalid_request',
+      ],
+      [
+        { template: 'mcp', configuration: { resource_url: 'https://u:p@mcp.example.test/mcp' } },
+        'invalid_request',
+      ],
+      [{ template: 'mcp', configuration: { resource_url: 'mcp' } }, 'invalid_request'],
+      [
+        {
+          template: 'mcp',
+          configuration: { resource_url: 'https://mcp.example.test/mcp' },
+          credentials: { mode: 'custom' },
+        },
+        'invalid_request',
+      ],
+      [
+        {
+          template: 'mcp',
+          configuration: { resource_url: 'https://mcp.example.test/mcp' },
+          credentials: { client_id: 'x' },
+        },
+        'invalid_request',
+      ],
+      [{ template: 'mcp', configuration: {} }, 'invalid_request'],
+    ])('refuses %j with %s', async (body, code) => {
+      await setup();
+      const reply = await put('linear', body);
+      expect(reply.status).toBe(400);
+      expect(reply.body.error).toBe(code);
+      expect(world.requests).toEqual([]);
+    });
+
+    it('refuses an invalid provider id with invalid_path', async () => {
+      await setup();
+      expect((await put('a%2Fb', mcp())).body.error).toBe('invalid_path');
+    });
+
+    it('enforces scopes: a token on acme/** manages acme/linear, not other/linear', async () => {
+      await setup();
+      const token = await h.mint('acme', ['acme']);
+      expect(
+        (await h.call('PUT', '/api/admin/providers/acme/linear', { token, body: mcp() })).status,
+      ).toBe(201);
+      const other = await h.call('PUT', '/api/admin/providers/other/linear', {
+        token,
+        body: mcp(),
+      });
+      expect(other.status).toBe(403);
+      expect(other.body.error).toBe('insufficient_scope');
+      await put('other/linear', mcp());
+      expect((await h.call('GET', '/api/admin/providers/other/linear', { token })).status).toBe(
+        403,
+      );
+      expect((await h.call('DELETE', '/api/admin/providers/other/linear', { token })).status).toBe(
+        403,
+      );
+      const list = await h.call('GET', '/api/admin/providers', { token });
+      expect(list.body.items.map((p: any) => p.id)).toEqual(['acme/linear']);
+    });
+
+    it('answers 403 provider_management_disabled on every provider endpoint when off', async () => {
+      await setup({}, { providerManagement: false });
+      for (const [method, path, body] of [
+        ['PUT', '/api/admin/providers/linear', mcp()],
+        ['GET', '/api/admin/providers/linear', undefined],
+        ['GET', '/api/admin/providers', undefined],
+        ['DELETE', '/api/admin/providers/linear', undefined],
+        ['POST', '/api/admin/discover', { resource_url: 'https://mcp.example.test/mcp' }],
+      ] as const) {
+        const reply = await h.call(method, path, body === undefined ? {} : { body });
+        expect(reply.status, `${method} ${path}`).toBe(403);
+        expect(reply.body.error).toBe('provider_management_disabled');
+      }
+      expect(world.requests).toEqual([]);
+    });
+
+    it('resolves providers declared in code with management off', async () => {
+      world = createTestWorld();
+      h = new Harness(await factory.create(), {
+        fetch: world.fetch,
+        baseUrl: BASE,
+        providers: {
+          linear: {
+            template: 'mcp',
+            label: 'Linear',
+            configuration: { resource_url: world.resourceUrl },
+          },
+        },
+      });
+      const resolved = await h.broker.providers.resolve('linear');
+      expect(resolved.state.label).toBe('Linear');
+      expect(resolved.client.registration).toBe('dynamic');
+      await h.broker.providers.resolve('linear');
+      expect(world.stats.registrations).toBe(1);
+      await expect(h.broker.providers.resolve('unknown')).rejects.toMatchObject({
+        code: 'not_found',
+      });
+    });
+  });
+
+  describe('DELETE and discover', () => {
+    it('deletes a provider and its secrets (204), refusing while a connection uses it (409)', async () => {
+      await setup();
+      await put('linear', mcp());
+      await h.storage.insertConnection({
+        id: 'acme/alice',
+        providerId: 'linear',
+        status: 'pending',
+        state: {},
+        version: 1,
+        createdAt: START,
+        updatedAt: START,
+      });
+      const busy = await h.call('DELETE', '/api/admin/providers/linear');
+      expect(busy.status).toBe(409);
+      expect(busy.body.error).toBe('conflict');
+      await h.storage.deleteConnection('acme/alice');
+      expect((await h.call('DELETE', '/api/admin/providers/linear')).status).toBe(204);
+      expect((await h.call('GET', '/api/admin/providers/linear')).status).toBe(404);
+      expect(await h.storage.getVaultEntry('client_secret', `linear ${world.issuer}`)).toBeNull();
+      expect((await h.call('DELETE', '/api/admin/providers/linear')).status).toBe(404);
+    });
+
+    it('answers the discovery trace without storing anything', async () => {
+      await setup({ challengeScope: 'read', serverScopesSupported: ['read', 'offline_access'] });
+      const reply = await h.call('POST', '/api/admin/discover', {
+        body: { resource_url: world.resourceUrl },
+      });
+      expect(reply.status).toBe(200);
+      expect(reply.body).toMatchObject({
+        ok: true,
+        scopes: ['read', 'offline_access'],
+        error: null,
+      });
+      expect(reply.body.steps).toHaveLength(5);
+      expect(world.stats.registrations).toBe(0);
+      expect((await h.call('GET', '/api/admin/providers')).body.items).toEqual([]);
+      world.set({ codeChallengeMethods: null });
+      const failing = await h.call('POST', '/api/admin/discover', {
+        body: { resource_url: world.resourceUrl },
+      });
+      expect(failing.body).toMatchObject({ ok: false, error: 'unsupported_authorization_server' });
+    });
+  });
+});
