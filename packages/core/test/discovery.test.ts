@@ -147,6 +147,21 @@ describe('discover(): what is refused', () => {
     }
   });
 
+  it('refuses an authorization server without token or authorization endpoint as unsupported', async () => {
+    const world = createTestWorld();
+    const fetch = async (url: string, init?: RequestInit) => {
+      const response = await world.fetch(url, init);
+      if (!url.includes('oauth-authorization-server')) return response;
+      const { token_endpoint, authorization_endpoint, ...rest } = await response.json();
+      void token_endpoint;
+      void authorization_endpoint;
+      return Response.json(rest);
+    };
+    const trace = await discover(createOutboundFetch({ fetch }), world.resourceUrl);
+    expect(trace.error).toBe('unsupported_authorization_server');
+    expect(trace.steps.at(-1)?.note).toBe('missing: authorization_endpoint, token_endpoint');
+  });
+
   it.each([
     ['resource_metadata', 'server_error'],
     ['resource_metadata', 'malformed_json'],

@@ -1,7 +1,7 @@
 import type { BrokerConfig } from '@keyway/core';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Harness, type Reply, START, storageFactories } from './harness.js';
+import { Harness, type Reply, ROOT_KEY, START, storageFactories } from './harness.js';
 
 const BASE = 'https://keyway.example.test';
 const CALLBACK = `${BASE}/api/oauth/callback`;
@@ -143,6 +143,31 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
       const second = await put('linear', mcp());
       expect(world.stats.registrations).toBe(2);
       expect(second.body.credentials.client_id).not.toBe(first.body.credentials.client_id);
+    });
+
+    it('registers again when the resource moves to another authorization server, keeping both', async () => {
+      await setup();
+      const first = await put('linear', mcp());
+      const moved = createTestWorld({ issuer: 'https://auth2.example.test' });
+      const original = world;
+      let current = original;
+      // The same resource URL, now protected by another authorization server.
+      (h.extra as { fetch: unknown }).fetch = (input: string, init: RequestInit) =>
+        current.fetch(input, init);
+      h.rebuild(ROOT_KEY);
+      current = moved;
+      const second = await put('linear', mcp());
+      expect(second.status).toBe(200);
+      expect(second.body.authorization_server.issuer).toBe('https://auth2.example.test');
+      expect(moved.stats.registrations).toBe(1);
+      expect(second.body.credentials.client_id).toBe([...moved.clients.keys()][0]);
+      current = original;
+      const back = await put('linear', mcp());
+      expect(back.body.credentials.client_id).toBe(first.body.credentials.client_id);
+      expect(original.stats.registrations).toBe(1);
+      expect(await h.broker.providers.clientSecret('linear', 'https://auth.example.test')).toBe(
+        original.clients.get(first.body.credentials.client_id)?.client_secret,
+      );
     });
 
     it.each([
