@@ -50,14 +50,15 @@ export interface ProviderView {
     client_secret_expires_at: string | null;
   };
   resource: { resource: string; resource_metadata_url: string; scopes_supported: string[] | null };
-  authorization_server: {
-    issuer: string;
-    authorization_endpoint: string;
-    token_endpoint: string;
-    registration_endpoint: string | null;
-    revocation_endpoint: string | null;
-    scopes_supported: string[] | null;
-  };
+  authorization_server: Pick<
+    AuthorizationServerInfo,
+    | 'issuer'
+    | 'authorization_endpoint'
+    | 'token_endpoint'
+    | 'registration_endpoint'
+    | 'revocation_endpoint'
+    | 'scopes_supported'
+  >;
   created_at: string;
   updated_at: string;
 }

@@ -1,4 +1,7 @@
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { createServer, type RequestListener } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Broker, type BrokerConfig, createBroker, type Storage } from '@keyway/core';
@@ -151,4 +154,21 @@ export class Harness {
     if (reply.status !== 201) throw new Error(`mint ${name}: ${reply.status} ${reply.text}`);
     return reply.body.access_token as string;
   }
+}
+
+/** A real HTTP server on a free loopback port, for tests that need sockets. */
+export async function listenOnLoopback(
+  listener: RequestListener,
+): Promise<{ port: number; close(): Promise<void> }> {
+  const server = createServer(listener);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    port: (server.address() as AddressInfo).port,
+    async close() {
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close');
+    },
+  };
 }

@@ -1,10 +1,8 @@
 import type { LookupAddress } from 'node:dns';
-import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { createOutboundFetch, OutboundError } from '@keyway/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNodeFetch } from '../src/index.js';
+import { listenOnLoopback } from './harness.js';
 
 /** A resolver for test names: what a hostile or split-horizon DNS could answer. */
 const zone: Record<string, LookupAddress[]> = {
@@ -24,12 +22,12 @@ const resolve = async (hostname: string) => {
 };
 
 describe('createNodeFetch(): resolved addresses and pinning', () => {
-  let server: Server;
+  let server: Awaited<ReturnType<typeof listenOnLoopback>>;
   let port: number;
   const seen: string[] = [];
 
   beforeAll(async () => {
-    server = createServer((req, res) => {
+    server = await listenOnLoopback((req, res) => {
       seen.push(`${req.method} ${req.headers.host} ${req.url}`);
       if (req.url === '/redirect-out') {
         res.writeHead(302, { location: 'http://169.254.169.254/latest/meta-data' }).end();
@@ -41,16 +39,10 @@ describe('createNodeFetch(): resolved addresses and pinning', () => {
           .end(JSON.stringify({ path: req.url }));
       }
     });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    port = (server.address() as AddressInfo).port;
+    port = server.port;
   });
 
-  afterAll(async () => {
-    server.closeAllConnections();
-    server.close();
-    await once(server, 'close');
-  });
+  afterAll(() => server.close());
 
   async function refusal(url: string, allowedHosts: string[] = []): Promise<OutboundError> {
     const outbound = createOutboundFetch({

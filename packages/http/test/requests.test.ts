@@ -1,10 +1,8 @@
-import { once } from 'node:events';
-import { createServer, request as httpRequest, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { request as httpRequest } from 'node:http';
 import { memoryStorage } from '@keyway/store-memory';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createHandler, toNodeHandler } from '../src/index.js';
-import { Harness, ROOT_KEY } from './harness.js';
+import { Harness, listenOnLoopback, ROOT_KEY } from './harness.js';
 
 describe('request handling (API.md §1.2)', () => {
   let h: Harness;
@@ -153,22 +151,15 @@ describe('request handling (API.md §1.2)', () => {
 });
 
 describe('toNodeHandler() over loopback HTTP', () => {
-  let server: Server;
+  let server: Awaited<ReturnType<typeof listenOnLoopback>>;
   let port: number;
 
   beforeAll(async () => {
-    const h = new Harness(memoryStorage());
-    server = createServer(toNodeHandler(h.handler));
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    port = (server.address() as AddressInfo).port;
+    server = await listenOnLoopback(toNodeHandler(new Harness(memoryStorage()).handler));
+    port = server.port;
   });
 
-  afterAll(async () => {
-    server.closeAllConnections();
-    server.close();
-    await once(server, 'close');
-  });
+  afterAll(() => server.close());
 
   /** Sends a raw request target, which fetch() would normalize first. */
   function send(
