@@ -67,6 +67,22 @@ export function buildPathListSql(
   return { sql, params };
 }
 
+/** Runs `fn` again while SQLite answers SQLITE_BUSY, for at most `timeoutMs`. */
+function retryWhileBusy(fn: () => void, timeoutMs: number): void {
+  const deadline = Date.now() + timeoutMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      fn();
+      return;
+    } catch (error) {
+      const busy = (error as { code?: string }).code?.startsWith('SQLITE_BUSY') === true;
+      if (!busy || Date.now() >= deadline) throw error;
+      // A short synchronous pause: this runs once, while the storage is being opened.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Math.min(5 + attempt * 5, 50));
+    }
+  }
+}
+
 /** Applies the versioned migrations that `db` lacks, serialized across processes. */
 export function migrate(db: DB): void {
   db.exec(
@@ -105,12 +121,22 @@ export function sqliteStorage(
 ): SqliteStorage {
   const owned = typeof database === 'string';
   const db: DB = owned ? new Database(database) : database;
-  db.pragma('journal_mode = WAL');
-  db.pragma(`busy_timeout = ${Math.max(0, Math.trunc(options.busyTimeoutMs ?? 5000))}`);
+  const busyTimeoutMs = Math.max(0, Math.trunc(options.busyTimeoutMs ?? 5000));
+  try {
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    // Opening is where processes that start together collide: switching a new file to WAL
+    // and the first migration can answer SQLITE_BUSY without waiting on the busy handler.
+    retryWhileBusy(() => {
+      db.pragma('journal_mode = WAL');
+      migrate(db);
+    }, busyTimeoutMs);
+  } catch (error) {
+    if (owned) db.close();
+    throw error;
+  }
   // WAL makes NORMAL durable against application crashes; only an OS crash can lose the
   // last transactions, never corrupt the file.
   db.pragma('synchronous = NORMAL');
-  migrate(db);
 
   const cache = new Map<string, Database.Statement>();
   const stmt = (sql: string): Database.Statement => {
