@@ -1,4 +1,5 @@
 import { type BrokerConfig, resolveBrokerConfig } from './config.js';
+import { ConnectionService } from './connections.js';
 import { KeywayError } from './errors.js';
 import type { OutboundFetch } from './outbound.js';
 import { assertCoversPath, type Principal } from './principal.js';
@@ -18,6 +19,8 @@ export interface Broker {
   readonly secrets: SecretService;
   /** Providers (API.md §4, §6). */
   readonly providers: ProviderService;
+  /** Connections (API.md §5). */
+  readonly connections: ConnectionService;
   /**
    * The client-ID metadata document of this deployment (served at
    * `GET /api/oauth/client-metadata.json`), or `null` without a `baseUrl`.
@@ -76,6 +79,7 @@ const PURGE_BATCH = 500;
 export function createBroker(config: BrokerConfig): Broker {
   const resolved = resolveBrokerConfig(config);
   const tokens = new TokenService(resolved);
+  const { emit } = resolved;
   const { storage } = resolved;
   const vault = (): Vault => {
     if (resolved.vault === null) {
@@ -83,7 +87,7 @@ export function createBroker(config: BrokerConfig): Broker {
     }
     return resolved.vault;
   };
-  const secrets = new SecretService({ storage, vault, now: resolved.now });
+  const secrets = new SecretService({ storage, vault, now: resolved.now, emit });
   const providers = new ProviderService({
     storage,
     vault,
@@ -93,6 +97,18 @@ export function createBroker(config: BrokerConfig): Broker {
     allowedHosts: resolved.allowedHosts,
     profile: resolved.profile,
     declared: resolved.providers,
+    emit,
+  });
+  const connections = new ConnectionService({
+    storage,
+    vault,
+    outbound: resolved.outbound,
+    providers,
+    now: resolved.now,
+    randomBytes: resolved.randomBytes,
+    redirectUri: resolved.profile?.redirectUri ?? null,
+    allowedRedirects: resolved.allowedRedirects,
+    emit,
   });
 
   async function purgeExpired(): Promise<number> {
@@ -124,6 +140,7 @@ export function createBroker(config: BrokerConfig): Broker {
     tokens,
     secrets,
     providers,
+    connections,
     clientMetadataDocument() {
       return resolved.profile === null ? null : clientMetadataDocument(resolved.profile);
     },

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { createEmitter, type EmitEvent, type KeywayEvent } from './events.js';
 import { createOutboundFetch, type OutboundFetch, type Transport } from './outbound.js';
 import type { ProviderInput } from './providers.js';
 import type { ClientProfile } from './registration.js';
@@ -59,6 +60,17 @@ export interface BrokerConfig {
   /** Providers declared in code, by id; they work with provider management off. */
   providers?: Record<string, ProviderInput>;
   /**
+   * Origins that `redirect_to` of an authorize call may point to
+   * (`https://app.example.com`). Default none.
+   */
+  allowedRedirects?: string[];
+  /**
+   * Called with every event (token, provider, secret and connection changes). Never
+   * receives a secret. A hook that throws or rejects does not break the request; its
+   * error goes to `onBackgroundError`.
+   */
+  onEvent?: (event: KeywayEvent) => void | Promise<void>;
+  /**
    * How often expired tokens, pending authorizations and leases are purged in the
    * background, in milliseconds; `false` turns it off (call `broker.purgeExpired()`
    * yourself, e.g. from a cron job). Default 60000.
@@ -109,6 +121,17 @@ const BrokerConfigSchema = z.object({
     .url({ protocol: /^https?$/, error: '"clientMetadataUrl" must be an absolute http(s) URL' })
     .optional(),
   clientName: z.string().min(1).max(200).optional(),
+  allowedRedirects: z
+    .array(
+      z.url({
+        protocol: /^https?$/,
+        error: '"allowedRedirects" must be origins like https://app.example.com',
+      }),
+    )
+    .optional(),
+  onEvent: z
+    .custom<(event: KeywayEvent) => void>(isFunction, { message: '"onEvent" must be a function' })
+    .optional(),
   providerManagement: z.boolean({ error: '"providerManagement" must be a boolean' }).optional(),
   providers: z
     .record(
@@ -164,6 +187,8 @@ export interface ResolvedBrokerConfig {
   profile: ClientProfile | null;
   providerManagement: boolean;
   providers: Record<string, ProviderInput>;
+  allowedRedirects: string[];
+  emit: EmitEvent;
   purgeIntervalMs: number | false;
   onBackgroundError: (error: unknown) => void;
 }
@@ -197,6 +222,9 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     throw new TypeError(`invalid broker configuration: ${messages.join('; ')}`);
   }
   const parsed = result.data;
+  const onBackgroundError =
+    parsed.onBackgroundError ??
+    ((error: unknown) => console.error('keyway: background work failed', error));
   return {
     rootKey: parsed.rootKey,
     storage: parsed.storage,
@@ -207,14 +235,16 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     profile: profileOf(parsed.baseUrl, parsed.clientMetadataUrl, parsed.clientName),
     providerManagement: parsed.providerManagement ?? false,
     providers: parsed.providers ?? {},
+    allowedRedirects: (parsed.allowedRedirects ?? []).map((url) => new URL(url).origin),
+    emit: createEmitter(parsed.onEvent, parsed.now ?? Date.now, (error) =>
+      onBackgroundError(error),
+    ),
     outbound: createOutboundFetch({
       ...(parsed.fetch === undefined ? {} : { fetch: parsed.fetch }),
       allowedHosts: parsed.allowedHosts ?? [],
       ...parsed.outbound,
     }),
     purgeIntervalMs: parsed.purgeIntervalMs ?? 60_000,
-    onBackgroundError:
-      parsed.onBackgroundError ??
-      ((error) => console.error('keyway: background purge failed', error)),
+    onBackgroundError,
   };
 }

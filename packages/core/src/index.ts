@@ -2,6 +2,18 @@ export { type AddressClass, classifyAddress, isIpLiteral } from './address.js';
 export { type Broker, createBroker } from './broker.js';
 export { type BrokerConfig, MIN_ROOT_KEY_LENGTH } from './config.js';
 export {
+  type AuthorizeInput,
+  type AuthorizeResult,
+  type CallbackOutcome,
+  CONNECTION_TOKENS_KIND,
+  ConnectionService,
+  type ConnectionState,
+  type ConnectionTokens,
+  type ConnectionView,
+  PENDING_AUTHORIZATION_TTL_MS,
+  PKCE_VERIFIER_KIND,
+} from './connections.js';
+export {
   type AuthorizationServerInfo,
   authorizationServerMetadataUrls,
   type DiscoverOptions,
@@ -23,6 +35,7 @@ export {
   type KeywayErrorDetail,
   type KeywayErrorOptions,
 } from './errors.js';
+export type { EmitEvent, KeywayEvent, KeywayEventType } from './events.js';
 export {
   assertOutboundUrl,
   createOutboundFetch,

@@ -7,9 +7,10 @@ import {
   type ResourceInfo,
 } from './discovery.js';
 import { KeywayError } from './errors.js';
+import type { EmitEvent } from './events.js';
 import { normalizeHost, type OutboundFetch } from './outbound.js';
 import { type ListOptions, type Page, parseListOptions, toPage } from './pagination.js';
-import { assertCoversPath, type Principal, rootPrincipal } from './principal.js';
+import { actorOf, assertCoversPath, type Principal, rootPrincipal } from './principal.js';
 import {
   type ClientProfile,
   type ClientRegistration,
@@ -117,6 +118,7 @@ export interface ProviderServiceOptions {
   /** The deployment as authorization servers see it; `null` when `baseUrl` is not set. */
   profile: ClientProfile | null;
   declared: Record<string, ProviderInput>;
+  emit: EmitEvent;
 }
 
 /**
@@ -363,6 +365,11 @@ export class ProviderService {
         `provider ${JSON.stringify(providerId)} was changed concurrently; retry`,
       );
     }
+    this.#o.emit({
+      type: existing === null ? 'provider.created' : 'provider.updated',
+      actor: actorOf(principal),
+      resource: providerId,
+    });
     return { provider: this.#view(record), created: existing === null };
   }
 

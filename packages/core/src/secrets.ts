@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { utf8 } from './bytes.js';
 import { KeywayError } from './errors.js';
+import type { EmitEvent } from './events.js';
 import { type ListOptions, type Page, parseListOptions, toPage } from './pagination.js';
-import { assertCoversPath, type Principal } from './principal.js';
+import { actorOf, assertCoversPath, type Principal } from './principal.js';
 import { parseResourcePath } from './resource-path.js';
 import { intersectScopes, ROOT_SCOPE } from './scope.js';
 import type { Storage, VaultEntryRecord } from './storage.js';
@@ -74,8 +75,15 @@ export class SecretService {
   readonly #storage: Storage;
   readonly #vault: () => Vault;
   readonly #now: () => number;
+  readonly #emit: EmitEvent;
 
-  constructor(options: { storage: Storage; vault: () => Vault; now: () => number }) {
+  constructor(options: {
+    storage: Storage;
+    vault: () => Vault;
+    now: () => number;
+    emit?: EmitEvent;
+  }) {
+    this.#emit = options.emit ?? (() => {});
     this.#storage = options.storage;
     this.#vault = options.vault;
     this.#now = options.now;
@@ -101,6 +109,7 @@ export class SecretService {
     assertCoversPath(principal, valid);
     const write = await this.#vault().seal({ kind: SECRET_KIND, key: valid }, value);
     const { entry, created } = await this.#storage.putVaultEntry(write, this.#now());
+    this.#emit({ type: 'secret.written', actor: actorOf(principal), resource: valid });
     return { secret: toView(entry), created };
   }
 
@@ -128,6 +137,7 @@ export class SecretService {
     if (!(await this.#storage.deleteVaultEntry(SECRET_KIND, valid))) {
       throw new KeywayError('not_found', `no secret at ${JSON.stringify(valid)}`);
     }
+    this.#emit({ type: 'secret.deleted', actor: actorOf(principal), resource: valid });
   }
 
   /** Lists the secrets the caller's scopes cover, without values, ordered by path. */

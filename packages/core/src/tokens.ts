@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { KeywayError } from './errors.js';
+import type { EmitEvent } from './events.js';
 import { type ListOptions, type Page, parseListOptions, toPage } from './pagination.js';
 import {
   actorOf,
@@ -71,6 +72,7 @@ export interface TokenServiceOptions {
   storage: TokenStorage;
   now: () => number;
   randomBytes: (length: number) => Uint8Array;
+  emit?: EmitEvent;
 }
 
 /** Why a credential was refused, in words that never echo it. */
@@ -102,8 +104,10 @@ export class TokenService {
   readonly #randomBytes: (length: number) => Uint8Array;
   readonly #codec: ReturnType<typeof createTokenCodec>;
   readonly #isRootKey: (presented: string) => boolean;
+  readonly #emit: EmitEvent;
 
   constructor(options: TokenServiceOptions) {
+    this.#emit = options.emit ?? (() => {});
     this.#storage = options.storage;
     this.#now = options.now;
     this.#randomBytes = options.randomBytes;
@@ -193,6 +197,7 @@ export class TokenService {
     if (!(await this.#storage.insertToken(record, now))) {
       throw new KeywayError('conflict', `a live token is already named ${JSON.stringify(name)}`);
     }
+    this.#emit({ type: 'token.created', actor: record.createdBy, resource: name });
     return {
       name,
       access_token: token,
@@ -287,6 +292,7 @@ export class TokenService {
       return changes;
     });
     if (!found || updated === undefined) throw notFound(valid);
+    this.#emit({ type: 'token.narrowed', actor: actorOf(principal), resource: valid });
     return toView(updated);
   }
 
@@ -300,5 +306,6 @@ export class TokenService {
     const valid = parseTokenName(name);
     assertManagesToken(principal, valid);
     if (!(await this.#storage.deleteTokenTree(valid, this.#now()))) throw notFound(valid);
+    this.#emit({ type: 'token.deleted', actor: actorOf(principal), resource: valid });
   }
 }

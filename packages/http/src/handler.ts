@@ -1,4 +1,5 @@
 import { type Broker, KeywayError, type Principal, resourcePathFromUrl } from '@keyway/core';
+import { callbackResponse, invalidCallbackResponse } from './callback-page.js';
 import {
   bearerCredential,
   DEFAULT_MAX_BODY_BYTES,
@@ -172,6 +173,64 @@ function routes(broker: Broker): Route[] {
               'x-content-type-options': 'nosniff',
             },
           });
+        },
+      },
+    },
+    {
+      prefix: '/api/oauth/authorize',
+      match: 'rest',
+      methods: {
+        POST: async ({ principal, rest, body }) => {
+          const input = (await body()) as never;
+          return json(
+            201,
+            await broker.connections.authorize(principal, resourcePathFromUrl(rest), input),
+          );
+        },
+      },
+    },
+    {
+      prefix: '/api/oauth/callback',
+      match: 'exact',
+      public: true,
+      methods: {
+        GET: async ({ request }) => {
+          try {
+            return callbackResponse(
+              await broker.connections.callback(new URL(request.url).searchParams),
+            );
+          } catch (error) {
+            if (error instanceof KeywayError && error.code === 'invalid_request') {
+              return invalidCallbackResponse(error.message);
+            }
+            throw error;
+          }
+        },
+      },
+    },
+    {
+      prefix: '/api/oauth/connections',
+      match: 'exact',
+      methods: {
+        GET: async ({ request, principal }) =>
+          json(
+            200,
+            await broker.connections.list(
+              principal,
+              readQuery(request, ['prefix', 'provider_id', 'status', 'limit', 'cursor']),
+            ),
+          ),
+      },
+    },
+    {
+      prefix: '/api/oauth/connections',
+      match: 'rest',
+      methods: {
+        GET: async ({ principal, rest }) =>
+          json(200, await broker.connections.get(principal, resourcePathFromUrl(rest))),
+        DELETE: async ({ principal, rest }) => {
+          await broker.connections.delete(principal, resourcePathFromUrl(rest));
+          return noContent();
         },
       },
     },

@@ -132,7 +132,10 @@ export class Harness {
     return {
       status: response.status,
       headers: response.headers,
-      body: text === '' ? null : JSON.parse(text),
+      body:
+        text === '' || !response.headers.get('content-type')?.includes('json')
+          ? null
+          : JSON.parse(text),
       text,
     };
   }

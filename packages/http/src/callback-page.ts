@@ -1,0 +1,71 @@
+import type { CallbackOutcome } from '@keyway/core';
+
+const ESCAPES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
+
+/** HTML-escapes text: nothing of a query is ever reflected unescaped. */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => ESCAPES[c] as string);
+}
+
+const HEADERS = {
+  'content-type': 'text/html; charset=utf-8',
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+  // The page shows results only: no scripts, no styles from elsewhere, no framing, and the
+  // callback URL (with its code and state) never leaves as a Referer.
+  'content-security-policy':
+    "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+  'referrer-policy': 'no-referrer',
+};
+
+function page(status: number, title: string, message: string): Response {
+  const body = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}</style></head>
+<body><h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p></body></html>
+`;
+  return new Response(body, { status, headers: HEADERS });
+}
+
+/** The answer to a finished callback: a redirect to `redirect_to`, or a small page. */
+export function callbackResponse(outcome: CallbackOutcome): Response {
+  if (outcome.redirect_to !== null) {
+    const target = new URL(outcome.redirect_to);
+    target.searchParams.set('connection_id', outcome.connection_id);
+    target.searchParams.set('status', outcome.status);
+    if (outcome.error !== null) target.searchParams.set('error', outcome.error.code);
+    return new Response(null, {
+      status: 302,
+      headers: {
+        location: target.href,
+        'cache-control': 'no-store',
+        'referrer-policy': 'no-referrer',
+      },
+    });
+  }
+  if (outcome.error === null) {
+    return page(
+      200,
+      'Connected',
+      `The connection ${outcome.connection_id} is active. You can close this window.`,
+    );
+  }
+  const kept =
+    outcome.status === 'active' ? ' It stays active with its previous authorization.' : '';
+  return page(
+    200,
+    'Not connected',
+    `The connection ${outcome.connection_id} was not authorized: ${outcome.error.code} (${outcome.error.description}).${kept}`,
+  );
+}
+
+/** The answer to an unknown, expired or replayed state. */
+export function invalidCallbackResponse(message: string): Response {
+  return page(400, 'This link has expired', `${message}. Start the connection again.`);
+}
