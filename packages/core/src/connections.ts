@@ -53,6 +53,15 @@ export interface ConnectionView {
   error: { code: string; description: string } | null;
 }
 
+/** What `GET /api/oauth/credentials/<path>` answers (API.md §5). */
+export interface Credentials {
+  connection_id: string;
+  access_token: string;
+  token_type: 'Bearer';
+  expires_at: string | null;
+  scopes: string[];
+}
+
 /** The outcome of a callback, for the HTTP layer to redirect or render. */
 export interface CallbackOutcome {
   connection_id: string;
@@ -156,6 +165,10 @@ export interface ConnectionServiceOptions {
   /** Origins `redirect_to` may point to. */
   allowedRedirects: readonly string[];
   emit: EmitEvent;
+  /** Refresh when the access token expires within this many ms. Default 60000. */
+  refreshMarginMs?: number;
+  /** How long one instance may hold a connection's refresh lease. Default 30000. */
+  refreshLeaseMs?: number;
 }
 
 /** Describes what went wrong talking to an authorization server: never a secret. */
@@ -188,9 +201,212 @@ export function describeOAuthFailure(error: unknown): { code: string; descriptio
  */
 export class ConnectionService {
   protected readonly o: ConnectionServiceOptions;
+  /** Refreshes in flight in this process, by connection: concurrent callers share one. */
+  readonly #refreshing = new Map<string, Promise<ConnectionTokens>>();
+  /** This instance's name on leases. */
+  readonly #owner: string;
 
   constructor(options: ConnectionServiceOptions) {
     this.o = options;
+    this.#owner = toBase64Url(options.randomBytes(12));
+  }
+
+  /**
+   * A connection's access token, for trusted server code or an MCP client (API.md §5):
+   * refreshed first when it expires within the refresh margin or when `force_refresh` is
+   * set. Refresh is single-flight per connection, in this process and across every
+   * instance sharing the storage: concurrent callers wait for the one refresh and get its
+   * result.
+   *
+   * @throws {KeywayError} `invalid_path`, `insufficient_scope`, `not_found`,
+   *   `connection_not_active`, `reauthorization_required` (the refresh token was rejected;
+   *   the connection is now in `error`), `upstream_error` (refresh failed and the current
+   *   token has expired).
+   */
+  async credentials(
+    principal: Principal,
+    id: string,
+    options: { force_refresh?: boolean | string | undefined } = {},
+  ): Promise<Credentials> {
+    const connectionId = parseResourcePath(id);
+    const force = options.force_refresh === true || options.force_refresh === 'true';
+    if (
+      options.force_refresh !== undefined &&
+      !force &&
+      options.force_refresh !== false &&
+      options.force_refresh !== 'false'
+    ) {
+      const message = '"force_refresh" must be true or false';
+      throw new KeywayError('invalid_request', message, {
+        details: [{ path: 'force_refresh', message }],
+      });
+    }
+    assertCoversPath(principal, connectionId);
+    const record = await this.o.storage.getConnection(connectionId);
+    if (record === null)
+      throw new KeywayError('not_found', `no connection ${JSON.stringify(connectionId)}`);
+    let tokens = record.status === 'active' ? await this.tokensOf(connectionId) : null;
+    if (tokens === null) {
+      throw new KeywayError(
+        'connection_not_active',
+        `connection ${JSON.stringify(connectionId)} is ${record.status}: authorize it first`,
+      );
+    }
+    const margin = this.o.refreshMarginMs ?? 60_000;
+    if (force || (tokens.expires_at !== null && tokens.expires_at - this.o.now() <= margin)) {
+      tokens = await this.#refreshOnce(connectionId, tokens);
+    }
+    return {
+      connection_id: connectionId,
+      access_token: tokens.access_token,
+      token_type: 'Bearer',
+      expires_at: tokens.expires_at === null ? null : new Date(tokens.expires_at).toISOString(),
+      scopes: tokens.scope.length > 0 ? tokens.scope : connectionState(record).scopes,
+    };
+  }
+
+  /** One refresh per connection in this process: later callers join the running one. */
+  #refreshOnce(id: string, seen: ConnectionTokens): Promise<ConnectionTokens> {
+    let running = this.#refreshing.get(id);
+    if (running === undefined) {
+      running = this.#refreshAcrossInstances(id, seen).finally(() => this.#refreshing.delete(id));
+      this.#refreshing.set(id, running);
+    }
+    return running;
+  }
+
+  /**
+   * One refresh per connection across instances: take the storage lease, re-read the
+   * tokens (another instance may have refreshed while we waited), refresh only if still
+   * needed, release. Without the lease, wait for its holder's result.
+   */
+  async #refreshAcrossInstances(id: string, seen: ConnectionTokens): Promise<ConnectionTokens> {
+    const leaseMs = this.o.refreshLeaseMs ?? 30_000;
+    const key = `refresh:${id}`;
+    const deadline = Date.now() + leaseMs + 5_000;
+    for (let wait = 10; ; wait = Math.min(wait * 2, 200)) {
+      const now = this.o.now();
+      if (await this.o.storage.acquireLease(key, this.#owner, now + leaseMs, now)) {
+        try {
+          const current = await this.tokensOf(id);
+          if (current === null)
+            throw new KeywayError(
+              'connection_not_active',
+              `connection ${JSON.stringify(id)} has no tokens`,
+            );
+          // Someone refreshed while we waited for the lease: theirs is our result.
+          if (current.access_token !== seen.access_token) return current;
+          return await this.#refresh(id, current);
+        } finally {
+          await this.o.storage.releaseLease(key, this.#owner).catch(() => {});
+        }
+      }
+      const current = await this.tokensOf(id);
+      if (current !== null && current.access_token !== seen.access_token) return current;
+      if (Date.now() > deadline) {
+        throw new KeywayError(
+          'upstream_error',
+          'another instance is refreshing this connection and has not finished',
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+
+  async #refresh(id: string, tokens: ConnectionTokens): Promise<ConnectionTokens> {
+    const record = await this.o.storage.getConnection(id);
+    if (record === null) throw new KeywayError('not_found', `no connection ${JSON.stringify(id)}`);
+    const now = this.o.now();
+    const stillValid = tokens.expires_at === null || tokens.expires_at > now;
+    if (tokens.refresh_token === null) {
+      // Nothing to refresh with: a valid token is still the best answer, even when forced.
+      if (stillValid) return tokens;
+      await this.update(id, (r) => ({
+        ...r,
+        status: 'error',
+        state: {
+          ...r.state,
+          error: {
+            code: 'token_expired',
+            description: 'the access token expired and there is no refresh token',
+          },
+        },
+      }));
+      this.o.emit({ type: 'connection.refresh_failed', actor: 'system', resource: id });
+      throw new KeywayError(
+        'reauthorization_required',
+        'the access token expired and cannot be refreshed: authorize again',
+      );
+    }
+    let next: ConnectionTokens;
+    try {
+      const resolved = await this.o.providers.resolve(record.providerId);
+      const { as, client } = oauthParties(resolved.state, tokens.client_id);
+      const secret = await this.o.providers.clientSecret(record.providerId, tokens.issuer);
+      const method =
+        resolved.state.registrations[tokens.issuer]?.token_endpoint_auth_method ?? 'none';
+      const response = await oauth.refreshTokenGrantRequest(
+        as,
+        client,
+        clientAuthentication(method, secret),
+        tokens.refresh_token,
+        {
+          ...libraryOptions(this.o.outbound),
+          additionalParameters: { resource: resolved.state.configuration.resource_url },
+        },
+      );
+      const result = await oauth.processRefreshTokenResponse(as, client, response);
+      next = tokensFrom(result, tokens.refresh_token, tokens, this.o.now());
+    } catch (error) {
+      this.o.emit({ type: 'connection.refresh_failed', actor: 'system', resource: id });
+      if (error instanceof oauth.ResponseBodyError && error.error === 'invalid_grant') {
+        await this.update(id, (r) => ({
+          ...r,
+          status: 'error',
+          state: {
+            ...r.state,
+            error: {
+              code: 'invalid_grant',
+              description: error.error_description ?? 'the refresh token was rejected',
+            },
+          },
+        }));
+        throw new KeywayError(
+          'reauthorization_required',
+          'the authorization server rejected the refresh token: authorize again',
+        );
+      }
+      // A transient failure while the current token is still valid: keep using it.
+      if (stillValid) return tokens;
+      const failure = describeOAuthFailure(error);
+      throw new KeywayError(
+        'upstream_error',
+        `the token could not be refreshed: ${failure.code} (${failure.description})`,
+        {
+          cause: error,
+        },
+      );
+    }
+    const refreshedAt = this.o.now();
+    const written = await this.update(
+      id,
+      (r) => ({
+        ...r,
+        status: 'active',
+        state: {
+          ...r.state,
+          ...(next.scope.length > 0 ? { scopes: next.scope } : {}),
+          token_expires_at: next.expires_at,
+          last_refreshed_at: refreshedAt,
+          error: null,
+        },
+      }),
+      next,
+    );
+    if (written === null)
+      throw new KeywayError('not_found', `connection ${JSON.stringify(id)} was deleted meanwhile`);
+    this.o.emit({ type: 'connection.refreshed', actor: 'system', resource: id });
+    return next;
   }
 
   #redirectUri(): string {

@@ -10,6 +10,7 @@ export {
   type ConnectionState,
   type ConnectionTokens,
   type ConnectionView,
+  type Credentials,
   PENDING_AUTHORIZATION_TTL_MS,
   PKCE_VERIFIER_KIND,
 } from './connections.js';

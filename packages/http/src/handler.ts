@@ -235,6 +235,21 @@ function routes(broker: Broker): Route[] {
       },
     },
     {
+      prefix: '/api/oauth/credentials',
+      match: 'rest',
+      methods: {
+        GET: async ({ request, principal, rest }) =>
+          json(
+            200,
+            await broker.connections.credentials(
+              principal,
+              resourcePathFromUrl(rest),
+              readQuery(request, ['force_refresh']),
+            ),
+          ),
+      },
+    },
+    {
       prefix: '/api/vault/secrets',
       match: 'exact',
       methods: {

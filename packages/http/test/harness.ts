@@ -26,6 +26,8 @@ export interface StorageFactory {
    * the adapter's back: to prove what is (not) stored in clear. `null` for memory.
    */
   rawText(storage: Storage): Promise<string | null>;
+  /** Another, independent handle on the same database (absent for memory: share the object). */
+  reopen?(storage: Storage): Promise<Storage>;
 }
 
 const sqliteDir = mkdtempSync(join(tmpdir(), 'keyway-http-'));
@@ -37,6 +39,7 @@ export const storageFactories: StorageFactory[] = [
   {
     name: 'sqlite',
     create: async () => sqliteStorage(join(sqliteDir, `http-${++sqliteFiles}.sqlite`)),
+    reopen: async (storage) => sqliteStorage((storage as SqliteStorage).database.name),
     async rawText(storage) {
       const { database } = storage as SqliteStorage;
       database.pragma('wal_checkpoint(TRUNCATE)');
@@ -51,6 +54,12 @@ export const storageFactories: StorageFactory[] = [
       const { schema } = await createTestSchema(url);
       return postgresStorage({ connectionString: url, schema, maxConnections: 4 });
     },
+    reopen: async (storage) =>
+      postgresStorage({
+        connectionString: inject('databaseUrl'),
+        schema: (storage as PostgresStorage).schema,
+        maxConnections: 4,
+      }),
     async rawText(storage) {
       const { pool, schema } = storage as PostgresStorage;
       const tables = [
