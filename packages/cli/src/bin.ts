@@ -15,6 +15,7 @@ Starts the Keyway broker. Environment:
                     (default: http://localhost:$PORT)
   KEYWAY_PROVIDER_MANAGEMENT  true/false: provider endpoints on or off (default true)
   KEYWAY_CLIENT_METADATA_URL  the client-ID metadata document URL when hosted elsewhere
+  KEYWAY_ALLOWED_REDIRECTS  comma-separated origins redirect_to may point to
   KEYWAY_ALLOWED_HOSTS  comma-separated hosts outbound requests may reach over plain
                     http and on loopback/private addresses (development only)`;
 

@@ -84,6 +84,8 @@ export interface ServeOptions {
   providerManagement?: boolean;
   /** Where the client-ID metadata document is hosted, when not at its default URL. */
   clientMetadataUrl?: string;
+  /** Origins `redirect_to` may point to. */
+  allowedRedirects?: string[];
   /** Where lines for the operator go; default `console.log`. */
   log?: (line: string) => void;
 }
@@ -149,6 +151,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       fetch: createNodeFetch({ allowedHosts }),
       baseUrl: options.baseUrl ?? `http://localhost:${listening}`,
       providerManagement: options.providerManagement ?? true,
+      allowedRedirects: options.allowedRedirects ?? [],
       ...(options.clientMetadataUrl === undefined
         ? {}
         : { clientMetadataUrl: options.clientMetadataUrl }),
@@ -202,6 +205,11 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
       .filter((host) => host !== '');
   }
   if (env.KEYWAY_BASE_URL) options.baseUrl = env.KEYWAY_BASE_URL;
+  if (env.KEYWAY_ALLOWED_REDIRECTS) {
+    options.allowedRedirects = env.KEYWAY_ALLOWED_REDIRECTS.split(',')
+      .map((origin) => origin.trim())
+      .filter((origin) => origin !== '');
+  }
   if (env.KEYWAY_CLIENT_METADATA_URL) options.clientMetadataUrl = env.KEYWAY_CLIENT_METADATA_URL;
   if (env.KEYWAY_PROVIDER_MANAGEMENT !== undefined && env.KEYWAY_PROVIDER_MANAGEMENT !== '') {
     const value = env.KEYWAY_PROVIDER_MANAGEMENT.toLowerCase();

@@ -38,6 +38,14 @@ export {
 } from './errors.js';
 export type { EmitEvent, KeywayEvent, KeywayEventType } from './events.js';
 export {
+  type ConnectionFetchOptions,
+  type CredentialSource,
+  connectionFetch,
+  createConnectionFetch,
+  InsufficientScopeError,
+  remoteConnectionFetch,
+} from './mcp-fetch.js';
+export {
   assertOutboundUrl,
   createOutboundFetch,
   normalizeHost,

@@ -80,6 +80,8 @@ export interface TestWorldOptions {
   clientSecretLifetime?: number;
   /** Endpoints that fail, and how. */
   failures?: Partial<Record<Endpoint, Failure>>;
+  /** A scope `tools/call` requires; without it the MCP server answers 403 insufficient_scope. */
+  toolScope?: string;
   /** The clock, epoch ms. Default `Date.now`. */
   now?: () => number;
 }
@@ -528,6 +530,21 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
       method?: string;
       params?: { arguments?: unknown };
     } | null;
+    // A notification (no id) gets 202 and no body (Streamable HTTP).
+    if (message !== null && message.id === undefined) return new Response(null, { status: 202 });
+    const required = options.toolScope;
+    if (message?.method === 'tools/call' && required !== undefined) {
+      const granted = (accessTokens.get(presented)?.scope ?? '').split(' ').filter(Boolean);
+      if (!granted.includes(required)) {
+        return json(
+          403,
+          { error: 'insufficient_scope' },
+          {
+            'www-authenticate': `Bearer error="insufficient_scope", scope="${[...granted, required].join(' ')}", resource_metadata="${prmUrl()}"`,
+          },
+        );
+      }
+    }
     const result =
       message?.method === 'initialize'
         ? {
@@ -571,6 +588,10 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
     };
     if (here === resourceUrl.href && request.method === 'POST') {
       return failing(request.headers.has('authorization') ? 'mcp' : 'probe', () => mcp(request));
+    }
+    if (here === resourceUrl.href) {
+      // No server-initiated stream and no sessions here.
+      return new Response(null, { status: 405, headers: { allow: 'POST' } });
     }
     if (request.method === 'GET' && here === prmUrl())
       return failing('resource_metadata', resourceMetadata);

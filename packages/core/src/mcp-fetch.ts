@@ -1,0 +1,161 @@
+import * as oauth from 'oauth4webapi';
+import type { Broker } from './broker.js';
+import { KeywayError, type KeywayErrorCode } from './errors.js';
+import type { Principal } from './principal.js';
+
+/** Where a connection's access token comes from. */
+export type CredentialSource = (options: {
+  forceRefresh: boolean;
+}) => Promise<{ access_token: string }>;
+
+/**
+ * The MCP server refused a call for lack of scope (`403`, `error="insufficient_scope"`):
+ * re-authorize the connection with `scopes` (the challenge's `scope`) and try again.
+ */
+export class InsufficientScopeError extends Error {
+  override readonly name = 'InsufficientScopeError';
+  readonly code = 'insufficient_scope';
+  constructor(
+    /** The scopes the server challenged with; pass them to the authorize call. */
+    readonly scopes: string[],
+    /** The server's answer (body unread). */
+    readonly response: Response,
+  ) {
+    super(`the MCP server needs more scope${scopes.length ? `: ${scopes.join(' ')}` : ''}`);
+  }
+}
+
+/** Options of {@link createConnectionFetch}. */
+export interface ConnectionFetchOptions {
+  /** The transport to the MCP server; default `globalThis.fetch`. */
+  fetch?: (url: string, init: RequestInit) => Promise<Response>;
+}
+
+type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+
+/**
+ * A `fetch` that calls an MCP server with a connection's access token, for the official
+ * SDK's `StreamableHTTPClientTransport` (`{ fetch }` option) or any HTTP client:
+ *
+ * - the token comes from `source` (the broker in process, or Keyway's HTTP API);
+ * - a `401` challenge is answered once more after a forced refresh;
+ * - a `403` with `error="insufficient_scope"` throws {@link InsufficientScopeError} with
+ *   the challenged scopes, so the app can re-authorize with them.
+ *
+ * Challenges are parsed by oauth4webapi (`protectedResourceRequest`).
+ *
+ * @example
+ * const transport = new StreamableHTTPClientTransport(new URL(resourceUrl), {
+ *   fetch: connectionFetch({ broker, principal, connectionId: 'acme/users/alice/linear' }),
+ * });
+ */
+export function createConnectionFetch(
+  source: CredentialSource,
+  options: ConnectionFetchOptions = {},
+): FetchLike {
+  const transport =
+    options.fetch ?? ((url: string, init: RequestInit) => globalThis.fetch(url, init));
+  return async (input, init = {}) => {
+    const request = input instanceof Request ? input : null;
+    const url = new URL(request?.url ?? String(input));
+    const method = init.method ?? request?.method ?? 'GET';
+    const headers = new Headers(init.headers ?? request?.headers);
+    const body = (init.body ?? (request?.body ? await request.text() : null)) as string | null;
+    const send = async (forceRefresh: boolean) => {
+      const { access_token } = await source({ forceRefresh });
+      return oauth.protectedResourceRequest(access_token, method, url, new Headers(headers), body, {
+        // The app chose this server; plain http is its call (local development).
+        [oauth.allowInsecureRequests]: true,
+        [oauth.customFetch]: ((target: string, options: RequestInit) =>
+          transport(target, {
+            ...options,
+            ...(init.signal ? { signal: init.signal } : {}),
+          })) as never,
+      });
+    };
+    for (const forceRefresh of [false, true]) {
+      try {
+        return await send(forceRefresh);
+      } catch (error) {
+        if (!(error instanceof oauth.WWWAuthenticateChallengeError)) throw error;
+        const bearer = error.cause.find((challenge) => challenge.scheme === 'bearer');
+        if (error.status === 403 && bearer?.parameters.error === 'insufficient_scope') {
+          const scopes = (bearer.parameters.scope ?? '').split(' ').filter(Boolean);
+          throw new InsufficientScopeError(scopes, error.response);
+        }
+        // A 401: the token was refused; refresh it once, then let the caller see the answer.
+        if (error.status !== 401 || forceRefresh) return error.response;
+      }
+    }
+    throw new Error('unreachable');
+  };
+}
+
+/**
+ * A connection `fetch` that takes tokens from a broker in this process.
+ *
+ * @example
+ * const fetch = connectionFetch({ broker, principal: rootPrincipal(), connectionId: 'acme/alice/linear' });
+ */
+export function connectionFetch(options: {
+  broker: Broker;
+  principal: Principal;
+  connectionId: string;
+  fetch?: ConnectionFetchOptions['fetch'];
+}): FetchLike {
+  return createConnectionFetch(
+    ({ forceRefresh }) =>
+      options.broker.connections.credentials(options.principal, options.connectionId, {
+        force_refresh: forceRefresh,
+      }),
+    options.fetch === undefined ? {} : { fetch: options.fetch },
+  );
+}
+
+/**
+ * A connection `fetch` that takes tokens from a Keyway deployment over HTTP, with a broker
+ * token scoped to the connection (`GET {keywayUrl}/api/oauth/credentials/<path>`). Errors
+ * of the API (`reauthorization_required`, `connection_not_active`, …) are thrown as
+ * {@link KeywayError}s with their code.
+ *
+ * @example
+ * const fetch = remoteConnectionFetch({
+ *   keywayUrl: 'https://keyway.internal', token: process.env.KEYWAY_TOKEN,
+ *   connectionId: 'acme/users/alice/linear',
+ * });
+ */
+export function remoteConnectionFetch(options: {
+  keywayUrl: string;
+  token: string;
+  connectionId: string;
+  /** Transport to Keyway. */
+  keywayFetch?: (url: string, init: RequestInit) => Promise<Response>;
+  /** Transport to the MCP server. */
+  fetch?: ConnectionFetchOptions['fetch'];
+}): FetchLike {
+  const base = options.keywayUrl.replace(/\/+$/, '');
+  const path = options.connectionId.split('/').map(encodeURIComponent).join('/');
+  const keyway =
+    options.keywayFetch ?? ((url: string, init: RequestInit) => globalThis.fetch(url, init));
+  return createConnectionFetch(
+    async ({ forceRefresh }) => {
+      const response = await keyway(
+        `${base}/api/oauth/credentials/${path}${forceRefresh ? '?force_refresh=true' : ''}`,
+        { headers: { authorization: `Bearer ${options.token}` } },
+      );
+      const body = (await response.json().catch(() => null)) as {
+        access_token?: string;
+        error?: KeywayErrorCode;
+        error_description?: string;
+      } | null;
+      if (response.status !== 200 || typeof body?.access_token !== 'string') {
+        throw new KeywayError(
+          body?.error ?? 'upstream_error',
+          body?.error_description ?? `Keyway answered HTTP ${response.status}`,
+        );
+      }
+      return { access_token: body.access_token };
+    },
+    options.fetch === undefined ? {} : { fetch: options.fetch },
+  );
+}
