@@ -1,8 +1,13 @@
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { toWebRequest, writeWebResponse } from '@keyway/http';
 import { createTestDatabase } from '@keyway/test-support/postgres';
 import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
+import { createTestWorld, type TestWorld } from '@keyway/testing';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 
 const ROOT_KEY = 'two-instances-root-key-0123456789abcdef';
@@ -94,5 +99,89 @@ describe.each([
     ).toBe(201);
     const read = await call(two, 'GET', '/api/vault/secrets/acme/k', ROOT_KEY);
     expect(read.body.value).toBe('shared secret');
+  });
+});
+
+/** The in-memory test world, served over loopback HTTP so other processes can reach it. */
+async function serveWorld(): Promise<{ world: TestWorld; close(): Promise<void> }> {
+  let world: TestWorld | null = null;
+  const server = createServer((req, res) => {
+    (world as TestWorld)
+      .fetch(toWebRequest(req))
+      .then((response) => writeWebResponse(res, response));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  world = createTestWorld({
+    resourceUrl: `${origin}/mcp`,
+    issuer: `${origin}/as`,
+    rotateRefreshTokens: true,
+    accessTokenLifetime: 30, // inside the 60 s refresh margin from the start
+  });
+  return {
+    world,
+    async close() {
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+}
+
+describe.each([
+  {
+    engine: 'SQLite',
+    database: async () => ({ url: join(dir, 'storm.sqlite'), drop: async () => {} }),
+  },
+  { engine: 'PostgreSQL', database: () => createTestDatabase(inject('databaseUrl')) },
+])('refresh storm: two broker processes over one $engine database', ({ database }) => {
+  it('refreshes exactly once at the authorization server for 50 concurrent callers, all getting the new token', async () => {
+    const served = await serveWorld();
+    const db = await database();
+    const env: Record<string, string> = {
+      KEYWAY_ROOT_KEY: ROOT_KEY,
+      KEYWAY_DATABASE: db.url,
+      KEYWAY_VAULT_KEYS: VAULT_KEY,
+      KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
+      // Behind a load balancer every instance has the same public base URL.
+      KEYWAY_BASE_URL: 'http://localhost:8787',
+    };
+    const brokers = await Promise.all([startBrokerProcess(env), startBrokerProcess(env)]);
+    try {
+      const [a, b] = brokers.map((broker) => broker.url) as [string, string];
+      const { world } = served;
+      const provider = await call(a, 'PUT', '/api/admin/providers/linear', ROOT_KEY, {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+      });
+      expect(provider.status).toBe(201);
+      const started = await call(a, 'POST', '/api/oauth/authorize/linear', ROOT_KEY, {
+        connection_id: 'acme/alice/linear',
+      });
+      expect(started.status).toBe(201);
+      // The browser comes back to the callback of whichever instance; here, the other one.
+      const back = new URL(world.consent(started.body.authorization_url));
+      const callback = await fetch(`${b}${back.pathname}${back.search}`);
+      expect(callback.status).toBe(200);
+      const page = await callback.text();
+      expect(page, page).toContain('Connected');
+      world.set({ accessTokenLifetime: 3600 }); // the refreshed token is outside the margin
+
+      const replies = await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          call(i % 2 ? a : b, 'GET', '/api/oauth/credentials/acme/alice/linear', ROOT_KEY),
+        ),
+      );
+      expect(replies.map((reply) => reply.status)).toEqual(Array(50).fill(200));
+      expect(world.stats.refreshes).toBe(1);
+      const tokens = new Set(replies.map((reply) => reply.body.access_token));
+      expect(tokens.size).toBe(1);
+      expect(world.isValidAccessToken([...tokens][0] as string)).toBe(true);
+    } finally {
+      for (const broker of brokers) await broker.stop();
+      await served.close();
+      await db.drop();
+    }
   });
 });

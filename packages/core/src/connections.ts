@@ -91,6 +91,8 @@ export interface ConnectionTokens {
 }
 
 interface PendingState {
+  /** The redirect_uri of the authorization request: the code exchange must repeat it. */
+  redirect_uri: string;
   redirect_to: string | null;
   scopes: string[];
   issuer: string;
@@ -531,6 +533,7 @@ export class ConnectionService {
       providerId: provider,
       state: {
         verifier: verifierEntry.ciphertext,
+        redirect_uri: redirectUri,
         redirect_to: redirectTo,
         scopes,
         issuer: server.issuer,
@@ -620,7 +623,8 @@ export class ConnectionService {
         client,
         auth,
         params,
-        this.#redirectUri(),
+        // RFC 6749 §4.1.3: the same redirect_uri as the authorization request.
+        saved.redirect_uri,
         verifier,
         { ...libraryOptions(this.o.outbound), additionalParameters: { resource: saved.resource } },
       );

@@ -184,6 +184,28 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
       });
     });
 
+    it('exchanges the code with the redirect_uri of the authorization request, whoever handles the callback', async () => {
+      await setup();
+      const url = new URL(world.consent((await authorize()).body.authorization_url));
+      // Regression: the exchange used the handling instance's own callback URL.
+      const other = createBroker({
+        rootKey: ROOT_KEY,
+        storage: h.storage,
+        vaultKeys: [VAULT_KEY],
+        fetch: world.fetch,
+        baseUrl: 'https://elsewhere.example.test',
+        now: () => h.now,
+        purgeIntervalMs: false,
+      });
+      const outcome = await other.connections.callback(url.searchParams);
+      expect(outcome).toEqual({
+        connection_id: CONNECTION,
+        status: 'active',
+        error: null,
+        redirect_to: null,
+      });
+    });
+
     it('redirects to an allowed redirect_to with the outcome', async () => {
       await setup();
       const reply = await connect({ redirect_to: `${APP}/connected?x=1` });
