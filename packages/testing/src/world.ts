@@ -134,6 +134,12 @@ export interface TestWorld {
   isValidAccessToken(token: string): boolean;
   /** Changes an option while the world runs (e.g. inject a failure mid-flow). */
   set(options: Partial<TestWorldOptions>): void;
+  /**
+   * Every secret the world issued or saw: access and refresh tokens, client secrets,
+   * registration access tokens, codes, PKCE verifiers and states. For asserting that none
+   * of them leaked into a response, a log line or an event.
+   */
+  secrets(): string[];
 }
 
 const ISSUED_CLIENT_PREFIX = 'client_';
@@ -242,6 +248,8 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
     string,
     { clientId: string; scope: string; resource: string | null; revoked: boolean }
   >();
+  /** Secrets seen in requests: PKCE verifiers and states. */
+  const seen = new Set<string>();
 
   const prmUrl = (): string | null => {
     const location = opt('metadataLocation', 'header');
@@ -478,6 +486,7 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
       if (form.get('redirect_uri') !== code.redirectUri)
         return oauthError(400, 'invalid_grant', 'redirect_uri mismatch');
       const verifier = form.get('code_verifier') ?? '';
+      seen.add(verifier);
       if (b64url(sha256(new TextEncoder().encode(verifier))) !== code.challenge) {
         return oauthError(400, 'invalid_grant', 'PKCE verification failed');
       }
@@ -654,7 +663,10 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
       }
       const back = new URL(redirectUri);
       const state = params.get('state');
-      if (state !== null) back.searchParams.set('state', state);
+      if (state !== null) {
+        seen.add(state);
+        back.searchParams.set('state', state);
+      }
       if (opt('issParameter', true)) back.searchParams.set('iss', issuerString);
       const fault = (error: string) => {
         back.searchParams.set('error', error);
@@ -681,6 +693,18 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
     isValidAccessToken,
     set(changes) {
       options = { ...options, ...changes };
+    },
+    secrets() {
+      return [
+        ...accessTokens.keys(),
+        ...refreshTokens.keys(),
+        ...codes.keys(),
+        ...seen,
+        ...[...clients.values()].flatMap((client) => [
+          client.client_secret,
+          client.registration_access_token,
+        ]),
+      ].filter((secret): secret is string => typeof secret === 'string' && secret.length >= 8);
     },
   };
 }

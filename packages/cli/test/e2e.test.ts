@@ -1,0 +1,315 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type ConnectionTokens, connectionFetch, rootPrincipal } from '@keyway/core';
+import { toWebRequest, writeWebResponse } from '@keyway/http';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { createRemoteJWKSet, jwtVerify } from 'jose';
+import Provider, { errors } from 'oidc-provider';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { type RunningServer, serve } from '../src/index.js';
+
+const ROOT_KEY = 'e2e-root-key-0123456789abcdefghijklmnopq';
+const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
+/** Access tokens live 2 seconds, so the test sees one expire. */
+const ACCESS_TOKEN_TTL = 2;
+
+async function listen(server: Server): Promise<string> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function close(server: Server): Promise<void> {
+  server.closeAllConnections();
+  server.close();
+  await once(server, 'close');
+}
+
+/** A cookie jar for driving the authorization server's pages with plain HTTP requests. */
+class Browser {
+  readonly cookies = new Map<string, string>();
+
+  async request(url: string, init: RequestInit = {}): Promise<Response> {
+    const headers = new Headers(init.headers);
+    if (this.cookies.size > 0) {
+      headers.set(
+        'cookie',
+        [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; '),
+      );
+    }
+    const response = await fetch(url, { ...init, headers, redirect: 'manual' });
+    for (const cookie of response.headers.getSetCookie()) {
+      const [pair] = cookie.split(';');
+      const index = (pair as string).indexOf('=');
+      this.cookies.set((pair as string).slice(0, index).trim(), (pair as string).slice(index + 1));
+    }
+    return response;
+  }
+
+  /**
+   * Walks the consent flow: follows redirects, signs in and consents on the dev pages of
+   * oidc-provider, and stops at the redirect back to `callbackPrefix`.
+   */
+  async consent(authorizationUrl: string, callbackPrefix: string): Promise<string> {
+    let url = authorizationUrl;
+    for (let step = 0; step < 20; step++) {
+      const response = await this.request(url);
+      const location = response.headers.get('location');
+      if (location !== null) {
+        const next = new URL(location, url).href;
+        if (next.startsWith(callbackPrefix)) return next;
+        url = next;
+        continue;
+      }
+      const html = await response.text();
+      const prompt = html.match(/name="prompt" value="(\w+)"/)?.[1];
+      const action = html.match(/<form[^>]*action="([^"]+)"/)?.[1];
+      if (prompt === undefined || action === undefined)
+        throw new Error(`unexpected page at ${url}: ${html.slice(0, 300)}`);
+      const form = new URLSearchParams(
+        prompt === 'login' ? { prompt, login: 'alice', password: 'any' } : { prompt },
+      );
+      const submitted = await this.request(new URL(action, url).href, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: form.toString(),
+      });
+      url = new URL(submitted.headers.get('location') as string, url).href;
+    }
+    throw new Error('the consent flow did not come back');
+  }
+}
+
+describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway serve', () => {
+  let asServer: Server;
+  let mcpServer: Server;
+  let issuer: string;
+  let resourceUrl: string;
+  let keyway: RunningServer;
+  let provider: Provider;
+  const grants = { refreshes: 0 };
+
+  beforeAll(async () => {
+    // ── the authorization server: oidc-provider ──
+    asServer = createServer();
+    issuer = await listen(asServer);
+    const mcpHttp = createServer();
+    const mcpOrigin = await listen(mcpHttp);
+    resourceUrl = `${mcpOrigin}/mcp`;
+    provider = new Provider(issuer, {
+      clients: [],
+      cookies: { keys: ['keyway-e2e-cookie-key'] },
+      scopes: ['openid', 'offline_access', 'mcp:tools'],
+      pkce: { required: () => true },
+      rotateRefreshToken: true,
+      issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+      findAccount: async (_ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
+      features: {
+        registration: { enabled: true },
+        revocation: { enabled: true },
+        introspection: { enabled: true },
+        devInteractions: { enabled: true },
+        resourceIndicators: {
+          enabled: true,
+          defaultResource: () => resourceUrl,
+          useGrantedResource: () => true,
+          getResourceServerInfo: (_ctx, indicator) => {
+            if (indicator !== resourceUrl) throw new errors.InvalidTarget();
+            return {
+              scope: 'mcp:tools',
+              audience: resourceUrl,
+              accessTokenTTL: ACCESS_TOKEN_TTL,
+              accessTokenFormat: 'jwt',
+            };
+          },
+        },
+      },
+    });
+    provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string } } }) => {
+      if (ctx.oidc.params?.grant_type === 'refresh_token') grants.refreshes++;
+    });
+    asServer.on('request', provider.callback());
+
+    // ── the resource server: an MCP server from the official SDK, checking JWTs ──
+    const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
+    const metadataUrl = `${mcpOrigin}/.well-known/oauth-protected-resource/mcp`;
+    mcpHttp.on('request', (req, res) => {
+      const request = toWebRequest(req);
+      const handle = async (): Promise<Response> => {
+        const url = new URL(request.url);
+        if (url.pathname === '/.well-known/oauth-protected-resource/mcp') {
+          return Response.json({
+            resource: resourceUrl,
+            authorization_servers: [issuer],
+            scopes_supported: ['mcp:tools'],
+          });
+        }
+        if (url.pathname !== '/mcp') return new Response('not found', { status: 404 });
+        const challenge = (extra = '') =>
+          new Response(JSON.stringify({ error: 'unauthorized' }), {
+            status: 401,
+            headers: {
+              'content-type': 'application/json',
+              'www-authenticate': `Bearer resource_metadata="${metadataUrl}"${extra}`,
+            },
+          });
+        const token = request.headers.get('authorization')?.replace(/^Bearer /i, '');
+        if (!token) return challenge();
+        try {
+          await jwtVerify(token, jwks, { issuer, audience: resourceUrl });
+        } catch {
+          return challenge(', error="invalid_token"');
+        }
+        const server = new McpServer({ name: 'e2e-mcp', version: '1.0.0' });
+        server.registerTool(
+          'echo',
+          { description: 'Echoes its text', inputSchema: { text: z.string() } },
+          async ({ text }) => ({ content: [{ type: 'text', text: `echo: ${text}` }] }),
+        );
+        const transport = new WebStandardStreamableHTTPServerTransport({
+          sessionIdGenerator: undefined,
+          enableJsonResponse: true,
+        });
+        await server.connect(transport);
+        return transport.handleRequest(request);
+      };
+      handle().then(
+        (response) => writeWebResponse(res, response),
+        () => res.writeHead(500).end(),
+      );
+    });
+    mcpServer = mcpHttp;
+
+    // ── Keyway ──
+    keyway = await serve({
+      port: 0,
+      rootKey: ROOT_KEY,
+      database: ':memory:',
+      vaultKeys: [VAULT_KEY],
+      allowedHosts: ['127.0.0.1'],
+      log: () => {},
+    });
+  });
+
+  afterAll(async () => {
+    await keyway?.close();
+    if (mcpServer) await close(mcpServer);
+    if (asServer) await close(asServer);
+  });
+
+  const api = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(`${keyway.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${ROOT_KEY}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    return { status: response.status, body: text ? JSON.parse(text) : null };
+  };
+
+  it('walks the whole product: provider, consent, callback, credentials, MCP calls, expiry, refresh, delete with revocation', async () => {
+    // PUT provider, mode register: discovery of the SDK server and oidc-provider, dynamic registration.
+    const created = await api('PUT', '/api/admin/providers/e2e', {
+      template: 'mcp',
+      label: 'E2E',
+      configuration: { resource_url: resourceUrl, scopes: [] },
+      credentials: { mode: 'register' },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.body.credentials).toMatchObject({
+      mode: 'register',
+      registration: 'dynamic',
+      client_secret_set: true,
+    });
+    expect(created.body.authorization_server.issuer).toBe(issuer);
+
+    // Authorize, and consent as the user on oidc-provider's pages.
+    const started = await api('POST', '/api/oauth/authorize/e2e', {
+      connection_id: 'acme/users/alice/e2e',
+    });
+    expect(started.status).toBe(201);
+    const scope = new URL(started.body.authorization_url).searchParams.get('scope');
+    expect(scope).toBe('mcp:tools offline_access');
+    const browser = new Browser();
+    const callbackUrl = await browser.consent(
+      started.body.authorization_url,
+      `${keyway.url}/api/oauth/callback`,
+    );
+    expect(new URL(callbackUrl).searchParams.get('iss')).toBe(issuer);
+    const landed = await fetch(callbackUrl);
+    expect(await landed.text()).toContain('Connected');
+
+    const connection = await api('GET', '/api/oauth/connections/acme/users/alice/e2e');
+    expect(connection.body).toMatchObject({ status: 'active', provider_id: 'e2e', error: null });
+
+    // Credentials, and MCP initialize + tools/list + a tool call with the token.
+    const first = await api('GET', '/api/oauth/credentials/acme/users/alice/e2e');
+    expect(first.status).toBe(200);
+    const client = new Client({ name: 'keyway-e2e', version: '1.0.0' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(resourceUrl), {
+        fetch: connectionFetch({
+          broker: keyway.broker,
+          principal: rootPrincipal(),
+          connectionId: 'acme/users/alice/e2e',
+        }),
+      }),
+    );
+    expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual(['echo']);
+    expect((await client.callTool({ name: 'echo', arguments: { text: 'one' } })).content).toEqual([
+      { type: 'text', text: 'echo: one' },
+    ]);
+
+    // The token expires; credentials come back refreshed, and the tool works again.
+    const before = grants.refreshes;
+    await new Promise((resolve) => setTimeout(resolve, (ACCESS_TOKEN_TTL + 1) * 1000));
+    const stale = await fetch(resourceUrl, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${first.body.access_token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list' }),
+    });
+    expect(stale.status).toBe(401);
+    const refreshed = await api('GET', '/api/oauth/credentials/acme/users/alice/e2e');
+    expect(refreshed.body.access_token).not.toBe(first.body.access_token);
+    expect(grants.refreshes).toBeGreaterThan(before);
+    expect((await client.callTool({ name: 'echo', arguments: { text: 'two' } })).content).toEqual([
+      { type: 'text', text: 'echo: two' },
+    ]);
+    await client.close();
+
+    // Delete: the grant is revoked at the authorization server.
+    const entry = await keyway.broker.storage.getVaultEntry(
+      'connection_tokens',
+      'acme/users/alice/e2e',
+    );
+    const tokens = JSON.parse(await keyway.broker.vault.open(entry as never)) as ConnectionTokens;
+    const secret = (await keyway.broker.providers.clientSecret('e2e', issuer)) as string;
+    const introspect = async (token: string) => {
+      const response = await fetch(`${issuer}/token/introspection`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          authorization: `Basic ${btoa(`${encodeURIComponent(tokens.client_id)}:${encodeURIComponent(secret)}`)}`,
+        },
+        body: new URLSearchParams({ token }).toString(),
+      });
+      return ((await response.json()) as { active: boolean }).active;
+    };
+    expect(await introspect(tokens.refresh_token as string)).toBe(true);
+    expect((await api('DELETE', '/api/oauth/connections/acme/users/alice/e2e')).status).toBe(204);
+    expect(await introspect(tokens.refresh_token as string)).toBe(false);
+    expect((await api('GET', '/api/oauth/connections/acme/users/alice/e2e')).status).toBe(404);
+  });
+});

@@ -1,0 +1,133 @@
+import type { KeywayEvent } from '@keyway/core';
+import { createTestWorld } from '@keyway/testing';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { Harness, type Reply, START, storageFactories } from './harness.js';
+
+const BASE = 'https://keyway.example.test';
+
+describe.each(storageFactories)('no secret leaks out of connections ($name storage)', (factory) => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it('keeps tokens, client secrets, verifiers and states out of every response, event, log line and error', async () => {
+    const logged: string[] = [];
+    for (const level of ['log', 'info', 'warn', 'error', 'debug'] as const) {
+      vi.spyOn(console, level).mockImplementation((...args: unknown[]) => {
+        logged.push(
+          args
+            .map((arg) => (arg instanceof Error ? `${arg.message} ${arg.stack}` : String(arg)))
+            .join(' '),
+        );
+      });
+    }
+    const events: KeywayEvent[] = [];
+    let h!: Harness;
+    const world = createTestWorld({
+      now: () => h?.now ?? START,
+      rotateRefreshTokens: true,
+      challengeScope: 'read',
+    });
+    h = new Harness(await factory.create(), {
+      fetch: world.fetch,
+      baseUrl: BASE,
+      providerManagement: true,
+      allowedRedirects: ['https://app.example.test'],
+      onEvent: (event) => {
+        events.push(event);
+      },
+    });
+    /** Answers that may carry a secret by design: the consent URL (state) and credentials. */
+    const byDesign: Reply[] = [];
+    const checked: Reply[] = [];
+    const call = async (
+      method: string,
+      path: string,
+      options: Parameters<Harness['call']>[2] = {},
+      designed = false,
+    ) => {
+      const reply = await h.call(method, path, options);
+      (designed ? byDesign : checked).push(reply);
+      return reply;
+    };
+    const back = async (url: string) => {
+      const { pathname, search } = new URL(url);
+      return call('GET', `${pathname}${search}`, { token: null });
+    };
+
+    await call('PUT', '/api/admin/providers/linear', {
+      body: { template: 'mcp', configuration: { resource_url: world.resourceUrl } },
+    });
+    const connect = async (
+      id: string,
+      decision: 'approve' | 'deny' = 'approve',
+      redirect = false,
+    ) => {
+      const started = await call(
+        'POST',
+        '/api/oauth/authorize/linear',
+        {
+          body: {
+            connection_id: id,
+            ...(redirect ? { redirect_to: 'https://app.example.test/' } : {}),
+          },
+        },
+        true,
+      );
+      return back(world.consent(started.body.authorization_url, decision));
+    };
+    // Success, denial, a redirect, a token endpoint failure, a replay.
+    const url = world.consent(
+      (
+        await call(
+          'POST',
+          '/api/oauth/authorize/linear',
+          { body: { connection_id: 'acme/a' } },
+          true,
+        )
+      ).body.authorization_url,
+    );
+    await back(url);
+    await back(url); // replay
+    await connect('acme/b', 'deny');
+    await connect('acme/c', 'approve', true);
+    world.set({ failures: { token: 'server_error' } });
+    await connect('acme/d');
+    world.set({ failures: {} });
+    // Credentials, refresh, a failed refresh, invalid_grant.
+    await call('GET', '/api/oauth/credentials/acme/a', {}, true);
+    await call('GET', '/api/oauth/credentials/acme/a?force_refresh=true', {}, true);
+    world.set({ failures: { token: 'server_error' } });
+    h.now = START + 4 * 3_600_000;
+    await call('GET', '/api/oauth/credentials/acme/a');
+    world.set({ failures: {} });
+    await call('GET', '/api/oauth/connections');
+    await call('GET', '/api/oauth/connections/acme/a');
+    await call('DELETE', '/api/oauth/connections/acme/c');
+    await call('GET', '/api/oauth/credentials/acme/b');
+
+    const secrets = world.secrets();
+    expect(secrets.length).toBeGreaterThan(10);
+    const texts = [
+      ...checked.map((reply) => `${[...reply.headers].join('\n')}\n${reply.text}`),
+      JSON.stringify(events),
+      ...logged,
+      ...h.errors.map((error) => `${(error as Error).message} ${(error as Error).stack}`),
+    ];
+    for (const text of texts) {
+      for (const secret of secrets) expect(text).not.toContain(secret);
+    }
+    // The answers that carry one by design carry only what they must.
+    for (const reply of byDesign) {
+      const allowed = reply.body.authorization_url
+        ? [new URL(reply.body.authorization_url).searchParams.get('state')]
+        : [reply.body.access_token];
+      for (const secret of secrets) {
+        if (!allowed.includes(secret)) expect(reply.text).not.toContain(secret);
+      }
+    }
+    const raw = await factory.rawText(h.storage);
+    if (raw !== null) for (const secret of secrets) expect(raw).not.toContain(secret);
+    await h.broker.close();
+  });
+});
