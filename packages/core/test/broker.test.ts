@@ -194,3 +194,41 @@ describe('broker.outbound', () => {
     expect(sent).toEqual(['http://localhost:9999/x']);
   });
 });
+
+describe('onEvent', () => {
+  it('receives events without secrets, and a throwing or rejecting hook never breaks the request', async () => {
+    const events: unknown[] = [];
+    const background: unknown[] = [];
+    let mode: 'record' | 'throw' | 'reject' = 'record';
+    const broker = createBroker({
+      rootKey: ROOT_KEY,
+      storage: memoryStorage(),
+      purgeIntervalMs: false,
+      now: () => Date.UTC(2026, 10, 21),
+      onBackgroundError: (error) => background.push(error),
+      onEvent: (event) => {
+        if (mode === 'throw') throw new Error('hook exploded');
+        if (mode === 'reject') return Promise.reject(new Error('hook rejected'));
+        events.push(event);
+        return undefined;
+      },
+    });
+    const issued = await broker.tokens.mint(rootPrincipal(), { name: 'a', scopes: ['x'] });
+    expect(events).toEqual([
+      { type: 'token.created', at: '2026-11-21T00:00:00.000Z', actor: 'root', resource: 'a' },
+    ]);
+    expect(JSON.stringify(events)).not.toContain(issued.access_token);
+    mode = 'throw';
+    await expect(
+      broker.tokens.mint(rootPrincipal(), { name: 'b', scopes: ['x'] }),
+    ).resolves.toMatchObject({ name: 'b' });
+    mode = 'reject';
+    await expect(broker.tokens.delete(rootPrincipal(), 'b')).resolves.toBeUndefined();
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(background.map((error) => (error as Error).message)).toEqual([
+      'hook exploded',
+      'hook rejected',
+    ]);
+    await broker.close();
+  });
+});
