@@ -214,6 +214,18 @@ export class ConnectionService {
   }
 
   /**
+   * The provider of a connection as oauth4webapi sees it: its server, the client Keyway
+   * holds at `issuer`, and that client's authentication (secret from the vault).
+   */
+  async #party(providerId: string, issuer: string, clientId: string) {
+    const resolved = await this.o.providers.resolve(providerId);
+    const { as, client } = oauthParties(resolved.state, clientId);
+    const secret = await this.o.providers.clientSecret(providerId, issuer);
+    const method = resolved.state.registrations[issuer]?.token_endpoint_auth_method ?? 'none';
+    return { resolved, as, client, auth: clientAuthentication(method, secret) };
+  }
+
+  /**
    * A connection's access token, for trusted server code or an MCP client (API.md §5):
    * refreshed first when it expires within the refresh margin or when `force_refresh` is
    * set. Refresh is single-flight per connection, in this process and across every
@@ -342,15 +354,15 @@ export class ConnectionService {
     }
     let next: ConnectionTokens;
     try {
-      const resolved = await this.o.providers.resolve(record.providerId);
-      const { as, client } = oauthParties(resolved.state, tokens.client_id);
-      const secret = await this.o.providers.clientSecret(record.providerId, tokens.issuer);
-      const method =
-        resolved.state.registrations[tokens.issuer]?.token_endpoint_auth_method ?? 'none';
+      const { resolved, as, client, auth } = await this.#party(
+        record.providerId,
+        tokens.issuer,
+        tokens.client_id,
+      );
       const response = await oauth.refreshTokenGrantRequest(
         as,
         client,
-        clientAuthentication(method, secret),
+        auth,
         tokens.refresh_token,
         {
           ...libraryOptions(this.o.outbound),
@@ -606,8 +618,11 @@ export class ConnectionService {
 
     let tokens: ConnectionTokens;
     try {
-      const resolved = await this.o.providers.resolve(pending.providerId);
-      const { as, client } = oauthParties(resolved.state, saved.client_id);
+      const { resolved, as, client, auth } = await this.#party(
+        pending.providerId,
+        saved.issuer,
+        saved.client_id,
+      );
       if (resolved.state.authorization_server.issuer !== saved.issuer) {
         throw new KeywayError(
           'invalid_request',
@@ -615,9 +630,6 @@ export class ConnectionService {
         );
       }
       const params = oauth.validateAuthResponse(as, client, query, state);
-      const secret = await this.o.providers.clientSecret(pending.providerId, saved.issuer);
-      const registration = resolved.state.registrations[saved.issuer];
-      const auth = clientAuthentication(registration?.token_endpoint_auth_method ?? 'none', secret);
       const response = await oauth.authorizationCodeGrantRequest(
         as,
         client,
@@ -787,28 +799,22 @@ export class ConnectionService {
 
   async #revoke(providerId: string, tokens: ConnectionTokens): Promise<void> {
     try {
-      const resolved = await this.o.providers.resolve(providerId);
+      const { resolved, as, client, auth } = await this.#party(
+        providerId,
+        tokens.issuer,
+        tokens.client_id,
+      );
       if (resolved.state.authorization_server.revocation_endpoint === null) return;
-      const { as, client } = oauthParties(resolved.state, tokens.client_id);
-      const secret = await this.o.providers.clientSecret(providerId, tokens.issuer);
-      const method =
-        resolved.state.registrations[tokens.issuer]?.token_endpoint_auth_method ?? 'none';
       // The refresh token first: revoking it ends the grant (RFC 7009 §2.1).
       for (const [token, hint] of [
         [tokens.refresh_token, 'refresh_token'],
         [tokens.access_token, 'access_token'],
       ] as const) {
         if (token === null) continue;
-        const response = await oauth.revocationRequest(
-          as,
-          client,
-          clientAuthentication(method, secret),
-          token,
-          {
-            ...libraryOptions(this.o.outbound),
-            additionalParameters: { token_type_hint: hint },
-          },
-        );
+        const response = await oauth.revocationRequest(as, client, auth, token, {
+          ...libraryOptions(this.o.outbound),
+          additionalParameters: { token_type_hint: hint },
+        });
         await oauth.processRevocationResponse(response);
       }
     } catch {

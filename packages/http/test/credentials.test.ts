@@ -1,7 +1,15 @@
 import { type Broker, type ConnectionTokens, createBroker, type Storage } from '@keyway/core';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Harness, ROOT_KEY, START, storageFactories, VAULT_KEY } from './harness.js';
+import {
+  connectThroughConsent,
+  Harness,
+  putProvider,
+  ROOT_KEY,
+  START,
+  storageFactories,
+  VAULT_KEY,
+} from './harness.js';
 
 const BASE = 'https://keyway.example.test';
 const CONNECTION = 'acme/users/alice/linear';
@@ -20,15 +28,8 @@ describe.each(storageFactories)('credentials and refresh ($name storage)', (fact
       baseUrl: BASE,
       providerManagement: true,
     });
-    await h.call('PUT', '/api/admin/providers/linear', {
-      body: { template: 'mcp', configuration: { resource_url: world.resourceUrl } },
-    });
-    const started = await h.call('POST', '/api/oauth/authorize/linear', {
-      body: { connection_id: CONNECTION },
-    });
-    const back = new URL(world.consent(started.body.authorization_url));
-    const done = await h.call('GET', `${back.pathname}${back.search}`, { token: null });
-    expect(done.status).toBe(200);
+    expect((await putProvider(h, world)).status).toBe(201);
+    expect((await connectThroughConsent(h, world, CONNECTION)).status).toBe(200);
   }
 
   const credentials = (query = '', token?: string) =>

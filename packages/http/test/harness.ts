@@ -184,3 +184,30 @@ export async function listenOnLoopback(
     },
   };
 }
+
+/** The parts of a test world the helpers below use. */
+interface WorldLike {
+  resourceUrl: string;
+  consent(authorizationUrl: string, decision?: 'approve' | 'deny'): string;
+}
+
+/** Creates provider `linear` for the world's MCP server (mode register). */
+export async function putProvider(h: Harness, world: WorldLike, id = 'linear'): Promise<Reply> {
+  return h.call('PUT', `/api/admin/providers/${id}`, {
+    body: { template: 'mcp', configuration: { resource_url: world.resourceUrl } },
+  });
+}
+
+/** Authorizes a connection, plays the user at the consent page, and follows the callback. */
+export async function connectThroughConsent(
+  h: Harness,
+  world: WorldLike,
+  connectionId: string,
+  providerId = 'linear',
+): Promise<Reply> {
+  const started = await h.call('POST', `/api/oauth/authorize/${providerId}`, {
+    body: { connection_id: connectionId },
+  });
+  const back = new URL(world.consent(started.body.authorization_url));
+  return h.call('GET', `${back.pathname}${back.search}`, { token: null });
+}

@@ -11,7 +11,7 @@ import { createTestWorld, type TestWorld } from '@keyway/testing';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Harness, START } from './harness.js';
+import { connectThroughConsent, Harness, putProvider, START } from './harness.js';
 
 const BASE = 'https://keyway.example.test';
 const CONNECTION = 'acme/users/alice/linear';
@@ -40,14 +40,8 @@ describe('giving a connection to the official MCP SDK client', () => {
       baseUrl: BASE,
       providerManagement: true,
     });
-    await h.call('PUT', '/api/admin/providers/linear', {
-      body: { template: 'mcp', configuration: { resource_url: world.resourceUrl } },
-    });
-    const started = await h.call('POST', '/api/oauth/authorize/linear', {
-      body: { connection_id: CONNECTION },
-    });
-    const back = new URL(world.consent(started.body.authorization_url));
-    await h.call('GET', `${back.pathname}${back.search}`, { token: null });
+    await putProvider(h, world);
+    await connectThroughConsent(h, world, CONNECTION);
   });
 
   afterEach(async () => {
