@@ -335,17 +335,14 @@ export class ConnectionService {
     if (tokens.refresh_token === null) {
       // Nothing to refresh with: a valid token is still the best answer, even when forced.
       if (stillValid) return tokens;
-      await this.update(id, (r) => ({
-        ...r,
-        status: 'error',
-        state: {
-          ...r.state,
-          error: {
-            code: 'token_expired',
-            description: 'the access token expired and there is no refresh token',
-          },
+      await this.#recordFailure(
+        id,
+        {
+          code: 'token_expired',
+          description: 'the access token expired and there is no refresh token',
         },
-      }));
+        'error',
+      );
       this.o.emit({ type: 'connection.refresh_failed', actor: 'system', resource: id });
       throw new KeywayError(
         'reauthorization_required',
@@ -374,17 +371,14 @@ export class ConnectionService {
     } catch (error) {
       this.o.emit({ type: 'connection.refresh_failed', actor: 'system', resource: id });
       if (error instanceof oauth.ResponseBodyError && error.error === 'invalid_grant') {
-        await this.update(id, (r) => ({
-          ...r,
-          status: 'error',
-          state: {
-            ...r.state,
-            error: {
-              code: 'invalid_grant',
-              description: error.error_description ?? 'the refresh token was rejected',
-            },
+        await this.#recordFailure(
+          id,
+          {
+            code: 'invalid_grant',
+            description: error.error_description ?? 'the refresh token was rejected',
           },
-        }));
+          'error',
+        );
         throw new KeywayError(
           'reauthorization_required',
           'the authorization server rejected the refresh token: authorize again',
@@ -679,14 +673,19 @@ export class ConnectionService {
     return outcome('active', null);
   }
 
-  /** Records a failed authorization: a pending connection goes to `error`, an active one stays active. */
+  /**
+   * Records a failure on a connection. `keep-active`: a failed authorization leaves an
+   * active connection active (a pending one goes to `error`); `error`: the connection can
+   * no longer be used (its refresh failed for good).
+   */
   async #recordFailure(
     id: string,
     failure: { code: string; description: string },
+    mode: 'keep-active' | 'error' = 'keep-active',
   ): Promise<'active' | 'error'> {
     const written = await this.update(id, (record) => ({
       ...record,
-      status: record.status === 'active' ? 'active' : 'error',
+      status: mode === 'keep-active' && record.status === 'active' ? 'active' : 'error',
       state: { ...record.state, error: failure },
     }));
     return written?.status === 'active' ? 'active' : 'error';

@@ -117,11 +117,19 @@ export {
   type SecretWithValue,
 } from './secrets.js';
 export {
+  CONNECTION_COLUMNS,
   connectionFromRow,
+  connectionRowValues,
+  PENDING_AUTHORIZATION_COLUMNS,
+  PROVIDER_COLUMNS,
   pendingAuthorizationFromRow,
+  pendingAuthorizationRowValues,
   providerFromRow,
+  providerRowValues,
   type SqlRow,
+  TOKEN_COLUMNS,
   tokenFromRow,
+  tokenRowValues,
   vaultEntryFromRow,
 } from './sql-rows.js';
 export {

@@ -78,3 +78,62 @@ export function vaultEntryFromRow(row: SqlRow): VaultEntryRecord {
     updatedAt: Number(row.updated_at),
   };
 }
+
+/*
+ * Row writers: the column values of each record in the reference schema's column order,
+ * so an adapter's INSERT and its row-value UPDATE (`SET (cols…) = (…)`) take one list.
+ */
+
+/** `keyway_tokens` columns: id_hash, name, scopes, expires_at, created_at, created_by. */
+export const TOKEN_COLUMNS = 'id_hash, name, scopes, expires_at, created_at, created_by';
+export function tokenRowValues(record: TokenRecord): unknown[] {
+  return [
+    record.idHash,
+    record.name,
+    JSON.stringify(record.scopes),
+    record.expiresAt,
+    record.createdAt,
+    record.createdBy,
+  ];
+}
+
+/** `keyway_providers` columns: id, template, state, version, created_at, updated_at. */
+export const PROVIDER_COLUMNS = 'id, template, state, version, created_at, updated_at';
+export function providerRowValues(record: ProviderRecord): unknown[] {
+  return [
+    record.id,
+    record.template,
+    JSON.stringify(record.state),
+    record.version,
+    record.createdAt,
+    record.updatedAt,
+  ];
+}
+
+/** `keyway_connections` columns: id, provider_id, status, state, version, created_at, updated_at. */
+export const CONNECTION_COLUMNS = 'id, provider_id, status, state, version, created_at, updated_at';
+export function connectionRowValues(record: ConnectionRecord): unknown[] {
+  return [
+    record.id,
+    record.providerId,
+    record.status,
+    JSON.stringify(record.state),
+    record.version,
+    record.createdAt,
+    record.updatedAt,
+  ];
+}
+
+/** `keyway_pending_authorizations` columns. */
+export const PENDING_AUTHORIZATION_COLUMNS =
+  'state_hash, connection_id, provider_id, state, expires_at, created_at';
+export function pendingAuthorizationRowValues(record: PendingAuthorizationRecord): unknown[] {
+  return [
+    record.stateHash,
+    record.connectionId,
+    record.providerId,
+    JSON.stringify(record.state),
+    record.expiresAt,
+    record.createdAt,
+  ];
+}

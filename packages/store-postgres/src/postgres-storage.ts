@@ -1,11 +1,19 @@
 import {
+  CONNECTION_COLUMNS,
   connectionFromRow,
+  connectionRowValues,
   type ListConnectionsQuery,
   type ListPathsQuery,
+  PENDING_AUTHORIZATION_COLUMNS,
+  PROVIDER_COLUMNS,
   pendingAuthorizationFromRow,
+  pendingAuthorizationRowValues,
   providerFromRow,
+  providerRowValues,
   type Storage,
+  TOKEN_COLUMNS,
   tokenFromRow,
+  tokenRowValues,
   type VaultChanges,
   type VaultKey,
   type VaultWrite,
@@ -15,6 +23,13 @@ import pg from 'pg';
 import { MIGRATIONS } from './schema.js';
 
 type Row = Record<string, unknown>;
+
+/** `$1, $2, …` for a column list. */
+const marks = (columns: string) =>
+  columns
+    .split(',')
+    .map((_, i) => `$${i + 1}`)
+    .join(', ');
 type Queryable = pg.Pool | pg.PoolClient;
 
 /** Options of {@link postgresStorage}: a pool you own, or a connection string. */
@@ -209,6 +224,24 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
     await deleteVault(db, changes?.delete);
   };
 
+  /**
+   * Writes one row (insert or compare-and-set) and its vault changes in a transaction, or
+   * nothing; `before` runs first in the same transaction (a lock).
+   */
+  const writeWithVault = (
+    sql: string,
+    values: unknown[],
+    changes: VaultChanges | undefined,
+    now: number,
+    before?: [string, unknown[]],
+  ) =>
+    transaction(async (client) => {
+      if (before !== undefined) await query(client, before[0], before[1]);
+      if ((await query(client, sql, values)).rowCount !== 1) return false;
+      await applyVault(client, changes, now);
+      return true;
+    });
+
   const TREE = '(name = $1 OR (name >= $2 AND name < $3))';
   const treeParams = (name: string) => [name, `${name}.`, `${name}/`];
 
@@ -231,20 +264,8 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
           now,
         ]);
         // A concurrent insert of the name waits on the unique index, then does nothing.
-        const result = await query(
-          client,
-          `INSERT INTO ${TOKENS} (id_hash, name, scopes, expires_at, created_at, created_by)
-           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING`,
-          [
-            record.idHash,
-            record.name,
-            JSON.stringify(record.scopes),
-            record.expiresAt,
-            record.createdAt,
-            record.createdBy,
-          ],
-        );
-        return result.rowCount === 1;
+        const sql = `INSERT INTO ${TOKENS} (${TOKEN_COLUMNS}) VALUES (${marks(TOKEN_COLUMNS)}) ON CONFLICT (name) DO NOTHING`;
+        return (await query(client, sql, tokenRowValues(record))).rowCount === 1;
       });
     },
 
@@ -293,16 +314,8 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
         for (const record of changes.update) {
           await query(
             client,
-            `UPDATE ${TOKENS} SET name = $1, scopes = $2, expires_at = $3, created_at = $4, created_by = $5
-             WHERE id_hash = $6`,
-            [
-              record.name,
-              JSON.stringify(record.scopes),
-              record.expiresAt,
-              record.createdAt,
-              record.createdBy,
-              record.idHash,
-            ],
+            `UPDATE ${TOKENS} SET (${TOKEN_COLUMNS}) = (${marks(TOKEN_COLUMNS)}) WHERE id_hash = $7`,
+            [...tokenRowValues(record), record.idHash],
           );
         }
         for (const idHash of changes.delete) {
@@ -337,46 +350,14 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
     },
 
     async insertProvider(record, changes) {
-      return transaction(async (client) => {
-        const result = await query(
-          client,
-          `INSERT INTO ${PROVIDERS} (id, template, state, version, created_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
-          [
-            record.id,
-            record.template,
-            JSON.stringify(record.state),
-            record.version,
-            record.createdAt,
-            record.updatedAt,
-          ],
-        );
-        if (result.rowCount !== 1) return false;
-        await applyVault(client, changes, record.updatedAt);
-        return true;
-      });
+      const sql = `INSERT INTO ${PROVIDERS} (${PROVIDER_COLUMNS}) VALUES (${marks(PROVIDER_COLUMNS)}) ON CONFLICT (id) DO NOTHING`;
+      return writeWithVault(sql, providerRowValues(record), changes, record.updatedAt);
     },
 
     async compareAndSetProvider(record, expectedVersion, changes) {
-      return transaction(async (client) => {
-        const result = await query(
-          client,
-          `UPDATE ${PROVIDERS} SET template = $1, state = $2, version = $3, created_at = $4, updated_at = $5
-           WHERE id = $6 AND version = $7`,
-          [
-            record.template,
-            JSON.stringify(record.state),
-            record.version,
-            record.createdAt,
-            record.updatedAt,
-            record.id,
-            expectedVersion,
-          ],
-        );
-        if (result.rowCount !== 1) return false;
-        await applyVault(client, changes, record.updatedAt);
-        return true;
-      });
+      const sql = `UPDATE ${PROVIDERS} SET (${PROVIDER_COLUMNS}) = (${marks(PROVIDER_COLUMNS)}) WHERE id = $7 AND version = $8`;
+      const values = [...providerRowValues(record), record.id, expectedVersion];
+      return writeWithVault(sql, values, changes, record.updatedAt);
     },
 
     async deleteProvider(id, vaultDeletes) {
@@ -411,54 +392,21 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
     },
 
     async insertConnection(record, changes) {
-      return transaction(async (client) => {
-        await query(client, `SELECT 1 FROM ${PROVIDERS} WHERE id = $1 FOR KEY SHARE`, [
-          record.providerId,
-        ]);
-        const result = await query(
-          client,
-          `INSERT INTO ${CONNECTIONS} (id, provider_id, status, state, version, created_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
-          [
-            record.id,
-            record.providerId,
-            record.status,
-            JSON.stringify(record.state),
-            record.version,
-            record.createdAt,
-            record.updatedAt,
-          ],
-        );
-        if (result.rowCount !== 1) return false;
-        await applyVault(client, changes, record.updatedAt);
-        return true;
-      });
+      const sql = `INSERT INTO ${CONNECTIONS} (${CONNECTION_COLUMNS}) VALUES (${marks(CONNECTION_COLUMNS)}) ON CONFLICT (id) DO NOTHING`;
+      // Key-share lock on the provider: a concurrent deleteProvider either sees this
+      // connection or waits for it.
+      return writeWithVault(sql, connectionRowValues(record), changes, record.updatedAt, [
+        `SELECT 1 FROM ${PROVIDERS} WHERE id = $1 FOR KEY SHARE`,
+        [record.providerId],
+      ]);
     },
 
     async compareAndSetConnection(record, expectedVersion, changes) {
-      return transaction(async (client) => {
-        // Concurrent writers from one version queue on the row lock; when the first
-        // commits, the others re-check the version and update nothing.
-        const result = await query(
-          client,
-          `UPDATE ${CONNECTIONS}
-           SET provider_id = $1, status = $2, state = $3, version = $4, created_at = $5, updated_at = $6
-           WHERE id = $7 AND version = $8`,
-          [
-            record.providerId,
-            record.status,
-            JSON.stringify(record.state),
-            record.version,
-            record.createdAt,
-            record.updatedAt,
-            record.id,
-            expectedVersion,
-          ],
-        );
-        if (result.rowCount !== 1) return false;
-        await applyVault(client, changes, record.updatedAt);
-        return true;
-      });
+      // Concurrent writers from one version queue on the row lock; when the first commits,
+      // the others re-check the version and update nothing.
+      const sql = `UPDATE ${CONNECTIONS} SET (${CONNECTION_COLUMNS}) = (${marks(CONNECTION_COLUMNS)}) WHERE id = $8 AND version = $9`;
+      const values = [...connectionRowValues(record), record.id, expectedVersion];
+      return writeWithVault(sql, values, changes, record.updatedAt);
     },
 
     async deleteConnection(id, vaultDeletes) {
@@ -472,19 +420,8 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
 
     // ─── pending authorizations ───
     async insertPendingAuthorization(record) {
-      await query(
-        pool,
-        `INSERT INTO ${PENDING} (state_hash, connection_id, provider_id, state, expires_at, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6)`,
-        [
-          record.stateHash,
-          record.connectionId,
-          record.providerId,
-          JSON.stringify(record.state),
-          record.expiresAt,
-          record.createdAt,
-        ],
-      );
+      const sql = `INSERT INTO ${PENDING} (${PENDING_AUTHORIZATION_COLUMNS}) VALUES (${marks(PENDING_AUTHORIZATION_COLUMNS)})`;
+      await query(pool, sql, pendingAuthorizationRowValues(record));
     },
 
     async takePendingAuthorization(stateHash, now) {

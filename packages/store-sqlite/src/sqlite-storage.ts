@@ -1,11 +1,19 @@
 import {
+  CONNECTION_COLUMNS,
   connectionFromRow,
+  connectionRowValues,
   type ListConnectionsQuery,
   type ListPathsQuery,
+  PENDING_AUTHORIZATION_COLUMNS,
+  PROVIDER_COLUMNS,
   pendingAuthorizationFromRow,
+  pendingAuthorizationRowValues,
   providerFromRow,
+  providerRowValues,
   type Storage,
+  TOKEN_COLUMNS,
   tokenFromRow,
+  tokenRowValues,
   type VaultChanges,
   type VaultKey,
   type VaultWrite,
@@ -15,6 +23,19 @@ import Database from 'better-sqlite3';
 import { MIGRATIONS } from './schema.js';
 
 type DB = Database.Database;
+
+const marks = (columns: string) =>
+  columns
+    .split(',')
+    .map(() => '?')
+    .join(', ');
+const INSERT_TOKEN = `INSERT INTO keyway_tokens (${TOKEN_COLUMNS}) VALUES (${marks(TOKEN_COLUMNS)}) ON CONFLICT (name) DO NOTHING`;
+const UPDATE_TOKEN = `UPDATE keyway_tokens SET (${TOKEN_COLUMNS}) = (${marks(TOKEN_COLUMNS)}) WHERE id_hash = ?`;
+const INSERT_PROVIDER = `INSERT INTO keyway_providers (${PROVIDER_COLUMNS}) VALUES (${marks(PROVIDER_COLUMNS)}) ON CONFLICT (id) DO NOTHING`;
+const UPDATE_PROVIDER = `UPDATE keyway_providers SET (${PROVIDER_COLUMNS}) = (${marks(PROVIDER_COLUMNS)}) WHERE id = ? AND version = ?`;
+const INSERT_CONNECTION = `INSERT INTO keyway_connections (${CONNECTION_COLUMNS}) VALUES (${marks(CONNECTION_COLUMNS)}) ON CONFLICT (id) DO NOTHING`;
+const UPDATE_CONNECTION = `UPDATE keyway_connections SET (${CONNECTION_COLUMNS}) = (${marks(CONNECTION_COLUMNS)}) WHERE id = ? AND version = ?`;
+const INSERT_PENDING = `INSERT INTO keyway_pending_authorizations (${PENDING_AUTHORIZATION_COLUMNS}) VALUES (${marks(PENDING_AUTHORIZATION_COLUMNS)})`;
 type Row = Record<string, unknown>;
 
 /** Options of {@link sqliteStorage}. */
@@ -171,6 +192,19 @@ export function sqliteStorage(
     deleteVault(changes?.delete);
   };
 
+  /** Writes one row (insert or compare-and-set) and its vault changes, or nothing. */
+  const writeWithVault = (
+    sql: string,
+    values: unknown[],
+    changes: VaultChanges | undefined,
+    now: number,
+  ) =>
+    immediate(() => {
+      if (stmt(sql).run(...values).changes !== 1) return false;
+      applyVault(changes, now);
+      return true;
+    });
+
   const treeParams = (name: string) => [name, `${name}.`, `${name}/`];
   const TREE = '(name = ? OR (name >= ? AND name < ?))';
 
@@ -190,18 +224,7 @@ export function sqliteStorage(
     async insertToken(record, now) {
       return immediate(() => {
         stmt('DELETE FROM keyway_tokens WHERE name = ? AND expires_at <= ?').run(record.name, now);
-        const result = stmt(
-          `INSERT INTO keyway_tokens (id_hash, name, scopes, expires_at, created_at, created_by)
-           VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
-        ).run(
-          record.idHash,
-          record.name,
-          JSON.stringify(record.scopes),
-          record.expiresAt,
-          record.createdAt,
-          record.createdBy,
-        );
-        return result.changes === 1;
+        return stmt(INSERT_TOKEN).run(...tokenRowValues(record)).changes === 1;
       });
     },
 
@@ -246,16 +269,7 @@ export function sqliteStorage(
         if (tree[0]?.name !== name) return false;
         const changes = plan(tree);
         for (const record of changes.update) {
-          stmt(
-            'UPDATE keyway_tokens SET name = ?, scopes = ?, expires_at = ?, created_at = ?, created_by = ? WHERE id_hash = ?',
-          ).run(
-            record.name,
-            JSON.stringify(record.scopes),
-            record.expiresAt,
-            record.createdAt,
-            record.createdBy,
-            record.idHash,
-          );
+          stmt(UPDATE_TOKEN).run(...tokenRowValues(record), record.idHash);
         }
         for (const idHash of changes.delete) {
           stmt('DELETE FROM keyway_tokens WHERE id_hash = ?').run(idHash);
@@ -288,42 +302,12 @@ export function sqliteStorage(
     },
 
     async insertProvider(record, changes) {
-      return immediate(() => {
-        const result = stmt(
-          `INSERT INTO keyway_providers (id, template, state, version, created_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-        ).run(
-          record.id,
-          record.template,
-          JSON.stringify(record.state),
-          record.version,
-          record.createdAt,
-          record.updatedAt,
-        );
-        if (result.changes !== 1) return false;
-        applyVault(changes, record.updatedAt);
-        return true;
-      });
+      return writeWithVault(INSERT_PROVIDER, providerRowValues(record), changes, record.updatedAt);
     },
 
     async compareAndSetProvider(record, expectedVersion, changes) {
-      return immediate(() => {
-        const result = stmt(
-          `UPDATE keyway_providers SET template = ?, state = ?, version = ?, created_at = ?, updated_at = ?
-           WHERE id = ? AND version = ?`,
-        ).run(
-          record.template,
-          JSON.stringify(record.state),
-          record.version,
-          record.createdAt,
-          record.updatedAt,
-          record.id,
-          expectedVersion,
-        );
-        if (result.changes !== 1) return false;
-        applyVault(changes, record.updatedAt);
-        return true;
-      });
+      const values = [...providerRowValues(record), record.id, expectedVersion];
+      return writeWithVault(UPDATE_PROVIDER, values, changes, record.updatedAt);
     },
 
     async deleteProvider(id, vaultDeletes) {
@@ -355,45 +339,17 @@ export function sqliteStorage(
     },
 
     async insertConnection(record, changes) {
-      return immediate(() => {
-        const result = stmt(
-          `INSERT INTO keyway_connections (id, provider_id, status, state, version, created_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-        ).run(
-          record.id,
-          record.providerId,
-          record.status,
-          JSON.stringify(record.state),
-          record.version,
-          record.createdAt,
-          record.updatedAt,
-        );
-        if (result.changes !== 1) return false;
-        applyVault(changes, record.updatedAt);
-        return true;
-      });
+      return writeWithVault(
+        INSERT_CONNECTION,
+        connectionRowValues(record),
+        changes,
+        record.updatedAt,
+      );
     },
 
     async compareAndSetConnection(record, expectedVersion, changes) {
-      return immediate(() => {
-        const result = stmt(
-          `UPDATE keyway_connections
-           SET provider_id = ?, status = ?, state = ?, version = ?, created_at = ?, updated_at = ?
-           WHERE id = ? AND version = ?`,
-        ).run(
-          record.providerId,
-          record.status,
-          JSON.stringify(record.state),
-          record.version,
-          record.createdAt,
-          record.updatedAt,
-          record.id,
-          expectedVersion,
-        );
-        if (result.changes !== 1) return false;
-        applyVault(changes, record.updatedAt);
-        return true;
-      });
+      const values = [...connectionRowValues(record), record.id, expectedVersion];
+      return writeWithVault(UPDATE_CONNECTION, values, changes, record.updatedAt);
     },
 
     async deleteConnection(id, vaultDeletes) {
@@ -405,17 +361,7 @@ export function sqliteStorage(
 
     // ─── pending authorizations ───
     async insertPendingAuthorization(record) {
-      stmt(
-        `INSERT INTO keyway_pending_authorizations
-         (state_hash, connection_id, provider_id, state, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-      ).run(
-        record.stateHash,
-        record.connectionId,
-        record.providerId,
-        JSON.stringify(record.state),
-        record.expiresAt,
-        record.createdAt,
-      );
+      stmt(INSERT_PENDING).run(...pendingAuthorizationRowValues(record));
     },
 
     async takePendingAuthorization(stateHash, now) {
