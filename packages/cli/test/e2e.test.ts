@@ -301,7 +301,7 @@ describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway s
         method: 'POST',
         headers: {
           'content-type': 'application/x-www-form-urlencoded',
-          authorization: `Basic ${btoa(`${encodeURIComponent(tokens.client_id)}:${encodeURIComponent(secret)}`)}`,
+          authorization: `Basic ${btoa(`${encodeURIComponent(tokens.party.client_id)}:${encodeURIComponent(secret)}`)}`,
         },
         body: new URLSearchParams({ token }).toString(),
       });

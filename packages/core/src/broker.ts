@@ -98,8 +98,9 @@ export function createBroker(config: BrokerConfig): Broker {
     profile: resolved.profile,
     declared: resolved.providers,
     emit,
+    onPartyChanged: (providerId) => connections.requireReauthorizationOf(providerId),
   });
-  const connections = new ConnectionService({
+  const connections: ConnectionService = new ConnectionService({
     storage,
     vault,
     outbound: resolved.outbound,
@@ -108,6 +109,8 @@ export function createBroker(config: BrokerConfig): Broker {
     randomBytes: resolved.randomBytes,
     redirectUri: resolved.profile?.redirectUri ?? null,
     allowedRedirects: resolved.allowedRedirects,
+    allowedHosts: resolved.allowedHosts,
+    refreshLeaseMs: resolved.refreshLeaseMs,
     emit,
   });
 

@@ -77,6 +77,12 @@ export interface BrokerConfig {
    */
   purgeIntervalMs?: number | false;
   /**
+   * How long one instance holds a connection's refresh lease, in milliseconds; the lease is
+   * renewed every third of it while the refresh runs, and another instance may take it
+   * only once it has run out (its holder died). Default 30000.
+   */
+  refreshLeaseMs?: number;
+  /**
    * Called with errors of background work (purging). Default: `console.error`. Requests
    * never wait on background work, and its errors never reach them.
    */
@@ -167,6 +173,12 @@ const BrokerConfigSchema = z.object({
       },
     )
     .optional(),
+  refreshLeaseMs: z
+    .number()
+    .int('"refreshLeaseMs" must be an integer from 300 to 600000')
+    .min(300, '"refreshLeaseMs" must be an integer from 300 to 600000')
+    .max(600_000, '"refreshLeaseMs" must be an integer from 300 to 600000')
+    .optional(),
   onBackgroundError: z
     .custom<(error: unknown) => void>(isFunction, {
       message: '"onBackgroundError" must be a function',
@@ -190,6 +202,7 @@ export interface ResolvedBrokerConfig {
   allowedRedirects: string[];
   emit: EmitEvent;
   purgeIntervalMs: number | false;
+  refreshLeaseMs: number;
   onBackgroundError: (error: unknown) => void;
 }
 
@@ -245,6 +258,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
       ...parsed.outbound,
     }),
     purgeIntervalMs: parsed.purgeIntervalMs ?? 60_000,
+    refreshLeaseMs: parsed.refreshLeaseMs ?? 30_000,
     onBackgroundError,
   };
 }

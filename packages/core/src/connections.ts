@@ -6,10 +6,18 @@ import { toBase64Url, utf8 } from './bytes.js';
 import { selectScopes } from './discovery.js';
 import { KeywayError } from './errors.js';
 import type { EmitEvent } from './events.js';
-import { OutboundError, type OutboundFetch } from './outbound.js';
+import {
+  clientAuthentication,
+  currentParty,
+  type OAuthParty,
+  OAuthPartySchema,
+  oauthPartyOf,
+  providerKeepsParty,
+} from './oauth-party.js';
+import { endpointProblem, normalizeHost, OutboundError, type OutboundFetch } from './outbound.js';
 import { type ListOptions, type Page, parseListOptions, toPage } from './pagination.js';
 import { actorOf, assertCoversPath, type Principal } from './principal.js';
-import type { ProviderService, ProviderState } from './providers.js';
+import type { ProviderService } from './providers.js';
 import { libraryOptions } from './registration.js';
 import { parseResourcePath } from './resource-path.js';
 import { listableSubtrees } from './secrets.js';
@@ -29,6 +37,8 @@ export interface AuthorizeInput {
   connection_id: string;
   scopes?: string[];
   redirect_to?: string;
+  /** Hold the completed consent until the app confirms it (API.md §5 user verification). */
+  verify_user?: boolean;
 }
 
 /** The answer of an authorize call. */
@@ -65,9 +75,12 @@ export interface Credentials {
 /** The outcome of a callback, for the HTTP layer to redirect or render. */
 export interface CallbackOutcome {
   connection_id: string;
-  status: 'active' | 'error';
+  /** `verification_required`: consent succeeded; the app must confirm `flow_id`. */
+  status: 'active' | 'error' | 'verification_required';
   error: { code: string; description: string } | null;
   redirect_to: string | null;
+  /** With `verification_required`: the one-time id to confirm with `POST /api/oauth/verify`. */
+  flow_id?: string;
 }
 
 /** What `state` of a connection record holds. */
@@ -77,6 +90,12 @@ export interface ConnectionState {
   authorized_at: number | null;
   last_refreshed_at: number | null;
   error: { code: string; description: string } | null;
+  /**
+   * Grows by one with each completed authorization. A refresh writes its tokens only while
+   * the generation it refreshed is still the current one, so a slow refresh never
+   * overwrites the tokens of a newer authorization.
+   */
+  generation: number;
 }
 
 /** What the connection's vault entry holds (encrypted). */
@@ -86,19 +105,59 @@ export interface ConnectionTokens {
   refresh_token: string | null;
   expires_at: number | null;
   scope: string[];
-  issuer: string;
-  client_id: string;
+  /** The {@link ConnectionState.generation} of the authorization these tokens belong to. */
+  generation: number;
+  /** The server and client they came from: refresh and revocation go there only. */
+  party: OAuthParty;
 }
 
-interface PendingState {
+const FailureSchema = z.object({ code: z.string(), description: z.string() });
+
+const ConnectionStateSchema = z.object({
+  scopes: z.array(z.string()),
+  token_expires_at: z.number().nullable(),
+  authorized_at: z.number().nullable(),
+  last_refreshed_at: z.number().nullable(),
+  error: FailureSchema.nullable(),
+  // Records written before generations existed are generation 0.
+  generation: z.number().int().nonnegative().default(0),
+});
+
+const TokensSchema = z.object({
+  access_token: z.string(),
+  token_type: z.string(),
+  refresh_token: z.string().nullable(),
+  expires_at: z.number().nullable(),
+  scope: z.array(z.string()),
+  generation: z.number().int().nonnegative().default(0),
+  party: OAuthPartySchema.optional(),
+  // Written before the party was kept: only the issuer and client id.
+  issuer: z.string().optional(),
+  client_id: z.string().optional(),
+});
+
+const PendingStateSchema = z.object({
+  /** The PKCE verifier, sealed. */
+  verifier: z.string(),
   /** The redirect_uri of the authorization request: the code exchange must repeat it. */
-  redirect_uri: string;
-  redirect_to: string | null;
-  scopes: string[];
-  issuer: string;
-  client_id: string;
-  resource: string;
-}
+  redirect_uri: z.string(),
+  redirect_to: z.string().nullable(),
+  scopes: z.array(z.string()),
+  party: OAuthPartySchema,
+  verify_user: z.boolean().default(false),
+});
+type PendingState = z.infer<typeof PendingStateSchema>;
+
+/** What a user-verification flow holds until the app confirms it. */
+const VerificationStateSchema = z.object({
+  kind: z.literal('verification'),
+  /** The tokens of the completed consent, sealed. */
+  tokens: z.string(),
+  scopes: z.array(z.string()),
+});
+
+/** Vault kind of the tokens a user-verification flow holds. */
+export const VERIFICATION_TOKENS_KIND = 'verification_tokens';
 
 const AuthorizeShape = z.strictObject({
   connection_id: z.string(),
@@ -114,27 +173,28 @@ const AuthorizeShape = z.strictObject({
     .max(64)
     .optional(),
   redirect_to: z.string().optional(),
+  verify_user: z.boolean().optional(),
 });
 
-const hashState = (state: string) => bytesToHex(sha256(utf8(state)));
+const VerifyShape = z.strictObject({ flow_id: z.string().min(1).max(200) });
 
-/** The oauth4webapi view of a provider's server and client. */
-export function oauthParties(state: ProviderState, clientId: string) {
-  const server = state.authorization_server;
-  const as: oauth.AuthorizationServer = {
-    issuer: server.issuer,
-    authorization_endpoint: server.authorization_endpoint,
-    token_endpoint: server.token_endpoint,
-    ...(server.revocation_endpoint ? { revocation_endpoint: server.revocation_endpoint } : {}),
-    ...(server.authorization_response_iss_parameter_supported
-      ? { authorization_response_iss_parameter_supported: true }
-      : {}),
-  };
-  return { as, client: { client_id: clientId } satisfies oauth.Client };
+const hashState = (state: string) => bytesToHex(sha256(utf8(state)));
+// Another domain than states: a flow id is never taken as a state, nor a state as a flow id.
+const hashFlowId = (flowId: string) => bytesToHex(sha256(utf8(`keyway-flow:${flowId}`)));
+
+/** Reads stored data through its schema: a row that fails is an internal error, never a crash. */
+function parseStored<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    throw new KeywayError('internal_error', `stored ${what} is not valid`, {
+      cause: result.error,
+    });
+  }
+  return result.data;
 }
 
 function connectionState(record: ConnectionRecord): ConnectionState {
-  return record.state as unknown as ConnectionState;
+  return parseStored(ConnectionStateSchema, record.state, `state of connection ${record.id}`);
 }
 
 function toView(record: ConnectionRecord): ConnectionView {
@@ -154,6 +214,16 @@ function toView(record: ConnectionRecord): ConnectionView {
   };
 }
 
+/** The failure a connection records when its provider left the party it was authorized with. */
+const PARTY_CHANGED = {
+  code: 'reauthorization_required',
+  description:
+    'the provider moved to another authorization server or client since this connection was authorized: authorize again',
+};
+
+/** A change {@link ConnectionService.update} writes, or `null` to write nothing. */
+type ConnectionChange = { record: ConnectionRecord; tokens?: ConnectionTokens } | null;
+
 /** Options of the connection service, supplied by `createBroker`. */
 export interface ConnectionServiceOptions {
   storage: Storage;
@@ -166,10 +236,15 @@ export interface ConnectionServiceOptions {
   redirectUri: string | null;
   /** Origins `redirect_to` may point to. */
   allowedRedirects: readonly string[];
+  /** Hosts that may be reached over plain http and on private addresses (development). */
+  allowedHosts: readonly string[];
   emit: EmitEvent;
   /** Refresh when the access token expires within this many ms. Default 60000. */
   refreshMarginMs?: number;
-  /** How long one instance may hold a connection's refresh lease. Default 30000. */
+  /**
+   * How long one instance holds a connection's refresh lease before another may take it;
+   * renewed every third of it while the refresh runs. Default 30000.
+   */
   refreshLeaseMs?: number;
 }
 
@@ -198,8 +273,8 @@ export function describeOAuthFailure(error: unknown): { code: string; descriptio
 }
 
 /**
- * Connections (API.md §5): authorize, callback, read, list and delete. Reached as
- * `broker.connections`.
+ * Connections (API.md §5): authorize, callback, user verification, credentials with
+ * refresh, read, list and delete. Reached as `broker.connections`.
  */
 export class ConnectionService {
   protected readonly o: ConnectionServiceOptions;
@@ -207,22 +282,26 @@ export class ConnectionService {
   readonly #refreshing = new Map<string, Promise<ConnectionTokens>>();
   /** This instance's name on leases. */
   readonly #owner: string;
+  readonly #allowedHosts: ReadonlySet<string>;
 
   constructor(options: ConnectionServiceOptions) {
     this.o = options;
     this.#owner = toBase64Url(options.randomBytes(12));
+    this.#allowedHosts = new Set(options.allowedHosts.map(normalizeHost));
   }
 
   /**
-   * The provider of a connection as oauth4webapi sees it: its server, the client Keyway
-   * holds at `issuer`, and that client's authentication (secret from the vault).
+   * How Keyway authenticates as a party's client: with the secret the provider keeps for
+   * that client at that issuer. `null` when the provider no longer holds that client (it
+   * registered another one there): then only a public client can still be used.
    */
-  async #party(providerId: string, issuer: string, clientId: string) {
-    const resolved = await this.o.providers.resolve(providerId);
-    const { as, client } = oauthParties(resolved.state, clientId);
-    const secret = await this.o.providers.clientSecret(providerId, issuer);
-    const method = resolved.state.registrations[issuer]?.token_endpoint_auth_method ?? 'none';
-    return { resolved, as, client, auth: clientAuthentication(method, secret) };
+  async #authenticationOf(providerId: string, party: OAuthParty): Promise<oauth.ClientAuth | null> {
+    const { state } = await this.o.providers.resolve(providerId);
+    if (state.registrations[party.issuer]?.client_id !== party.client_id) {
+      return party.token_endpoint_auth_method === 'none' ? oauth.None() : null;
+    }
+    const secret = await this.o.providers.clientSecret(providerId, party.issuer);
+    return clientAuthentication(party.token_endpoint_auth_method, secret);
   }
 
   /**
@@ -233,9 +312,9 @@ export class ConnectionService {
    * result.
    *
    * @throws {KeywayError} `invalid_path`, `insufficient_scope`, `not_found`,
-   *   `connection_not_active`, `reauthorization_required` (the refresh token was rejected;
-   *   the connection is now in `error`), `upstream_error` (refresh failed and the current
-   *   token has expired).
+   *   `connection_not_active`, `reauthorization_required` (the refresh token was rejected,
+   *   or the provider moved to another server or client; the connection is now in
+   *   `error`), `upstream_error` (refresh failed and the current token has expired).
    */
   async credentials(
     principal: Principal,
@@ -259,7 +338,7 @@ export class ConnectionService {
     const record = await this.o.storage.getConnection(connectionId);
     if (record === null)
       throw new KeywayError('not_found', `no connection ${JSON.stringify(connectionId)}`);
-    let tokens = record.status === 'active' ? await this.tokensOf(connectionId) : null;
+    let tokens = record.status === 'active' ? await this.tokensOf(record) : null;
     if (tokens === null) {
       throw new KeywayError(
         'connection_not_active',
@@ -289,10 +368,18 @@ export class ConnectionService {
     return running;
   }
 
+  /** The current tokens of a connection, read again, or `null` when it has none. */
+  async #currentTokens(id: string): Promise<ConnectionTokens | null> {
+    const record = await this.o.storage.getConnection(id);
+    return record === null ? null : this.tokensOf(record);
+  }
+
   /**
    * One refresh per connection across instances: take the storage lease, re-read the
    * tokens (another instance may have refreshed while we waited), refresh only if still
-   * needed, release. Without the lease, wait for its holder's result.
+   * needed, release. Without the lease, wait for its holder's result. The lease is renewed
+   * while the refresh runs, so a slow server (or the discovery of a provider declared in
+   * code) never lets a second instance start the same refresh.
    */
   async #refreshAcrossInstances(id: string, seen: ConnectionTokens): Promise<ConnectionTokens> {
     const leaseMs = this.o.refreshLeaseMs ?? 30_000;
@@ -301,8 +388,16 @@ export class ConnectionService {
     for (let wait = 10; ; wait = Math.min(wait * 2, 200)) {
       const now = this.o.now();
       if (await this.o.storage.acquireLease(key, this.#owner, now + leaseMs, now)) {
+        const renewal = setInterval(
+          () => {
+            const at = this.o.now();
+            this.o.storage.acquireLease(key, this.#owner, at + leaseMs, at).catch(() => {});
+          },
+          Math.max(Math.floor(leaseMs / 3), 1),
+        );
+        (renewal as { unref?: () => void }).unref?.();
         try {
-          const current = await this.tokensOf(id);
+          const current = await this.#currentTokens(id);
           if (current === null)
             throw new KeywayError(
               'connection_not_active',
@@ -312,10 +407,11 @@ export class ConnectionService {
           if (current.access_token !== seen.access_token) return current;
           return await this.#refresh(id, current);
         } finally {
+          clearInterval(renewal);
           await this.o.storage.releaseLease(key, this.#owner).catch(() => {});
         }
       }
-      const current = await this.tokensOf(id);
+      const current = await this.#currentTokens(id);
       if (current !== null && current.access_token !== seen.access_token) return current;
       if (Date.now() > deadline) {
         throw new KeywayError(
@@ -327,6 +423,17 @@ export class ConnectionService {
     }
   }
 
+  /** Puts a connection in `error` for good and answers the error the caller gets. */
+  async #requireReauthorization(
+    id: string,
+    failure: { code: string; description: string },
+    message: string,
+  ): Promise<KeywayError> {
+    await this.#recordFailure(id, failure, 'error');
+    this.o.emit({ type: 'connection.reauthorization_required', actor: 'system', resource: id });
+    return new KeywayError('reauthorization_required', message);
+  }
+
   async #refresh(id: string, tokens: ConnectionTokens): Promise<ConnectionTokens> {
     const record = await this.o.storage.getConnection(id);
     if (record === null) throw new KeywayError('not_found', `no connection ${JSON.stringify(id)}`);
@@ -335,27 +442,27 @@ export class ConnectionService {
     if (tokens.refresh_token === null) {
       // Nothing to refresh with: a valid token is still the best answer, even when forced.
       if (stillValid) return tokens;
-      await this.#recordFailure(
+      throw await this.#requireReauthorization(
         id,
         {
           code: 'token_expired',
           description: 'the access token expired and there is no refresh token',
         },
-        'error',
-      );
-      this.o.emit({ type: 'connection.refresh_failed', actor: 'system', resource: id });
-      throw new KeywayError(
-        'reauthorization_required',
         'the access token expired and cannot be refreshed: authorize again',
       );
     }
+    // The refresh token goes only to the server and client it came from, and only while
+    // the provider still uses them: a provider re-pointed elsewhere never receives it.
+    const { state: provider } = await this.o.providers.resolve(record.providerId);
+    const auth = providerKeepsParty(provider, tokens.party)
+      ? await this.#authenticationOf(record.providerId, tokens.party)
+      : null;
+    if (auth === null) {
+      throw await this.#requireReauthorization(id, PARTY_CHANGED, PARTY_CHANGED.description);
+    }
     let next: ConnectionTokens;
     try {
-      const { resolved, as, client, auth } = await this.#party(
-        record.providerId,
-        tokens.issuer,
-        tokens.client_id,
-      );
+      const { as, client } = oauthPartyOf(tokens.party);
       const response = await oauth.refreshTokenGrantRequest(
         as,
         client,
@@ -363,24 +470,20 @@ export class ConnectionService {
         tokens.refresh_token,
         {
           ...libraryOptions(this.o.outbound),
-          additionalParameters: { resource: resolved.state.configuration.resource_url },
+          additionalParameters: { resource: tokens.party.resource },
         },
       );
       const result = await oauth.processRefreshTokenResponse(as, client, response);
-      next = tokensFrom(result, tokens.refresh_token, tokens, this.o.now());
+      next = tokensFrom(result, tokens, this.o.now());
     } catch (error) {
       this.o.emit({ type: 'connection.refresh_failed', actor: 'system', resource: id });
       if (error instanceof oauth.ResponseBodyError && error.error === 'invalid_grant') {
-        await this.#recordFailure(
+        throw await this.#requireReauthorization(
           id,
           {
             code: 'invalid_grant',
             description: error.error_description ?? 'the refresh token was rejected',
           },
-          'error',
-        );
-        throw new KeywayError(
-          'reauthorization_required',
           'the authorization server rejected the refresh token: authorize again',
         );
       }
@@ -390,29 +493,46 @@ export class ConnectionService {
       throw new KeywayError(
         'upstream_error',
         `the token could not be refreshed: ${failure.code} (${failure.description})`,
-        {
-          cause: error,
-        },
+        { cause: error },
       );
     }
     const refreshedAt = this.o.now();
-    const written = await this.update(
-      id,
-      (r) => ({
-        ...r,
-        status: 'active',
-        state: {
-          ...r.state,
-          ...(next.scope.length > 0 ? { scopes: next.scope } : {}),
-          token_expires_at: next.expires_at,
-          last_refreshed_at: refreshedAt,
-          error: null,
+    let superseded = false;
+    const written = await this.update(id, (current) => {
+      const state = connectionState(current);
+      // A newer authorization (or a provider change) happened while we refreshed: its
+      // tokens win, and ours are dropped.
+      if (current.status !== 'active' || state.generation !== tokens.generation) {
+        superseded = true;
+        return null;
+      }
+      return {
+        record: {
+          ...current,
+          status: 'active',
+          state: {
+            ...state,
+            ...(next.scope.length > 0 ? { scopes: next.scope } : {}),
+            token_expires_at: next.expires_at,
+            last_refreshed_at: refreshedAt,
+            error: null,
+          } satisfies ConnectionState as unknown as JsonObject,
         },
-      }),
-      next,
-    );
+        tokens: next,
+      };
+    });
     if (written === null)
       throw new KeywayError('not_found', `connection ${JSON.stringify(id)} was deleted meanwhile`);
+    if (superseded) {
+      const current = await this.#currentTokens(id);
+      if (current === null || written.status !== 'active') {
+        throw new KeywayError(
+          'connection_not_active',
+          `connection ${JSON.stringify(id)} changed while it was refreshed: it is ${written.status}`,
+        );
+      }
+      return current;
+    }
     this.o.emit({ type: 'connection.refreshed', actor: 'system', resource: id });
     return next;
   }
@@ -454,12 +574,15 @@ export class ConnectionService {
 
   /**
    * Starts an authorization: stores the pending authorization (hash of a fresh `state`,
-   * the PKCE verifier encrypted in the vault, expiry) and, for a new connection, a
-   * `pending` connection; answers the consent address. An active connection stays active
-   * with its tokens until the new authorization completes.
+   * the PKCE verifier encrypted in the vault, the party the code will be exchanged with,
+   * expiry) and, for a new connection, a `pending` connection; answers the consent address.
+   * An active connection stays active with its tokens until the new authorization
+   * completes. With `verify_user`, the app must confirm the completed consent
+   * ({@link ConnectionService.verify}) before the connection uses it.
    *
    * @throws {KeywayError} `invalid_request`, `invalid_path`, `invalid_redirect`,
-   *   `insufficient_scope`, `not_found`, `conflict`.
+   *   `insufficient_scope`, `not_found`, `conflict`, `unsupported_authorization_server`
+   *   (a stored endpoint that is no longer acceptable).
    */
   async authorize(
     principal: Principal,
@@ -470,6 +593,13 @@ export class ConnectionService {
     const shape = parseShape(AuthorizeShape, input);
     const connectionId = parseResourcePath(shape.connection_id, 'connection_id');
     const redirectTo = this.#redirectTarget(shape.redirect_to);
+    const verifyUser = shape.verify_user === true;
+    if (verifyUser && redirectTo === null) {
+      const message = '"verify_user" needs a "redirect_to": the app confirms the flow there';
+      throw new KeywayError('invalid_request', message, {
+        details: [{ path: 'redirect_to', message }],
+      });
+    }
     assertCoversPath(principal, connectionId);
     assertCoversPath(principal, provider);
     const redirectUri = this.#redirectUri();
@@ -482,8 +612,20 @@ export class ConnectionService {
       );
     }
 
-    const { state: providerState, client } = resolved;
+    const { state: providerState } = resolved;
     const server = providerState.authorization_server;
+    const party = currentParty(providerState);
+    if (party === null)
+      throw new KeywayError('internal_error', `provider ${provider} has no client`);
+    // The consent address is built only from a checked endpoint, also for records stored
+    // before every endpoint was checked at discovery.
+    const problem = endpointProblem(server.authorization_endpoint, this.#allowedHosts);
+    if (problem !== null) {
+      const message = `authorization_endpoint ${problem}`;
+      throw new KeywayError('unsupported_authorization_server', message, {
+        details: [{ path: 'authorization_endpoint', message }],
+      });
+    }
     const scopes = selectScopes(
       shape.scopes ?? providerState.configuration.scopes,
       providerState.challenge_scope,
@@ -495,7 +637,6 @@ export class ConnectionService {
     const stateHash = hashState(state);
     const verifier = oauth.generateRandomCodeVerifier();
     const challenge = await oauth.calculatePKCECodeChallenge(verifier);
-    const resource = providerState.configuration.resource_url;
     const expiresAt = now + PENDING_AUTHORIZATION_TTL_MS;
 
     if (existing === null) {
@@ -509,6 +650,7 @@ export class ConnectionService {
           authorized_at: null,
           last_refreshed_at: null,
           error: null,
+          generation: 0,
         } satisfies ConnectionState as unknown as JsonObject,
         version: 1,
         createdAt: now,
@@ -542,23 +684,22 @@ export class ConnectionService {
         redirect_uri: redirectUri,
         redirect_to: redirectTo,
         scopes,
-        issuer: server.issuer,
-        client_id: client.client_id,
-        resource,
-      },
+        party: { ...party },
+        verify_user: verifyUser,
+      } satisfies PendingState,
       expiresAt,
       createdAt: now,
     });
 
     const url = new URL(server.authorization_endpoint);
     url.searchParams.set('response_type', 'code');
-    url.searchParams.set('client_id', client.client_id);
+    url.searchParams.set('client_id', party.client_id);
     url.searchParams.set('redirect_uri', redirectUri);
     url.searchParams.set('state', state);
     url.searchParams.set('code_challenge', challenge);
     url.searchParams.set('code_challenge_method', 'S256');
     if (scopes.length > 0) url.searchParams.set('scope', scopes.join(' '));
-    url.searchParams.set('resource', resource);
+    url.searchParams.set('resource', party.resource);
     this.o.emit({
       type: 'connection.authorization_started',
       actor: actorOf(principal),
@@ -575,8 +716,10 @@ export class ConnectionService {
   /**
    * Completes an authorization from the browser's return to the callback: takes the
    * pending authorization (once, before expiry), checks the response (state, RFC 9207
-   * `iss`), exchanges the code with the PKCE verifier and `resource`, and stores the tokens
-   * encrypted. An unknown, expired or replayed `state` changes nothing.
+   * `iss`), exchanges the code with the PKCE verifier and `resource` at the server the
+   * authorization was started with, and stores the tokens encrypted with that party. An
+   * unknown, expired or replayed `state` changes nothing. With user verification, the
+   * tokens are held for the app's confirmation instead.
    *
    * @throws {KeywayError} `invalid_request` for an unknown, expired or replayed state.
    */
@@ -587,13 +730,13 @@ export class ConnectionService {
     }
     const stateHash = hashState(state);
     const pending = await this.o.storage.takePendingAuthorization(stateHash, this.o.now());
-    if (pending === null) {
+    if (pending === null || pending.state.kind === 'verification') {
       throw new KeywayError(
         'invalid_request',
         'this authorization is unknown, expired or already used',
       );
     }
-    const saved = pending.state as unknown as PendingState & { verifier: string };
+    const saved = parseStored(PendingStateSchema, pending.state, 'pending authorization');
     const verifier = await this.o.vault().open({
       kind: PKCE_VERIFIER_KIND,
       key: stateHash,
@@ -601,28 +744,30 @@ export class ConnectionService {
       keyId: '',
     });
     const outcome = (
-      status: 'active' | 'error',
+      status: CallbackOutcome['status'],
       error: CallbackOutcome['error'],
+      flowId?: string,
     ): CallbackOutcome => ({
       connection_id: pending.connectionId,
       status,
       error,
       redirect_to: saved.redirect_to,
+      ...(flowId === undefined ? {} : { flow_id: flowId }),
     });
 
-    let tokens: ConnectionTokens;
+    let tokens: Omit<ConnectionTokens, 'generation'>;
     try {
-      const { resolved, as, client, auth } = await this.#party(
-        pending.providerId,
-        saved.issuer,
-        saved.client_id,
-      );
-      if (resolved.state.authorization_server.issuer !== saved.issuer) {
+      const { state: provider } = await this.o.providers.resolve(pending.providerId);
+      const auth = providerKeepsParty(provider, saved.party)
+        ? await this.#authenticationOf(pending.providerId, saved.party)
+        : null;
+      if (auth === null) {
         throw new KeywayError(
           'invalid_request',
-          'the provider moved to another authorization server meanwhile',
+          'the provider moved to another authorization server or client meanwhile',
         );
       }
+      const { as, client } = oauthPartyOf(saved.party);
       const params = oauth.validateAuthResponse(as, client, query, state);
       const response = await oauth.authorizationCodeGrantRequest(
         as,
@@ -632,10 +777,13 @@ export class ConnectionService {
         // RFC 6749 §4.1.3: the same redirect_uri as the authorization request.
         saved.redirect_uri,
         verifier,
-        { ...libraryOptions(this.o.outbound), additionalParameters: { resource: saved.resource } },
+        {
+          ...libraryOptions(this.o.outbound),
+          additionalParameters: { resource: saved.party.resource },
+        },
       );
       const result = await oauth.processAuthorizationCodeResponse(as, client, response);
-      tokens = tokensFrom(result, null, saved, this.o.now());
+      tokens = tokensFrom(result, { refresh_token: null, party: saved.party }, this.o.now());
     } catch (error) {
       const failure = describeOAuthFailure(error);
       const status = await this.#recordFailure(pending.connectionId, failure);
@@ -647,22 +795,25 @@ export class ConnectionService {
       return outcome(status, failure);
     }
 
-    const now = this.o.now();
-    const written = await this.update(
-      pending.connectionId,
-      (record) => ({
-        ...record,
-        status: 'active',
-        state: {
-          scopes: tokens.scope.length > 0 ? tokens.scope : saved.scopes,
-          token_expires_at: tokens.expires_at,
-          authorized_at: now,
-          last_refreshed_at: null,
-          error: null,
-        } satisfies ConnectionState as unknown as JsonObject,
-      }),
-      tokens,
-    );
+    if (saved.verify_user) {
+      // Consent succeeded, but the app has not yet said the right user gave it: hold the
+      // tokens with a one-time flow id until it does, for as long as the state would live.
+      const flowId = toBase64Url(this.o.randomBytes(32));
+      const flowHash = hashFlowId(flowId);
+      const sealed = await this.o
+        .vault()
+        .seal({ kind: VERIFICATION_TOKENS_KIND, key: flowHash }, JSON.stringify(tokens));
+      await this.o.storage.insertPendingAuthorization({
+        stateHash: flowHash,
+        connectionId: pending.connectionId,
+        providerId: pending.providerId,
+        state: { kind: 'verification', tokens: sealed.ciphertext, scopes: saved.scopes },
+        expiresAt: pending.expiresAt,
+        createdAt: this.o.now(),
+      });
+      return outcome('verification_required', null, flowId);
+    }
+    const written = await this.#activate(pending.connectionId, tokens, saved.scopes);
     if (written === null) {
       return outcome('error', {
         code: 'connection_deleted',
@@ -671,6 +822,84 @@ export class ConnectionService {
     }
     this.o.emit({ type: 'connection.authorized', actor: 'system', resource: pending.connectionId });
     return outcome('active', null);
+  }
+
+  /** Writes the tokens of a completed authorization: a new generation, active. */
+  async #activate(
+    id: string,
+    tokens: Omit<ConnectionTokens, 'generation'>,
+    requestedScopes: string[],
+  ): Promise<ConnectionRecord | null> {
+    const now = this.o.now();
+    return this.update(id, (record) => {
+      const generation = connectionState(record).generation + 1;
+      return {
+        record: {
+          ...record,
+          status: 'active',
+          state: {
+            scopes: tokens.scope.length > 0 ? tokens.scope : requestedScopes,
+            token_expires_at: tokens.expires_at,
+            authorized_at: now,
+            last_refreshed_at: null,
+            error: null,
+            generation,
+          } satisfies ConnectionState as unknown as JsonObject,
+        },
+        tokens: { ...tokens, generation },
+      };
+    });
+  }
+
+  /**
+   * Confirms a user-verification flow (API.md §5, opt-in with `verify_user`): the app,
+   * which knows who is signed in, says the consent came from the right user. The flow id
+   * is single-use, also when the confirmation is refused; only then does the connection
+   * use the new tokens.
+   *
+   * @throws {KeywayError} `invalid_request` (unknown, expired or used flow id),
+   *   `insufficient_scope` (the credential does not cover the connection), `not_found`.
+   */
+  async verify(principal: Principal, input: { flow_id: string }): Promise<ConnectionView> {
+    const { flow_id } = parseShape(VerifyShape, input);
+    const flowHash = hashFlowId(flow_id);
+    const taken = await this.o.storage.takePendingAuthorization(flowHash, this.o.now());
+    const flow =
+      taken === null || taken.state.kind !== 'verification'
+        ? null
+        : parseStored(VerificationStateSchema, taken.state, 'verification flow');
+    if (taken === null || flow === null) {
+      const message = 'this flow is unknown, expired or already used';
+      throw new KeywayError('invalid_request', message, {
+        details: [{ path: 'flow_id', message }],
+      });
+    }
+    assertCoversPath(principal, taken.connectionId);
+    const tokens = parseStored(
+      TokensSchema.required({ party: true }),
+      JSON.parse(
+        await this.o.vault().open({
+          kind: VERIFICATION_TOKENS_KIND,
+          key: flowHash,
+          ciphertext: flow.tokens,
+          keyId: '',
+        }),
+      ),
+      'verification tokens',
+    );
+    const written = await this.#activate(
+      taken.connectionId,
+      tokens as ConnectionTokens,
+      flow.scopes,
+    );
+    if (written === null)
+      throw new KeywayError('not_found', `no connection ${JSON.stringify(taken.connectionId)}`);
+    this.o.emit({
+      type: 'connection.authorized',
+      actor: actorOf(principal),
+      resource: taken.connectionId,
+    });
+    return toView(written);
   }
 
   /**
@@ -684,34 +913,84 @@ export class ConnectionService {
     mode: 'keep-active' | 'error' = 'keep-active',
   ): Promise<'active' | 'error'> {
     const written = await this.update(id, (record) => ({
-      ...record,
-      status: mode === 'keep-active' && record.status === 'active' ? 'active' : 'error',
-      state: { ...record.state, error: failure },
+      record: {
+        ...record,
+        status: mode === 'keep-active' && record.status === 'active' ? 'active' : 'error',
+        state: { ...connectionState(record), error: failure },
+      },
     }));
     return written?.status === 'active' ? 'active' : 'error';
   }
 
   /**
+   * Puts every active connection of a provider in `error` with `reauthorization_required`,
+   * after the provider moved to another authorization server or client: their tokens
+   * belong to the old one, and are never sent to the new one.
+   *
+   * @returns how many connections were affected.
+   */
+  async requireReauthorizationOf(providerId: string): Promise<number> {
+    let affected = 0;
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.o.storage.listConnections({
+        providerId,
+        status: 'active',
+        limit: 200,
+        ...(after === undefined ? {} : { after }),
+      });
+      for (const record of page) {
+        const written = await this.update(record.id, (current) =>
+          current.status !== 'active'
+            ? null
+            : {
+                record: {
+                  ...current,
+                  status: 'error',
+                  state: { ...connectionState(current), error: PARTY_CHANGED },
+                },
+              },
+        );
+        if (written?.status === 'error' && written.version > record.version) {
+          affected++;
+          this.o.emit({
+            type: 'connection.reauthorization_required',
+            actor: 'system',
+            resource: record.id,
+          });
+        }
+      }
+      if (page.length < 200) return affected;
+      after = (page[page.length - 1] as ConnectionRecord).id;
+    }
+  }
+
+  /**
    * Applies a change to a connection by compare-and-set, re-reading and re-applying on a
-   * concurrent write; the tokens, when given, are written in the same transaction.
+   * concurrent write; the tokens, when given, are written in the same transaction. A change
+   * that answers `null` writes nothing.
+   *
+   * @returns the record as written (or as it stands, when the change wrote nothing), or
+   *   `null` when the connection does not exist.
    */
   protected async update(
     id: string,
-    change: (record: ConnectionRecord) => ConnectionRecord,
-    tokens?: ConnectionTokens,
+    change: (record: ConnectionRecord) => ConnectionChange,
   ): Promise<ConnectionRecord | null> {
     for (let attempt = 0; attempt < 10; attempt++) {
       const current = await this.o.storage.getConnection(id);
       if (current === null) return null;
-      const next = { ...change(current), version: current.version + 1, updatedAt: this.o.now() };
+      const planned = change(current);
+      if (planned === null) return current;
+      const next = { ...planned.record, version: current.version + 1, updatedAt: this.o.now() };
       const vault =
-        tokens === undefined
+        planned.tokens === undefined
           ? undefined
           : {
               put: [
                 await this.o
                   .vault()
-                  .seal({ kind: CONNECTION_TOKENS_KIND, key: id }, JSON.stringify(tokens)),
+                  .seal({ kind: CONNECTION_TOKENS_KIND, key: id }, JSON.stringify(planned.tokens)),
               ],
             };
       if (await this.o.storage.compareAndSetConnection(next, current.version, vault)) return next;
@@ -723,11 +1002,42 @@ export class ConnectionService {
   }
 
   /** The tokens of a connection, from the vault, or `null`. */
-  protected async tokensOf(id: string): Promise<ConnectionTokens | null> {
-    const entry = await this.o.storage.getVaultEntry(CONNECTION_TOKENS_KIND, id);
-    return entry === null
-      ? null
-      : (JSON.parse(await this.o.vault().open(entry)) as ConnectionTokens);
+  protected async tokensOf(record: ConnectionRecord): Promise<ConnectionTokens | null> {
+    const entry = await this.o.storage.getVaultEntry(CONNECTION_TOKENS_KIND, record.id);
+    if (entry === null) return null;
+    const stored = parseStored(
+      TokensSchema,
+      JSON.parse(await this.o.vault().open(entry)),
+      `tokens of connection ${record.id}`,
+    );
+    const { issuer, client_id, party, ...tokens } = stored;
+    if (party !== undefined) return { ...tokens, party };
+    return { ...tokens, party: await this.#legacyParty(record.providerId, issuer, client_id) };
+  }
+
+  /**
+   * The party of tokens stored before parties were kept (only issuer and client id): the
+   * provider's current server, when it is still that issuer with that client, since its
+   * endpoints come from that issuer's own metadata. Otherwise a party no provider matches,
+   * so the connection must be authorized again.
+   */
+  async #legacyParty(
+    providerId: string,
+    issuer: string | undefined,
+    clientId: string | undefined,
+  ): Promise<OAuthParty> {
+    const { state } = await this.o.providers.resolve(providerId);
+    const party = currentParty(state);
+    if (party !== null && party.issuer === issuer && party.client_id === clientId) return party;
+    return {
+      issuer: issuer ?? '',
+      token_endpoint: '',
+      revocation_endpoint: null,
+      client_id: clientId ?? '',
+      token_endpoint_auth_method: 'none',
+      resource: state.configuration.resource_url,
+      iss_parameter_supported: false,
+    };
   }
 
   /**
@@ -776,9 +1086,9 @@ export class ConnectionService {
   }
 
   /**
-   * Deletes a connection: revokes its tokens at the authorization server when it offers
-   * revocation (RFC 7009, best effort: a failure there does not keep the connection),
-   * then removes its tokens and record.
+   * Deletes a connection: revokes its tokens at the authorization server they came from
+   * when it offers revocation (RFC 7009, best effort: a failure there does not keep the
+   * connection), then removes its tokens and record.
    *
    * @throws {KeywayError} `invalid_path`, `insufficient_scope`, `not_found`.
    */
@@ -788,7 +1098,7 @@ export class ConnectionService {
     const record = await this.o.storage.getConnection(connectionId);
     if (record === null)
       throw new KeywayError('not_found', `no connection ${JSON.stringify(connectionId)}`);
-    const tokens = await this.tokensOf(connectionId);
+    const tokens = await this.tokensOf(record).catch(() => null);
     if (tokens !== null) await this.#revoke(record.providerId, tokens);
     await this.o.storage.deleteConnection(connectionId, [
       { kind: CONNECTION_TOKENS_KIND, key: connectionId },
@@ -796,14 +1106,15 @@ export class ConnectionService {
     this.o.emit({ type: 'connection.deleted', actor: actorOf(principal), resource: connectionId });
   }
 
+  /** Revokes at the party the tokens came from, never at the provider's current server. */
   async #revoke(providerId: string, tokens: ConnectionTokens): Promise<void> {
     try {
-      const { resolved, as, client, auth } = await this.#party(
-        providerId,
-        tokens.issuer,
-        tokens.client_id,
-      );
-      if (resolved.state.authorization_server.revocation_endpoint === null) return;
+      const { party } = tokens;
+      if (party.revocation_endpoint === null) return;
+      const auth = await this.#authenticationOf(providerId, party);
+      // The provider no longer holds that client's secret: nothing to authenticate with.
+      if (auth === null) return;
+      const { as, client } = oauthPartyOf(party);
       // The refresh token first: revoking it ends the grant (RFC 7009 §2.1).
       for (const [token, hint] of [
         [tokens.refresh_token, 'refresh_token'],
@@ -822,30 +1133,22 @@ export class ConnectionService {
   }
 }
 
-/** The oauth4webapi client authentication for a registration. */
-export function clientAuthentication(method: string, secret: string | null): oauth.ClientAuth {
-  if (method === 'client_secret_basic' && secret !== null) return oauth.ClientSecretBasic(secret);
-  if (method === 'client_secret_post' && secret !== null) return oauth.ClientSecretPost(secret);
-  return oauth.None();
-}
-
 /** The tokens to keep from a token response; an unrotated refresh token is kept. */
 export function tokensFrom(
   result: oauth.TokenEndpointResponse,
-  previousRefreshToken: string | null,
-  party: { issuer: string; client_id: string },
+  previous: { refresh_token: string | null; party: OAuthParty; generation?: number },
   now: number,
 ): ConnectionTokens {
   return {
     access_token: result.access_token,
     token_type: result.token_type,
-    refresh_token: result.refresh_token ?? previousRefreshToken,
+    refresh_token: result.refresh_token ?? previous.refresh_token,
     expires_at: typeof result.expires_in === 'number' ? now + result.expires_in * 1000 : null,
     scope:
       typeof result.scope === 'string' && result.scope.trim() !== ''
         ? result.scope.trim().split(/\s+/)
         : [],
-    issuer: party.issuer,
-    client_id: party.client_id,
+    generation: previous.generation ?? 0,
+    party: previous.party,
   };
 }

@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { KeywayError } from './errors.js';
-import { OutboundError, type OutboundFetch } from './outbound.js';
+import { endpointProblem, normalizeHost, OutboundError, type OutboundFetch } from './outbound.js';
 
 /** One step of a discovery trace, as `POST /api/admin/discover` shows it. */
 export interface DiscoveryStep {
@@ -156,7 +156,21 @@ export function selectScopes(
 export interface DiscoverOptions {
   /** Configured scopes (provider configuration or an authorize call). */
   scopes?: readonly string[];
+  /**
+   * Hosts whose endpoints may use plain `http` and private addresses (development), as the
+   * outbound fetch allows them. Default none.
+   */
+  allowedHosts?: readonly string[];
 }
+
+/** The endpoints of authorization-server metadata that Keyway uses or sends a browser to. */
+const CHECKED_ENDPOINTS = [
+  'authorization_endpoint',
+  'token_endpoint',
+  'registration_endpoint',
+  'revocation_endpoint',
+  'jwks_uri',
+] as const;
 
 /**
  * Discovers a remote MCP endpoint's authorization setup (API.md §6 steps 1–5), recording
@@ -405,12 +419,32 @@ export async function discover(
     trace.error = 'unsupported_authorization_server';
     return trace;
   }
+  // Every endpoint is checked before it is used: a browser is sent to the authorization
+  // endpoint (a javascript: or data: URL would run there), and the others receive secrets.
+  const allowedHosts = new Set((options.allowedHosts ?? []).map(normalizeHost));
+  for (const field of CHECKED_ENDPOINTS) {
+    const value = server[field];
+    if (value === undefined || value === null) continue;
+    const problem =
+      typeof value === 'string' ? endpointProblem(value, allowedHosts) : 'is not a string';
+    if (problem !== null) {
+      steps.push({
+        step: 'requirements',
+        url: null,
+        status: null,
+        ok: false,
+        note: `${field} ${problem}`,
+      });
+      trace.error = 'unsupported_authorization_server';
+      return trace;
+    }
+  }
   steps.push({
     step: 'requirements',
     url: null,
     status: null,
     ok: true,
-    note: 'authorization and token endpoints, issuer, S256',
+    note: 'authorization and token endpoints, issuer, S256; every endpoint https',
   });
   const serverScopes = stringArray(server.scopes_supported);
   trace.authorization_server = {
@@ -458,7 +492,7 @@ export async function discoverOrThrow(
   const code = trace.error ?? 'discovery_failed';
   const summary =
     code === 'unsupported_authorization_server'
-      ? `the authorization server lacks what Keyway requires (${failed?.note ?? 'unknown'})`
+      ? `the authorization server does not meet what Keyway requires (${failed?.note ?? 'unknown'})`
       : `discovery failed at ${failed?.step ?? 'an unknown step'}: ${failed?.note ?? 'no details'}`;
   throw new KeywayError(code, summary, { details: trace.steps.map((step) => ({ ...step })) });
 }

@@ -14,6 +14,7 @@ export type KeywayEventType =
   | 'connection.authorization_failed'
   | 'connection.refreshed'
   | 'connection.refresh_failed'
+  | 'connection.reauthorization_required'
   | 'connection.deleted';
 
 /**

@@ -98,6 +98,34 @@ export function assertOutboundUrl(url: URL, allowedHosts: ReadonlySet<string>): 
   }
 }
 
+/**
+ * Why an endpoint URL taken from a remote server's metadata may not be used, or `null` when
+ * it may: it must be absolute `https` (plain `http` only for allowed hosts), without user
+ * info or fragment, and pass {@link assertOutboundUrl}. A browser is sent to the
+ * authorization endpoint, so a `javascript:` or `data:` URL there would run in the user's
+ * session; every other endpoint receives secrets.
+ */
+export function endpointProblem(text: string, allowedHosts: ReadonlySet<string>): string | null {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return 'is not an absolute URL';
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return 'must use https';
+  if (url.hash !== '' || text.includes('#')) return 'must not have a fragment';
+  try {
+    assertOutboundUrl(url, allowedHosts);
+  } catch (error) {
+    if (!(error instanceof OutboundError)) throw error;
+    if (error.reason === 'insecure_scheme')
+      return 'must use https (plain http only for allowed hosts)';
+    if (error.reason === 'invalid_url') return 'must not contain user info';
+    return 'names an address that is not allowed';
+  }
+  return null;
+}
+
 async function readCapped(
   response: Response,
   limit: number,

@@ -8,6 +8,7 @@ import {
 } from './discovery.js';
 import { KeywayError } from './errors.js';
 import type { EmitEvent } from './events.js';
+import { currentParty } from './oauth-party.js';
 import { normalizeHost, type OutboundFetch } from './outbound.js';
 import { type ListOptions, type Page, parseListOptions, toPage } from './pagination.js';
 import { actorOf, assertCoversPath, type Principal, rootPrincipal } from './principal.js';
@@ -60,6 +61,18 @@ export interface ProviderView {
     | 'revocation_endpoint'
     | 'scopes_supported'
   >;
+  /**
+   * The last time the provider moved to another authorization server or client, and how
+   * many active connections that put in `error` with `reauthorization_required` (their
+   * tokens belong to the previous party and are never sent to the new one); `null` when it
+   * never moved.
+   */
+  last_party_change: {
+    at: string;
+    previous_issuer: string;
+    previous_client_id: string;
+    connections_reauthorization_required: number;
+  } | null;
   created_at: string;
   updated_at: string;
 }
@@ -76,6 +89,13 @@ export interface ProviderState {
   registrations: Record<string, ClientRegistration & { client_secret_set: boolean }>;
   /** Declared in code (`createBroker({ providers })`) rather than through the API. */
   declared: boolean;
+  /** See {@link ProviderView.last_party_change}; times in epoch ms. Absent: never moved. */
+  last_party_change?: {
+    at: number;
+    previous_issuer: string;
+    previous_client_id: string;
+    connections_reauthorization_required: number;
+  } | null;
 }
 
 /** A provider ready for use by connections: its state and the client at its current server. */
@@ -119,6 +139,11 @@ export interface ProviderServiceOptions {
   profile: ClientProfile | null;
   declared: Record<string, ProviderInput>;
   emit: EmitEvent;
+  /**
+   * Called after a provider moved to another authorization server or client: puts its
+   * active connections in `error` and answers how many.
+   */
+  onPartyChanged?: (providerId: string) => Promise<number>;
 }
 
 /**
@@ -211,6 +236,13 @@ export class ProviderService {
         revocation_endpoint: server.revocation_endpoint,
         scopes_supported: server.scopes_supported,
       },
+      last_party_change:
+        state.last_party_change === undefined || state.last_party_change === null
+          ? null
+          : {
+              ...state.last_party_change,
+              at: new Date(state.last_party_change.at).toISOString(),
+            },
       created_at: new Date(record.createdAt).toISOString(),
       updated_at: new Date(record.updatedAt).toISOString(),
     };
@@ -271,6 +303,7 @@ export class ProviderService {
 
     const discovery = await discoverOrThrow(this.#o.outbound, resourceUrl, {
       scopes: configuredScopes,
+      allowedHosts: this.#o.allowedHosts,
     });
     const issuer = discovery.authorization_server.issuer;
     const now = this.#o.now();
@@ -342,7 +375,22 @@ export class ProviderService {
       challenge_scope: discovery.challenge_scope,
       registrations,
       declared,
+      last_party_change: previous?.last_party_change ?? null,
     };
+    const before = previous === null ? null : currentParty(previous);
+    const after = currentParty(state);
+    const moved =
+      before !== null &&
+      after !== null &&
+      (before.issuer !== after.issuer || before.client_id !== after.client_id);
+    if (moved) {
+      state.last_party_change = {
+        at: now,
+        previous_issuer: before.issuer,
+        previous_client_id: before.client_id,
+        connections_reauthorization_required: 0,
+      };
+    }
     const record: ProviderRecord = {
       id: providerId,
       template: 'mcp',
@@ -370,7 +418,30 @@ export class ProviderService {
       actor: actorOf(principal),
       resource: providerId,
     });
-    return { provider: this.#view(record), created: existing === null };
+    const final = moved ? await this.#recordPartyChange(record, state) : record;
+    return { provider: this.#view(final), created: existing === null };
+  }
+
+  /**
+   * After a move to another server or client: the provider's active connections go to
+   * `error` (their tokens stay with the old party), and the count is kept on the provider.
+   */
+  async #recordPartyChange(record: ProviderRecord, state: ProviderState): Promise<ProviderRecord> {
+    const affected = (await this.#o.onPartyChanged?.(record.id)) ?? 0;
+    if (affected === 0 || !state.last_party_change) return record;
+    const next: ProviderRecord = {
+      ...record,
+      state: {
+        ...state,
+        last_party_change: {
+          ...state.last_party_change,
+          connections_reauthorization_required: affected,
+        },
+      } as unknown as JsonObject,
+      version: record.version + 1,
+    };
+    // A concurrent PUT wins: it recorded its own change.
+    return (await this.#o.storage.compareAndSetProvider(next, record.version)) ? next : record;
   }
 
   /**
@@ -450,7 +521,9 @@ export class ProviderService {
   async discover(_principal: Principal, input: { resource_url: string }): Promise<DiscoveryTrace> {
     this.#assertManagement();
     const { resource_url } = parseShape(z.strictObject({ resource_url: z.string() }), input);
-    return discover(this.#o.outbound, this.#resourceUrl(resource_url));
+    return discover(this.#o.outbound, this.#resourceUrl(resource_url), {
+      allowedHosts: this.#o.allowedHosts,
+    });
   }
 
   /**

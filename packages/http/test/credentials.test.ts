@@ -103,7 +103,10 @@ describe.each(storageFactories)('credentials and refresh ($name storage)', (fact
 
   it('puts the connection in error and answers 409 reauthorization_required on invalid_grant', async () => {
     await setup();
-    const { refresh_token, client_id } = await storedTokens();
+    const {
+      refresh_token,
+      party: { client_id },
+    } = await storedTokens();
     const secret = world.clients.get(client_id)?.client_secret as string;
     await world.fetch('https://auth.example.test/oauth/revoke', {
       method: 'POST',

@@ -83,12 +83,12 @@ describe('giving a connection to the official MCP SDK client', () => {
     );
     const entry = await h.storage.getVaultEntry('connection_tokens', CONNECTION);
     const tokens = JSON.parse(await h.broker.vault.open(entry as never)) as ConnectionTokens;
-    const secret = world.clients.get(tokens.client_id)?.client_secret as string;
+    const secret = world.clients.get(tokens.party.client_id)?.client_secret as string;
     await world.fetch('https://auth.example.test/oauth/revoke', {
       method: 'POST',
       headers: {
         'content-type': 'application/x-www-form-urlencoded',
-        authorization: `Basic ${btoa(`${tokens.client_id}:${secret}`)}`,
+        authorization: `Basic ${btoa(`${tokens.party.client_id}:${secret}`)}`,
       },
       body: new URLSearchParams({ token: tokens.access_token }).toString(),
     });

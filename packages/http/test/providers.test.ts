@@ -112,6 +112,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
           revocation_endpoint: 'https://auth.example.test/oauth/revoke',
           scopes_supported: null,
         },
+        last_party_change: null,
         created_at: iso(START),
         updated_at: iso(START),
       });

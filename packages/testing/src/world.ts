@@ -68,6 +68,11 @@ export interface TestWorldOptions {
   metadataResource?: string;
   /** An `issuer` in the server metadata other than the one its URL was built from (mismatch). */
   metadataIssuer?: string;
+  /**
+   * Fields merged over the authorization server's metadata, as a misbehaving or hostile
+   * server would publish them (e.g. `{ authorization_endpoint: 'javascript:alert(1)' }`).
+   */
+  serverMetadataOverrides?: Record<string, unknown>;
   /** Also list a second, unrelated authorization server (after the first). */
   extraAuthorizationServer?: string;
   /** Advertise `authorization_response_iss_parameter_supported` and send `iss`. Default true. */
@@ -320,6 +325,7 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
       ...(opt('issParameter', true)
         ? { authorization_response_iss_parameter_supported: true }
         : {}),
+      ...options.serverMetadataOverrides,
     });
   }
 
