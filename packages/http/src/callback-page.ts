@@ -39,6 +39,7 @@ export function callbackResponse(outcome: CallbackOutcome): Response {
     const target = new URL(outcome.redirect_to);
     target.searchParams.set('connection_id', outcome.connection_id);
     target.searchParams.set('status', outcome.status);
+    if (outcome.flow_id !== undefined) target.searchParams.set('flow_id', outcome.flow_id);
     if (outcome.error !== null) target.searchParams.set('error', outcome.error.code);
     return new Response(null, {
       status: 302,
@@ -48,6 +49,15 @@ export function callbackResponse(outcome: CallbackOutcome): Response {
         'referrer-policy': 'no-referrer',
       },
     });
+  }
+  if (outcome.status === 'verification_required') {
+    // Never reached through the handler (verification needs a redirect_to), but a flow id
+    // is not shown on a page: only the app that asked for verification may confirm it.
+    return page(
+      200,
+      'Almost connected',
+      `The connection ${outcome.connection_id} waits for the app to confirm it. You can close this window.`,
+    );
   }
   if (outcome.error === null) {
     return page(

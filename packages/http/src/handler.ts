@@ -209,6 +209,14 @@ function routes(broker: Broker): Route[] {
       },
     },
     {
+      prefix: '/api/oauth/verify',
+      match: 'exact',
+      methods: {
+        POST: async ({ principal, body }) =>
+          json(200, await broker.connections.verify(principal, (await body()) as never)),
+      },
+    },
+    {
       prefix: '/api/oauth/connections',
       match: 'exact',
       methods: {
