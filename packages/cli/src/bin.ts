@@ -5,7 +5,8 @@ const USAGE = `Usage: keyway serve
 
 Starts the Keyway broker. Environment:
   PORT              listening port (default 8787)
-  HOST              listening address (default: every interface)
+  HOST              listening address (default 127.0.0.1: this machine only; set
+                    0.0.0.0 or :: to listen publicly)
   KEYWAY_ROOT_KEY   the root key, at least 32 characters (default: generated, printed once)
   KEYWAY_DATABASE   a SQLite file path or a postgres:// URL (default: keyway.sqlite)
   KEYWAY_VAULT_KEYS comma-separated base64url 32-byte keys, the first encrypts
@@ -17,7 +18,15 @@ Starts the Keyway broker. Environment:
   KEYWAY_CLIENT_METADATA_URL  the client-ID metadata document URL when hosted elsewhere
   KEYWAY_ALLOWED_REDIRECTS  comma-separated origins redirect_to may point to
   KEYWAY_ALLOWED_HOSTS  comma-separated hosts outbound requests may reach over plain
-                    http and on loopback/private addresses (development only)`;
+                    http and on loopback/private addresses (development only)
+  KEYWAY_TRUST_PROXY  true: client address from the last X-Forwarded-For entry, scheme
+                    and host from X-Forwarded-Proto/-Host (behind a proxy you run)
+  KEYWAY_RATE_LIMITS  on, off, or auth=20/60,mint=60/60 (count per window in seconds;
+                    name=off turns one off). Default on; shared through PostgreSQL
+  KEYWAY_HEADERS_TIMEOUT_MS     time to receive request headers (default 10000)
+  KEYWAY_REQUEST_TIMEOUT_MS     time to receive a whole request (default 30000)
+  KEYWAY_KEEP_ALIVE_TIMEOUT_MS  idle keep-alive connection lifetime (default 5000)
+  KEYWAY_MAX_CONNECTIONS        open connections at once (default 1000)`;
 
 async function main(argv: string[]): Promise<number> {
   const [command = 'serve'] = argv;

@@ -2,7 +2,14 @@ import { once } from 'node:events';
 import { linkSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Broker, createBroker, generateVaultKey, type Storage } from '@keyway/core';
+import {
+  type Broker,
+  createBroker,
+  generateVaultKey,
+  parseRateLimits,
+  type RateLimitsConfig,
+  type Storage,
+} from '@keyway/core';
 import { createHandler, createNodeFetch, toNodeHandler } from '@keyway/http';
 import { postgresStorage } from '@keyway/store-postgres';
 import { sqliteStorage } from '@keyway/store-sqlite';
@@ -68,8 +75,20 @@ function describeDatabase(database: string): string {
 export interface ServeOptions {
   /** Listening port; `0` picks a free one. Default 8787. */
   port?: number;
-  /** Listening address; default: every interface. */
+  /** Listening address; default `127.0.0.1` (`0.0.0.0` or `::` listens publicly). */
   host?: string;
+  /**
+   * Behind a proxy you run: take the client address from the last `X-Forwarded-For` entry
+   * and the scheme and host from `X-Forwarded-Proto`/`-Host`. Default `false`.
+   */
+  trustProxy?: boolean;
+  /**
+   * Rate limits (API.md §12); default on. With PostgreSQL the counters are kept in the
+   * database, shared by every instance, unless `shared` says otherwise.
+   */
+  rateLimits?: RateLimitsConfig | false;
+  /** Node server limits: see {@link DEFAULT_SERVER_LIMITS}. */
+  limits?: Partial<ServerLimits>;
   /** The root key; generated when absent. */
   rootKey?: string;
   /** A SQLite file path or a `postgres://` URL. Default `keyway.sqlite`. */
@@ -90,11 +109,33 @@ export interface ServeOptions {
   log?: (line: string) => void;
 }
 
+/** Limits of the Node HTTP server against slow or too many clients. */
+export interface ServerLimits {
+  /** Time to receive a request's headers, ms (`KEYWAY_HEADERS_TIMEOUT_MS`). */
+  headersTimeoutMs: number;
+  /** Time to receive a whole request, ms (`KEYWAY_REQUEST_TIMEOUT_MS`). */
+  requestTimeoutMs: number;
+  /** Idle time of a keep-alive connection, ms (`KEYWAY_KEEP_ALIVE_TIMEOUT_MS`). */
+  keepAliveTimeoutMs: number;
+  /** Open connections at once; more are refused (`KEYWAY_MAX_CONNECTIONS`). */
+  maxConnections: number;
+}
+
+export const DEFAULT_SERVER_LIMITS: ServerLimits = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  maxConnections: 1_000,
+};
+
+/** Default listening address: this machine only. */
+export const DEFAULT_HOST = '127.0.0.1';
+
 /** A running broker server. */
 export interface RunningServer {
   readonly server: Server;
   readonly broker: Broker;
-  /** `http://localhost:<port>`. */
+  /** Where the server is reached: `http://127.0.0.1:<port>` by default. */
   readonly url: string;
   /** Whether the root key was generated (and printed) at start. */
   readonly generatedRootKey: boolean;
@@ -125,11 +166,23 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   const storage = await openStorage(database);
   // The broker is built once the port is known: the default base URL contains it.
   let handle: ReturnType<typeof toNodeHandler> | null = null;
-  const server = createServer((req, res) => {
-    if (handle === null) res.writeHead(503).end();
-    else handle(req, res);
-  });
-  server.listen(options.port ?? 8787, options.host);
+  const limits = { ...DEFAULT_SERVER_LIMITS, ...options.limits };
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      // How often the two timeouts above are checked (Node's default is every 30 s).
+      connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
+    },
+    (req, res) => {
+      if (handle === null) res.writeHead(503).end();
+      else handle(req, res);
+    },
+  );
+  server.maxConnections = limits.maxConnections;
+  const host = options.host ?? DEFAULT_HOST;
+  server.listen(options.port ?? 8787, host);
   try {
     await Promise.race([
       once(server, 'listening'),
@@ -152,6 +205,10 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       baseUrl: options.baseUrl ?? `http://localhost:${listening}`,
       providerManagement: options.providerManagement ?? true,
       allowedRedirects: options.allowedRedirects ?? [],
+      rateLimits:
+        options.rateLimits === false
+          ? false
+          : { shared: isPostgres(database), ...options.rateLimits },
       ...(options.clientMetadataUrl === undefined
         ? {}
         : { clientMetadataUrl: options.clientMetadataUrl }),
@@ -161,8 +218,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
     await storage.close();
     throw error;
   }
-  handle = toNodeHandler(createHandler(broker));
-  const url = `http://localhost:${listening}`;
+  handle = toNodeHandler(createHandler(broker), { trustProxy: options.trustProxy === true });
+  const url = `http://${urlHost(host)}:${listening}`;
   log(`Keyway broker listening on ${url} (storage: ${describeDatabase(database)})`);
   if (generatedRootKey) {
     log('No KEYWAY_ROOT_KEY was set, so a root key was generated. It is shown only this once:');
@@ -183,6 +240,49 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
     },
   };
 }
+
+/** The host of a URL that reaches a listening address (a wildcard is reached on loopback). */
+function urlHost(host: string): string {
+  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
+  if (host === '::') return '[::1]';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+function booleanVariable(
+  env: Record<string, string | undefined>,
+  name: string,
+): boolean | undefined {
+  const text = env[name];
+  if (text === undefined || text === '') return undefined;
+  const value = text.toLowerCase();
+  if (value !== 'true' && value !== 'false')
+    throw new TypeError(`${name} must be "true" or "false"`);
+  return value === 'true';
+}
+
+function integerVariable(
+  env: Record<string, string | undefined>,
+  name: string,
+  min: number,
+  max: number,
+): number | undefined {
+  const text = env[name];
+  if (text === undefined || text === '') return undefined;
+  const value = Number(text);
+  if (!/^[0-9]+$/.test(text) || value < min || value > max) {
+    throw new TypeError(
+      `${name} must be an integer from ${min} to ${max}, not ${JSON.stringify(text)}`,
+    );
+  }
+  return value;
+}
+
+const LIMIT_VARIABLES: [keyof ServerLimits, string, number, number][] = [
+  ['headersTimeoutMs', 'KEYWAY_HEADERS_TIMEOUT_MS', 1_000, 600_000],
+  ['requestTimeoutMs', 'KEYWAY_REQUEST_TIMEOUT_MS', 1_000, 3_600_000],
+  ['keepAliveTimeoutMs', 'KEYWAY_KEEP_ALIVE_TIMEOUT_MS', 1, 600_000],
+  ['maxConnections', 'KEYWAY_MAX_CONNECTIONS', 1, 1_000_000],
+];
 
 /** Reads {@link ServeOptions} from environment variables (API.md §0). */
 export function serveOptionsFromEnv(env: Record<string, string | undefined>): ServeOptions {
@@ -211,13 +311,17 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
       .filter((origin) => origin !== '');
   }
   if (env.KEYWAY_CLIENT_METADATA_URL) options.clientMetadataUrl = env.KEYWAY_CLIENT_METADATA_URL;
-  if (env.KEYWAY_PROVIDER_MANAGEMENT !== undefined && env.KEYWAY_PROVIDER_MANAGEMENT !== '') {
-    const value = env.KEYWAY_PROVIDER_MANAGEMENT.toLowerCase();
-    if (value !== 'true' && value !== 'false') {
-      throw new TypeError('KEYWAY_PROVIDER_MANAGEMENT must be "true" or "false"');
-    }
-    options.providerManagement = value === 'true';
+  const management = booleanVariable(env, 'KEYWAY_PROVIDER_MANAGEMENT');
+  if (management !== undefined) options.providerManagement = management;
+  const trustProxy = booleanVariable(env, 'KEYWAY_TRUST_PROXY');
+  if (trustProxy !== undefined) options.trustProxy = trustProxy;
+  if (env.KEYWAY_RATE_LIMITS) options.rateLimits = parseRateLimits(env.KEYWAY_RATE_LIMITS);
+  const limits: Partial<ServerLimits> = {};
+  for (const [key, name, min, max] of LIMIT_VARIABLES) {
+    const value = integerVariable(env, name, min, max);
+    if (value !== undefined) limits[key] = value;
   }
+  if (Object.keys(limits).length > 0) options.limits = limits;
   if (env.KEYWAY_VAULT_KEYS) {
     options.vaultKeys = env.KEYWAY_VAULT_KEYS.split(',').map((key) => key.trim());
   }

@@ -70,7 +70,7 @@ class Browser {
       const prompt = html.match(/name="prompt" value="(\w+)"/)?.[1];
       const action = html.match(/<form[^>]*action="([^"]+)"/)?.[1];
       if (prompt === undefined || action === undefined)
-        throw new Error(`unexpected page at ${url}: ${html.slice(0, 300)}`);
+        throw new Error(`unexpected page at ${url}: ${html.slice(0, 1500)}`);
       const form = new URLSearchParams(
         prompt === 'login' ? { prompt, login: 'alice', password: 'any' } : { prompt },
       );
@@ -241,7 +241,8 @@ describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway s
     const browser = new Browser();
     const callbackUrl = await browser.consent(
       started.body.authorization_url,
-      `${keyway.url}/api/oauth/callback`,
+      // The default base URL names localhost (API.md §0); the server listens on 127.0.0.1.
+      `http://localhost:${new URL(keyway.url).port}/api/oauth/callback`,
     );
     expect(new URL(callbackUrl).searchParams.get('iss')).toBe(issuer);
     const landed = await fetch(callbackUrl);

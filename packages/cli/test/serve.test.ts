@@ -1,4 +1,6 @@
+import { once } from 'node:events';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { type AddressInfo, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
@@ -83,7 +85,7 @@ describe('serve()', () => {
       log: (line) => lines.push(line),
     });
     expect(lines[0]).toMatch(
-      /^Keyway broker listening on http:\/\/localhost:\d+ \(storage: postgres postgres:\/\/keyway:\*\*\*@127\.0\.0\.1:\d+\/postgres\)$/,
+      /^Keyway broker listening on http:\/\/127\.0\.0\.1:\d+ \(storage: postgres postgres:\/\/keyway:\*\*\*@127\.0\.0\.1:\d+\/postgres\)$/,
     );
     expect(lines.join('\n')).not.toContain('hunter2-secret');
   });
@@ -119,7 +121,10 @@ describe('serve()', () => {
     expect((await fetch(`${running.url}/api/admin/providers`, { headers: auth })).status).toBe(200);
     const document = await fetch(`${running.url}/api/oauth/client-metadata.json`);
     const body = (await document.json()) as { redirect_uris: string[]; application_type: string };
-    expect(body.redirect_uris).toEqual([`${running.url}/api/oauth/callback`]);
+    // The default base URL names localhost (API.md §0); the server listens on 127.0.0.1.
+    const port = new URL(running.url).port;
+    expect(running.url).toBe(`http://127.0.0.1:${port}`);
+    expect(body.redirect_uris).toEqual([`http://localhost:${port}/api/oauth/callback`]);
     expect(body.application_type).toBe('native');
     await running.close();
     running = await serve({
@@ -145,6 +150,53 @@ describe('serve()', () => {
     ).rejects.toThrow('KEYWAY_VAULT_KEYS must be set with PostgreSQL');
   });
 
+  it('refuses a root key of low entropy at start, saying how to generate one', async () => {
+    await expect(
+      serve({ port: 0, rootKey: 'a'.repeat(32), database: ':memory:', log: () => {} }),
+    ).rejects.toThrow('generate one with `openssl rand -base64 32`');
+  });
+
+  it('listens on 127.0.0.1 by default, with explicit timeouts and a connection cap', async () => {
+    running = await serve({ port: 0, rootKey: ROOT_KEY, database: ':memory:', log: () => {} });
+    expect((running.server.address() as AddressInfo).address).toBe('127.0.0.1');
+    expect(running.server.headersTimeout).toBe(10_000);
+    expect(running.server.requestTimeout).toBe(30_000);
+    expect(running.server.keepAliveTimeout).toBe(5_000);
+    expect(running.server.maxConnections).toBe(1_000);
+    await running.close();
+    running = await serve({
+      port: 0,
+      host: '::1',
+      rootKey: ROOT_KEY,
+      database: ':memory:',
+      log: () => {},
+      limits: { headersTimeoutMs: 2_000, maxConnections: 2 },
+    });
+    expect(running.url).toMatch(/^http:\/\/\[::1\]:\d+$/);
+    expect(running.server.headersTimeout).toBe(2_000);
+    expect(running.server.maxConnections).toBe(2);
+  });
+
+  it('drops a client that sends its headers too slowly', async () => {
+    running = await serve({
+      port: 0,
+      rootKey: ROOT_KEY,
+      database: ':memory:',
+      log: () => {},
+      limits: { headersTimeoutMs: 1_000, requestTimeoutMs: 1_000 },
+    });
+    const port = new URL(running.url).port;
+    const socket = connect(Number(port), '127.0.0.1');
+    await once(socket, 'connect');
+    socket.write('GET /api/admin/tokens HTTP/1.1\r\nHost: x\r\n');
+    let answer = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => {
+      answer += chunk;
+    });
+    await once(socket, 'close');
+    expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+  });
+
   it('refuses a root key shorter than 32 characters', async () => {
     await expect(
       serve({ port: 0, rootKey: 'short', database: ':memory:', log: () => {} }),
@@ -165,6 +217,40 @@ describe('serveOptionsFromEnv()', () => {
     expect(serveOptionsFromEnv({ KEYWAY_VAULT_KEYS: 'k1, k2' })).toEqual({
       vaultKeys: ['k1', 'k2'],
     });
+  });
+
+  it('reads KEYWAY_TRUST_PROXY, KEYWAY_RATE_LIMITS and the server limits', () => {
+    expect(
+      serveOptionsFromEnv({
+        KEYWAY_TRUST_PROXY: 'true',
+        KEYWAY_RATE_LIMITS: 'auth=5/30,mint=off',
+        KEYWAY_HEADERS_TIMEOUT_MS: '5000',
+        KEYWAY_REQUEST_TIMEOUT_MS: '20000',
+        KEYWAY_KEEP_ALIVE_TIMEOUT_MS: '1000',
+        KEYWAY_MAX_CONNECTIONS: '50',
+      }),
+    ).toEqual({
+      trustProxy: true,
+      rateLimits: { auth: { limit: 5, windowSeconds: 30 }, mint: false },
+      limits: {
+        headersTimeoutMs: 5000,
+        requestTimeoutMs: 20000,
+        keepAliveTimeoutMs: 1000,
+        maxConnections: 50,
+      },
+    });
+    expect(serveOptionsFromEnv({ KEYWAY_RATE_LIMITS: 'off' })).toEqual({ rateLimits: false });
+    expect(serveOptionsFromEnv({ KEYWAY_RATE_LIMITS: 'on' })).toEqual({ rateLimits: {} });
+    expect(() => serveOptionsFromEnv({ KEYWAY_RATE_LIMITS: 'auth=20' })).toThrow(
+      'invalid rate limit "auth=20": use on, off, or auth=20/60,mint=60/60 (count per window in seconds, or name=off)',
+    );
+    expect(() => serveOptionsFromEnv({ KEYWAY_TRUST_PROXY: 'yes' })).toThrow(
+      'KEYWAY_TRUST_PROXY must be "true" or "false"',
+    );
+    expect(() => serveOptionsFromEnv({ KEYWAY_MAX_CONNECTIONS: '0' })).toThrow(
+      'KEYWAY_MAX_CONNECTIONS must be an integer from 1 to 1000000, not "0"',
+    );
+    expect(() => serveOptionsFromEnv({ KEYWAY_HEADERS_TIMEOUT_MS: '1e4' })).toThrow(TypeError);
   });
 
   it('refuses a PORT that is not a port number', () => {

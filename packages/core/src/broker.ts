@@ -4,11 +4,12 @@ import { KeywayError } from './errors.js';
 import type { OutboundFetch } from './outbound.js';
 import { assertCoversPath, type Principal } from './principal.js';
 import { ProviderService } from './providers.js';
+import { RateLimiter } from './rate-limit.js';
 import { clientMetadataDocument } from './registration.js';
 import { parseResourcePath } from './resource-path.js';
 import { SecretService } from './secrets.js';
 import type { Storage } from './storage.js';
-import { TokenService } from './tokens.js';
+import { type AuthenticationContext, TokenService } from './tokens.js';
 import type { Vault } from './vault.js';
 
 /** A Keyway broker: every operation of the HTTP contract, callable in process. */
@@ -38,10 +39,14 @@ export interface Broker {
   readonly outbound: OutboundFetch;
   /**
    * Establishes the principal behind a bearer credential (the root key or a broker token).
+   * Pass the client's address so that failed authentications are limited (API.md §12).
    *
-   * @throws {KeywayError} `invalid_token`.
+   * @throws {KeywayError} `invalid_token`, `rate_limited`.
    */
-  authenticate(credential: string | null | undefined): Promise<Principal>;
+  authenticate(
+    credential: string | null | undefined,
+    context?: AuthenticationContext,
+  ): Promise<Principal>;
   /**
    * Checks that a principal's scopes cover a resource path, for apps that guard their own
    * resources in the namespace with broker tokens. Returns the canonical path.
@@ -78,7 +83,8 @@ const PURGE_BATCH = 500;
  */
 export function createBroker(config: BrokerConfig): Broker {
   const resolved = resolveBrokerConfig(config);
-  const tokens = new TokenService(resolved);
+  const limiter = new RateLimiter(resolved.rateLimits, resolved.storage, resolved.now);
+  const tokens = new TokenService({ ...resolved, limiter });
   const { emit } = resolved;
   const { storage } = resolved;
   const vault = (): Vault => {
@@ -152,7 +158,7 @@ export function createBroker(config: BrokerConfig): Broker {
     },
     storage,
     outbound: resolved.outbound,
-    authenticate: (credential) => tokens.authenticate(credential),
+    authenticate: (credential, context) => tokens.authenticate(credential, context),
     authorize(principal, path) {
       const canonical = parseResourcePath(path);
       assertCoversPath(principal, canonical);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { createEmitter, type EmitEvent, type KeywayEvent } from './events.js';
 import { createOutboundFetch, type OutboundFetch, type Transport } from './outbound.js';
 import type { ProviderInput } from './providers.js';
+import type { RateLimitsConfig } from './rate-limit.js';
 import type { ClientProfile } from './registration.js';
 import { STORAGE_METHODS, type Storage } from './storage.js';
 import { TOKEN_PREFIX } from './token-format.js';
@@ -9,6 +10,37 @@ import { Vault } from './vault.js';
 
 /** Shortest root key accepted (API.md §1.1). */
 export const MIN_ROOT_KEY_LENGTH = 32;
+
+/** Least character-frequency entropy estimate of a root key, in bits. */
+export const MIN_ROOT_KEY_BITS = 72;
+
+/**
+ * Why a root key is guessable, or `null`. A guard against obvious mistakes (`aaaa…`, a word
+ * repeated), not a measure of strength: the estimate is the Shannon entropy of the key's
+ * character frequencies times its length, and a key must not repeat a shorter part of it.
+ * A random hex key of 32 characters passes (about 115 bits by this estimate).
+ */
+export function rootKeyWeakness(key: string): string | null {
+  for (let period = 1; period <= key.length / 2; period++) {
+    let repeats = true;
+    for (let i = period; i < key.length && repeats; i++) repeats = key[i] === key[i - period];
+    if (repeats) return 'it repeats a shorter part of itself';
+  }
+  const counts = new Map<string, number>();
+  for (const char of key) counts.set(char, (counts.get(char) ?? 0) + 1);
+  let bits = 0;
+  for (const count of counts.values()) {
+    const p = count / key.length;
+    bits -= count * Math.log2(p);
+  }
+  if (bits < MIN_ROOT_KEY_BITS) {
+    return `its characters carry about ${Math.floor(bits)} bits, at least ${MIN_ROOT_KEY_BITS} are needed`;
+  }
+  return null;
+}
+
+const WEAK_ROOT_KEY =
+  'generate one with `openssl rand -base64 32`, or start `keyway serve` without KEYWAY_ROOT_KEY to have one printed';
 
 /** Options of {@link createBroker}. */
 export interface BrokerConfig {
@@ -83,6 +115,13 @@ export interface BrokerConfig {
    */
   refreshLeaseMs?: number;
   /**
+   * Rate limits (API.md §12): failed authentications per client address (default 20 per
+   * minute; the handler passes the address) and tokens minted per scoped caller (default 60
+   * per minute). `false` turns all off, `{ auth: false }` one; `shared: true` keeps the
+   * counters in the storage so several instances share them. Default: on, per instance.
+   */
+  rateLimits?: RateLimitsConfig | false;
+  /**
    * Called with errors of background work (purging). Default: `console.error`. Requests
    * never wait on background work, and its errors never reach them.
    */
@@ -91,6 +130,13 @@ export interface BrokerConfig {
 
 const isFunction = (value: unknown) => typeof value === 'function';
 const PURGE_INTERVAL = '"purgeIntervalMs" must be false or an integer from 1000 to 86400000';
+
+const RATE_LIMITS =
+  '"rateLimits" must be false or { auth?, mint?, shared? } with limits like { limit: 20, windowSeconds: 60 } or false';
+const RateLimitSchema = z.strictObject({
+  limit: z.number().int().min(1).max(1_000_000_000),
+  windowSeconds: z.number().int().min(1).max(86_400),
+});
 
 const BrokerConfigSchema = z.object({
   rootKey: z
@@ -101,6 +147,16 @@ const BrokerConfigSchema = z.object({
     })
     .refine((key) => !key.startsWith(TOKEN_PREFIX), {
       message: `"rootKey" must not start with "${TOKEN_PREFIX}", the broker token prefix`,
+    })
+    .superRefine((key, context) => {
+      if (key.length < MIN_ROOT_KEY_LENGTH) return;
+      const weakness = rootKeyWeakness(key);
+      if (weakness !== null) {
+        context.addIssue({
+          code: 'custom',
+          message: `"rootKey" is too easy to guess (${weakness}): ${WEAK_ROOT_KEY}`,
+        });
+      }
     }),
   storage: z.custom<Storage>(
     (value) =>
@@ -179,6 +235,19 @@ const BrokerConfigSchema = z.object({
     .min(300, '"refreshLeaseMs" must be an integer from 300 to 600000')
     .max(600_000, '"refreshLeaseMs" must be an integer from 300 to 600000')
     .optional(),
+  rateLimits: z
+    .union(
+      [
+        z.literal(false),
+        z.strictObject({
+          auth: z.union([z.literal(false), RateLimitSchema]).optional(),
+          mint: z.union([z.literal(false), RateLimitSchema]).optional(),
+          shared: z.boolean().optional(),
+        }),
+      ],
+      { error: RATE_LIMITS },
+    )
+    .optional(),
   onBackgroundError: z
     .custom<(error: unknown) => void>(isFunction, {
       message: '"onBackgroundError" must be a function',
@@ -203,6 +272,7 @@ export interface ResolvedBrokerConfig {
   emit: EmitEvent;
   purgeIntervalMs: number | false;
   refreshLeaseMs: number;
+  rateLimits: RateLimitsConfig | false;
   onBackgroundError: (error: unknown) => void;
 }
 
@@ -259,6 +329,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     }),
     purgeIntervalMs: parsed.purgeIntervalMs ?? 60_000,
     refreshLeaseMs: parsed.refreshLeaseMs ?? 30_000,
+    rateLimits: parsed.rateLimits ?? {},
     onBackgroundError,
   };
 }

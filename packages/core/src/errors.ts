@@ -45,6 +45,8 @@ export interface KeywayErrorOptions {
   details?: KeywayErrorDetail[];
   /** The internal cause. Never serialized to the wire. */
   cause?: unknown;
+  /** With `rate_limited`: seconds until a retry can succeed (the `Retry-After` header). */
+  retryAfter?: number;
 }
 
 /**
@@ -63,11 +65,14 @@ export class KeywayError extends Error {
   override readonly name = 'KeywayError';
   readonly code: KeywayErrorCode;
   readonly details: KeywayErrorDetail[] | undefined;
+  /** With `rate_limited`: seconds until a retry can succeed (the `Retry-After` header). */
+  readonly retryAfter: number | undefined;
 
   constructor(code: KeywayErrorCode, message: string, options: KeywayErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.details = options.details;
+    this.retryAfter = options.retryAfter;
   }
 
   /** The HTTP status of this error's code. */

@@ -1,6 +1,11 @@
 export { type AddressClass, classifyAddress, isIpLiteral } from './address.js';
 export { type Broker, createBroker } from './broker.js';
-export { type BrokerConfig, MIN_ROOT_KEY_LENGTH } from './config.js';
+export {
+  type BrokerConfig,
+  MIN_ROOT_KEY_BITS,
+  MIN_ROOT_KEY_LENGTH,
+  rootKeyWeakness,
+} from './config.js';
 export {
   type AuthorizeInput,
   type AuthorizeResult,
@@ -75,6 +80,15 @@ export {
   type ResolvedProvider,
 } from './providers.js';
 export {
+  clientAddressKey,
+  DEFAULT_RATE_LIMITS,
+  instanceCounters,
+  parseRateLimits,
+  type RateLimit,
+  RateLimiter,
+  type RateLimitsConfig,
+} from './rate-limit.js';
+export {
   applicationType,
   type ClientProfile,
   type ClientRegistration,
@@ -136,6 +150,8 @@ export {
   type ConnectionRecord,
   type ConnectionStatus,
   type ConnectionStorage,
+  type CounterStorage,
+  type CounterValue,
   isInSubtree,
   type JsonObject,
   type JsonValue,
@@ -177,6 +193,7 @@ export {
   TOKEN_LIFETIME,
 } from './token-name.js';
 export {
+  type AuthenticationContext,
   type IssuedToken,
   type MintTokenInput,
   type NarrowTokenInput,

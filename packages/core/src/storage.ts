@@ -373,11 +373,36 @@ export interface LeaseStorage {
   releaseLease(key: string, owner: string): Promise<void>;
 }
 
+/** A fixed-window counter of the rate limiter: its count and when its window ends. */
+export interface CounterValue {
+  count: number;
+  /** End of the window, epoch milliseconds. */
+  expiresAt: number;
+}
+
+/**
+ * Counters of the rate limits (API.md §12), shared by every instance on the storage. A
+ * counter whose `expiresAt <= now` does not exist.
+ */
+export interface CounterStorage {
+  /**
+   * Adds one to the counter `key`. A missing or expired counter starts anew at 1 with the
+   * window ending at `expiresAt`; a live one keeps its window. Atomic: of `n` concurrent
+   * calls on a counter, each sees a different count.
+   *
+   * @returns the counter after the increment.
+   */
+  incrementCounter(key: string, expiresAt: number, now: number): Promise<CounterValue>;
+
+  /** The live counter `key`, or `null`. */
+  getCounter(key: string, now: number): Promise<CounterValue | null>;
+}
+
 /** Housekeeping. */
 export interface MaintenanceStorage {
   /**
    * Deletes up to `limit` expired records of each purgeable kind (broker tokens, pending
-   * authorizations, leases), in short transactions that never hold locks a request waits
+   * authorizations, leases, counters), in short transactions that never hold locks a request waits
    * on for long.
    *
    * @returns how many records were deleted.
@@ -393,6 +418,7 @@ export interface Storage
     PendingAuthorizationStorage,
     VaultStorage,
     LeaseStorage,
+    CounterStorage,
     MaintenanceStorage {
   /** Releases connections or handles. */
   close(): Promise<void>;
@@ -426,6 +452,8 @@ export const STORAGE_METHODS = [
   'replaceVaultCiphertext',
   'acquireLease',
   'releaseLease',
+  'incrementCounter',
+  'getCounter',
   'purgeExpired',
   'close',
 ] as const satisfies readonly (keyof Storage)[];

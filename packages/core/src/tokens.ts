@@ -9,6 +9,7 @@ import {
   rootPrincipal,
   type TokenPrincipal,
 } from './principal.js';
+import type { RateLimiter } from './rate-limit.js';
 import { canonicalizeScopes, intersectScopes, isNarrowerOrEqual, type Scope } from './scope.js';
 import type { TokenRecord, TokenStorage } from './storage.js';
 import {
@@ -73,6 +74,17 @@ export interface TokenServiceOptions {
   now: () => number;
   randomBytes: (length: number) => Uint8Array;
   emit?: EmitEvent;
+  /** The rate limits of failed authentication and minting; none without it. */
+  limiter?: RateLimiter;
+}
+
+/** What a caller knows of the request a credential came with. */
+export interface AuthenticationContext {
+  /**
+   * The client's IP address, for the limit of failed authentications (API.md §12). Without
+   * it, no limit applies: pass it wherever the server knows it.
+   */
+  clientAddress?: string | null;
 }
 
 /** Why a credential was refused, in words that never echo it. */
@@ -105,9 +117,11 @@ export class TokenService {
   readonly #codec: ReturnType<typeof createTokenCodec>;
   readonly #isRootKey: (presented: string) => boolean;
   readonly #emit: EmitEvent;
+  readonly #limiter: RateLimiter | null;
 
   constructor(options: TokenServiceOptions) {
     this.#emit = options.emit ?? (() => {});
+    this.#limiter = options.limiter ?? null;
     this.#storage = options.storage;
     this.#now = options.now;
     this.#randomBytes = options.randomBytes;
@@ -121,9 +135,31 @@ export class TokenService {
    * hash and one point read, and its record is re-read on every call, so deletion and
    * narrowing apply on the next request.
    *
-   * @throws {KeywayError} `invalid_token` (missing, unknown, forged, expired or revoked).
+   * With a client address, an address that failed too often is refused whatever it
+   * presents until its window ends; each failure with a presented credential counts.
+   *
+   * @throws {KeywayError} `invalid_token` (missing, unknown, forged, expired or revoked),
+   *   `rate_limited`.
    */
-  async authenticate(credential: string | null | undefined): Promise<Principal> {
+  async authenticate(
+    credential: string | null | undefined,
+    context: AuthenticationContext = {},
+  ): Promise<Principal> {
+    const address = context.clientAddress ?? null;
+    const limiter = address === null || address === '' ? null : this.#limiter;
+    if (limiter === null) return this.#verify(credential);
+    await limiter.assertMayAuthenticate(address as string);
+    try {
+      return await this.#verify(credential);
+    } catch (error) {
+      if (error instanceof KeywayError && error.code === 'invalid_token' && credential) {
+        await limiter.recordFailedAuthentication(address as string);
+      }
+      throw error;
+    }
+  }
+
+  async #verify(credential: string | null | undefined): Promise<Principal> {
     if (credential === null || credential === undefined || credential === '') {
       throw invalidToken('no credential was presented');
     }
@@ -151,12 +187,14 @@ export class TokenService {
    * shortened to fit the caller.
    *
    * @throws {KeywayError} `invalid_request`, `invalid_name`, `invalid_scope`,
-   *   `invalid_lifetime`, `delegation_denied`, `insufficient_scope`, `conflict`.
+   *   `invalid_lifetime`, `delegation_denied`, `insufficient_scope`, `conflict`,
+   *   `rate_limited` (a scoped caller beyond its minting limit).
    * @example
    * const issued = await broker.tokens.mint(rootPrincipal(), { name: 'ci', scopes: ['acme'] });
    * issued.scopes; // ['acme/**']
    */
   async mint(principal: Principal, input: MintTokenInput): Promise<IssuedToken> {
+    if (principal.kind === 'token') await this.#limiter?.countMint(principal.name);
     const shape = parseShape(MintShape, input);
     const name = parseTokenName(shape.name);
     const scopes = canonicalizeScopes(shape.scopes);

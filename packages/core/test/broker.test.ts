@@ -1,6 +1,6 @@
 import { memoryStorage } from '@keyway/store-memory';
 import { describe, expect, it, vi } from 'vitest';
-import { createBroker, KeywayError, rootPrincipal } from '../src/index.js';
+import { createBroker, KeywayError, rootKeyWeakness, rootPrincipal } from '../src/index.js';
 
 const ROOT_KEY = 'core-test-root-key-0123456789abcdefghij';
 
@@ -26,6 +26,42 @@ describe('createBroker()', () => {
     expect(() => createBroker({ rootKey: ROOT_KEY, storage: {} as never })).toThrow(
       /"storage" must implement the Storage interface/,
     );
+  });
+});
+
+describe('M2 (issue 8): root keys of low entropy are refused', () => {
+  it.each([
+    ['a'.repeat(32), 'it repeats a shorter part of itself'],
+    ['abcd'.repeat(8), 'it repeats a shorter part of itself'],
+    ['0123456789abcdef0123456789abcdef', 'it repeats a shorter part of itself'],
+    [
+      'aaaaaaaaaaaaaaaabbbbbbbbbbbbbbbb',
+      'its characters carry about 32 bits, at least 72 are needed',
+    ],
+    [
+      'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaab1',
+      'its characters carry about 12 bits, at least 72 are needed',
+    ],
+  ])('refuses %s', (rootKey, weakness) => {
+    expect(rootKeyWeakness(rootKey)).toBe(weakness);
+    expect(() => createBroker({ rootKey, storage: memoryStorage() })).toThrow(
+      `invalid broker configuration: "rootKey" is too easy to guess (${weakness}): generate one with \`openssl rand -base64 32\`, or start \`keyway serve\` without KEYWAY_ROOT_KEY to have one printed`,
+    );
+  });
+
+  it('accepts random keys: 1000 hex keys of 128 bits and 1000 base64url keys of 256 bits', () => {
+    for (let i = 0; i < 1000; i++) {
+      const bytes = crypto.getRandomValues(new Uint8Array(32));
+      const hex = Array.from(bytes.subarray(0, 16), (b) => b.toString(16).padStart(2, '0')).join(
+        '',
+      );
+      const base64 = btoa(String.fromCharCode(...bytes)).replace(/[+/=]/g, (c) =>
+        c === '+' ? '-' : c === '/' ? '_' : '',
+      );
+      expect(rootKeyWeakness(hex), hex).toBeNull();
+      expect(rootKeyWeakness(base64), base64).toBeNull();
+    }
+    expect(() => createBroker({ rootKey: ROOT_KEY, storage: memoryStorage() })).not.toThrow();
   });
 });
 

@@ -2,6 +2,7 @@ import { type Broker, KeywayError, type Principal, resourcePathFromUrl } from '@
 import { callbackResponse, invalidCallbackResponse } from './callback-page.js';
 import {
   bearerCredential,
+  clientAddressOf,
   DEFAULT_MAX_BODY_BYTES,
   rawPathOf,
   readJsonBody,
@@ -19,10 +20,22 @@ export interface HandlerOptions {
    * before the handler answers `500 internal_error`. Default: `console.error`.
    */
   onInternalError?: (error: unknown, request: Request) => void;
+  /**
+   * The client's IP address, for the limit of failed authentications (API.md §12). Default:
+   * the socket's peer as `toNodeHandler` passes it, or what the runtime hands the handler
+   * beside the request (Deno's `info.remoteAddr`, Bun's `server.requestIP()`, or
+   * `{ clientAddress }`); `null` or `undefined` from this function falls back to it, and
+   * without any address no limit applies. Behind a proxy, return the address your proxy
+   * sets, never one a client can choose.
+   */
+  clientAddress?: (request: Request) => string | null | undefined;
 }
 
-/** A Web-standard request handler. */
-export type KeywayHandler = (request: Request) => Promise<Response>;
+/**
+ * A Web-standard request handler. The optional second argument is what a runtime passes
+ * beside the request (Deno's `info`, Bun's `server`) or `{ clientAddress }`.
+ */
+export type KeywayHandler = (request: Request, context?: unknown) => Promise<Response>;
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -72,6 +85,7 @@ function errorResponse(error: KeywayError, credentialPresented: boolean): Respon
   } else if (error.code === 'insufficient_scope') {
     headers['www-authenticate'] = 'Bearer realm="keyway", error="insufficient_scope"';
   }
+  if (error.retryAfter !== undefined) headers['retry-after'] = String(error.retryAfter);
   return json(error.status, error.toJSON(), headers);
 }
 
@@ -331,7 +345,7 @@ export function createHandler(broker: Broker, options: HandlerOptions = {}): Key
     options.onInternalError ?? ((error: unknown) => console.error('keyway: internal error', error));
   const table = routes(broker);
 
-  return async function keywayHandler(request: Request): Promise<Response> {
+  return async function keywayHandler(request: Request, context?: unknown): Promise<Response> {
     const credential = bearerCredential(request);
     try {
       const fullPath = rawPathOf(request);
@@ -353,7 +367,8 @@ export function createHandler(broker: Broker, options: HandlerOptions = {}): Key
             'the Authorization header is not "Bearer <token>"',
           );
         }
-        principal = await broker.authenticate(credential);
+        const clientAddress = options.clientAddress?.(request) ?? clientAddressOf(request, context);
+        principal = await broker.authenticate(credential, { clientAddress });
       }
       if (found === null) throw new KeywayError('not_found', 'no such endpoint');
       const method = request.method.toUpperCase() as Method;

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { KeywayHandler } from './handler.js';
-import { setRawTarget } from './request.js';
+import { setClientAddress, setRawTarget } from './request.js';
 import { streamOf } from './streams.js';
 
 /** A Node `http` / Express request, with what Express adds when it is there. */
@@ -9,10 +9,17 @@ type NodeRequest = IncomingMessage & { originalUrl?: string; body?: unknown };
 /** Options of {@link toNodeHandler}. */
 export interface NodeHandlerOptions {
   /**
-   * Read the scheme and host from `X-Forwarded-Proto` / `X-Forwarded-Host`: only behind a
-   * proxy you trust to set them. Default `false`.
+   * Read the scheme and host from `X-Forwarded-Proto` / `X-Forwarded-Host`, and the client
+   * address from the last `X-Forwarded-For` entry (the one your proxy appended): only
+   * behind a proxy you run, which sets them. Default `false`: the socket's peer.
    */
   trustProxy?: boolean;
+}
+
+/** The last entry of `X-Forwarded-For`: the peer your proxy saw (earlier ones are the client's word). */
+function lastForwardedFor(value: string | string[] | undefined): string | undefined {
+  const text = Array.isArray(value) ? value.join(',') : value;
+  return text?.split(',').at(-1)?.trim() || undefined;
 }
 
 function first(value: string | string[] | undefined): string | undefined {
@@ -56,6 +63,10 @@ export function toWebRequest(req: NodeRequest, options: NodeHandlerOptions = {})
     ...(body === null ? {} : { duplex: 'half' }),
   } as RequestInit);
   setRawTarget(request, target);
+  const address =
+    (options.trustProxy ? lastForwardedFor(req.headers['x-forwarded-for']) : undefined) ??
+    req.socket.remoteAddress;
+  if (address !== undefined) setClientAddress(request, address);
   return request;
 }
 

@@ -15,6 +15,39 @@ export function setRawTarget(request: Request, target: string): void {
   rawTargets.set(request, target);
 }
 
+const clientAddresses = new WeakMap<Request, string>();
+
+/** Remembers the client address (the socket's peer) of a request built by an adapter. */
+export function setClientAddress(request: Request, address: string): void {
+  clientAddresses.set(request, address);
+}
+
+/**
+ * The client address of a request: what an adapter remembered, else what the runtime
+ * passed beside the request (Deno's `info.remoteAddr`, Bun's `server.requestIP()`), else
+ * `null`.
+ */
+export function clientAddressOf(request: Request, context: unknown): string | null {
+  const kept = clientAddresses.get(request);
+  if (kept !== undefined) return kept;
+  if (typeof context !== 'object' || context === null) return null;
+  const given = context as {
+    clientAddress?: unknown;
+    remoteAddr?: { hostname?: unknown };
+    requestIP?: unknown;
+  };
+  if (typeof given.clientAddress === 'string') return given.clientAddress;
+  if (typeof given.remoteAddr?.hostname === 'string') return given.remoteAddr.hostname;
+  if (typeof given.requestIP === 'function') {
+    const ip = (given.requestIP as (r: Request) => { address?: unknown } | null).call(
+      context,
+      request,
+    );
+    if (typeof ip?.address === 'string') return ip.address;
+  }
+  return null;
+}
+
 /** The still-encoded path of a request: the raw target when an adapter kept it. */
 export function rawPathOf(request: Request): string {
   const raw = rawTargets.get(request);

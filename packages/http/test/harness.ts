@@ -93,6 +93,8 @@ export interface CallOptions {
   /** A raw body string, sent as is. */
   raw?: string | Uint8Array;
   headers?: Record<string, string>;
+  /** The client address, handed to the handler as a runtime would. */
+  clientAddress?: string;
 }
 
 /** A broker on a controllable clock, its handler, and a small client for it. */
@@ -136,6 +138,7 @@ export class Harness {
     }
     const response = await this.handler(
       new Request(`http://keyway.test${path}`, { method, headers, body }),
+      options.clientAddress === undefined ? undefined : { clientAddress: options.clientAddress },
     );
     const text = await response.text();
     return {

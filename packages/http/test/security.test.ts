@@ -6,9 +6,11 @@ import {
   type ProviderState,
   rootPrincipal,
 } from '@keyway/core';
+import { memoryStorage } from '@keyway/store-memory';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Harness, ROOT_KEY, storageFactories, VAULT_KEY } from './harness.js';
+import { createHandler, toNodeHandler } from '../src/index.js';
+import { Harness, listenOnLoopback, ROOT_KEY, storageFactories, VAULT_KEY } from './harness.js';
 
 // Regression tests of the security probe (issue 8), each named after its finding.
 
@@ -345,6 +347,146 @@ describe.each(storageFactories)('security probe findings ($name storage)', (fact
     });
   });
 
+  describe('M2: failed authentication and minting are rate limited', () => {
+    const BAD = `kw1_${'A'.repeat(60)}`;
+    const mintAs = (token: string | undefined, name: string) =>
+      h.call('POST', '/api/admin/tokens', {
+        ...(token === undefined ? {} : { token }),
+        body: { name, scopes: ['acme'], expires_in: 600 },
+      });
+
+    it('answers 429 with Retry-After to an address past 20 failures a minute, whatever it presents, and never resets on success', async () => {
+      await harness(createTestWorld({ now: () => h.now }).fetch);
+      const from = (clientAddress: string, token: string) =>
+        h.call('GET', '/api/admin/tokens', { token, clientAddress });
+      for (let i = 0; i < 19; i++) expect((await from('203.0.113.7', BAD)).status).toBe(401);
+      // A success in between neither counts nor resets the window.
+      expect((await from('203.0.113.7', ROOT_KEY)).status).toBe(200);
+      expect((await from('203.0.113.7', BAD)).status).toBe(401);
+      h.now += 15_000;
+      const limited = await from('203.0.113.7', ROOT_KEY);
+      expect(limited.status).toBe(429);
+      expect(limited.headers.get('retry-after')).toBe('45');
+      expect(limited.body).toEqual({
+        error: 'rate_limited',
+        error_description: 'too many failed authentications from this address; retry after 45 s',
+      });
+      expect((await from('203.0.113.7', BAD)).status).toBe(429);
+      // Another address, and a request without an address (no limit known), are not affected.
+      expect((await from('203.0.113.8', ROOT_KEY)).status).toBe(200);
+      expect((await h.call('GET', '/api/admin/tokens')).status).toBe(200);
+      h.now += 45_000;
+      expect((await from('203.0.113.7', ROOT_KEY)).status).toBe(200);
+    });
+
+    it('counts an IPv6 client by its /64, and an IPv4-mapped address as its IPv4 address', async () => {
+      await harness(createTestWorld({ now: () => h.now }).fetch);
+      for (let i = 0; i < 20; i++) {
+        const address = `2001:db8:1:2:${i.toString(16)}::1`;
+        expect(
+          (await h.call('GET', '/api/admin/tokens', { token: BAD, clientAddress: address })).status,
+        ).toBe(401);
+      }
+      const sameNetwork = await h.call('GET', '/api/admin/tokens', {
+        clientAddress: '2001:0db8:0001:0002:ffff::9',
+      });
+      expect(sameNetwork.status).toBe(429);
+      const otherNetwork = await h.call('GET', '/api/admin/tokens', {
+        clientAddress: '2001:db8:1:3::1',
+      });
+      expect(otherNetwork.status).toBe(200);
+      for (let i = 0; i < 20; i++) {
+        await h.call('GET', '/api/admin/tokens', { token: BAD, clientAddress: '198.51.100.4' });
+      }
+      const mapped = await h.call('GET', '/api/admin/tokens', {
+        clientAddress: '::ffff:198.51.100.4',
+      });
+      expect(mapped.status).toBe(429);
+    });
+
+    it('limits minting per scoped caller, never the root key', async () => {
+      await harness(createTestWorld({ now: () => h.now }).fetch);
+      const ci = await h.mint('ci', ['acme']);
+      for (let i = 0; i < 60; i++) {
+        expect((await mintAs(ci, `ci.job-${i}`)).status).toBe(201);
+      }
+      h.now += 59_000;
+      const refused = await mintAs(ci, 'ci.job-60');
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(refused.body.error).toBe('rate_limited');
+      expect((await h.call('GET', '/api/admin/tokens/ci.job-60')).status).toBe(404);
+      for (let i = 0; i < 70; i++) {
+        expect((await mintAs(undefined, `root-${i}`)).status).toBe(201);
+      }
+      h.now += 1_000;
+      expect((await mintAs(ci, 'ci.job-60')).status).toBe(201);
+    });
+
+    it('turns limits off with rateLimits: false, or one of them, and takes other limits', async () => {
+      h = new Harness(await factory.create(), { rateLimits: false });
+      for (let i = 0; i < 40; i++) {
+        await h.call('GET', '/api/admin/tokens', { token: BAD, clientAddress: '203.0.113.9' });
+      }
+      expect(
+        (await h.call('GET', '/api/admin/tokens', { clientAddress: '203.0.113.9' })).status,
+      ).toBe(200);
+      await h.broker.close();
+      h = new Harness(await factory.create(), {
+        rateLimits: { auth: { limit: 2, windowSeconds: 10 }, mint: false },
+      });
+      await h.call('GET', '/api/admin/tokens', { token: BAD, clientAddress: '203.0.113.9' });
+      await h.call('GET', '/api/admin/tokens', { token: BAD, clientAddress: '203.0.113.9' });
+      const limited = await h.call('GET', '/api/admin/tokens', { clientAddress: '203.0.113.9' });
+      expect(limited.status).toBe(429);
+      expect(limited.headers.get('retry-after')).toBe('10');
+      const ci = await h.mint('ci', ['acme']);
+      for (let i = 0; i < 70; i++) {
+        expect((await mintAs(ci, `ci.j${i}`)).status).toBe(201);
+      }
+    });
+
+    it('shares the counters of two instances on one database with shared: true, and keeps them per instance without', async () => {
+      h = new Harness(await factory.create(), { rateLimits: { shared: true } });
+      const sameDatabase = async () =>
+        factory.reopen === undefined ? h.storage : factory.reopen(h.storage);
+      const instance = async (shared: boolean) => {
+        const broker = createBroker({
+          rootKey: ROOT_KEY,
+          storage: await sameDatabase(),
+          vaultKeys: [VAULT_KEY],
+          now: () => h.now,
+          purgeIntervalMs: false,
+          rateLimits: { shared },
+        });
+        extraBrokers.push(broker);
+        const handler = createHandler(broker);
+        return async (token: string, clientAddress: string) =>
+          handler(
+            new Request('http://keyway.test/api/admin/tokens', {
+              headers: { authorization: `Bearer ${token}` },
+            }),
+            { clientAddress },
+          );
+      };
+      const other = await instance(true);
+      const alone = await instance(false);
+      for (let i = 0; i < 10; i++) {
+        await h.call('GET', '/api/admin/tokens', { token: BAD, clientAddress: '203.0.113.10' });
+        expect((await other(BAD, '203.0.113.10')).status).toBe(401);
+        expect((await alone(BAD, '203.0.113.10')).status).toBe(401);
+      }
+      const limited = await other(ROOT_KEY, '203.0.113.10');
+      expect(limited.status).toBe(429);
+      expect(limited.headers.get('retry-after')).toBe('60');
+      expect(
+        (await h.call('GET', '/api/admin/tokens', { clientAddress: '203.0.113.10' })).status,
+      ).toBe(429);
+      // The instance that counts alone saw 10 failures only.
+      expect((await alone(ROOT_KEY, '203.0.113.10')).status).toBe(200);
+    });
+  });
+
   describe('M4: with verify_user, a consent link completes only for the app’s own user', () => {
     async function consentWithVerification(world: TestWorld, token = ROOT_KEY) {
       const started = await h.call('POST', '/api/oauth/authorize/linear', {
@@ -538,5 +680,48 @@ describe.each(storageFactories)('security probe findings ($name storage)', (fact
       expect(b.access_token).toBe(a.access_token);
       expect(gated.world.isValidAccessToken(a.access_token)).toBe(true);
     });
+  });
+});
+
+describe('M2 over Node http: the client address comes from the socket, or from X-Forwarded-For only when trusted', () => {
+  const BAD = `kw1_${'A'.repeat(60)}`;
+  let server: Awaited<ReturnType<typeof listenOnLoopback>> | undefined;
+
+  afterEach(async () => {
+    await server?.close();
+    server = undefined;
+  });
+
+  async function serveWith(trustProxy: boolean) {
+    const h = new Harness(memoryStorage());
+    server = await listenOnLoopback(toNodeHandler(h.handler, { trustProxy }));
+    const port = server.port;
+    return (token: string, forwardedFor?: string) =>
+      fetch(`http://127.0.0.1:${port}/api/admin/tokens`, {
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(forwardedFor === undefined ? {} : { 'x-forwarded-for': forwardedFor }),
+        },
+      });
+  }
+
+  it('counts the socket peer and ignores X-Forwarded-For by default', async () => {
+    const get = await serveWith(false);
+    for (let i = 0; i < 20; i++) {
+      expect((await get(BAD, `198.51.100.${i}`)).status).toBe(401);
+    }
+    const limited = await get(ROOT_KEY, '192.0.2.200');
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(59);
+  });
+
+  it('with trustProxy, counts the last X-Forwarded-For entry (the one the proxy appended)', async () => {
+    const get = await serveWith(true);
+    for (let i = 0; i < 20; i++) {
+      expect((await get(BAD, `10.9.9.${i}, 198.51.100.1`)).status).toBe(401);
+    }
+    // A first entry the client chose does not escape the limit.
+    expect((await get(ROOT_KEY, '192.0.2.55, 198.51.100.1')).status).toBe(429);
+    expect((await get(ROOT_KEY, '198.51.100.1, 198.51.100.2')).status).toBe(200);
   });
 });

@@ -2,6 +2,7 @@ import type { Storage } from '@keyway/core';
 import { afterEach, describe } from 'vitest';
 import { connectionStorageCases, providerStorageCases } from './path-record-cases.js';
 import {
+  counterStorageCases,
   leaseStorageCases,
   maintenanceCases,
   pendingAuthorizationCases,
@@ -41,7 +42,8 @@ export type StoredTable =
   | 'connections'
   | 'pending_authorizations'
   | 'vault_entries'
-  | 'leases';
+  | 'leases'
+  | 'counters';
 
 /** What each group of cases receives. */
 export interface CaseContext {
@@ -99,6 +101,7 @@ export function runStorageConformance(name: string, target: ConformanceTarget): 
     pendingAuthorizationCases(context);
     vaultStorageCases(context);
     leaseStorageCases(context);
+    counterStorageCases(context);
     maintenanceCases(context);
   });
 }

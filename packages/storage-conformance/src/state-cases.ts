@@ -247,9 +247,57 @@ export function leaseStorageCases({ open, connectAgain }: CaseContext): void {
   });
 }
 
+export function counterStorageCases({ open, connectAgain }: CaseContext): void {
+  describe('counters', () => {
+    it('counts within a window, keeps the window of a live counter, and starts anew after it', async () => {
+      const storage = await open();
+      expect(await storage.getCounter('auth:192.0.2.1', NOW)).toBeNull();
+      expect(await storage.incrementCounter('auth:192.0.2.1', NOW + MINUTE, NOW)).toEqual({
+        count: 1,
+        expiresAt: NOW + MINUTE,
+      });
+      // A later window end does not move a live counter's window.
+      expect(await storage.incrementCounter('auth:192.0.2.1', NOW + 2 * MINUTE, NOW + 10)).toEqual({
+        count: 2,
+        expiresAt: NOW + MINUTE,
+      });
+      expect(await storage.getCounter('auth:192.0.2.1', NOW + MINUTE - 1)).toEqual({
+        count: 2,
+        expiresAt: NOW + MINUTE,
+      });
+      expect(await storage.getCounter('auth:192.0.2.1', NOW + MINUTE)).toBeNull();
+      expect(
+        await storage.incrementCounter('auth:192.0.2.1', NOW + 3 * MINUTE, NOW + MINUTE),
+      ).toEqual({ count: 1, expiresAt: NOW + 3 * MINUTE });
+      expect(await storage.getCounter('auth:192.0.2.2', NOW)).toBeNull();
+      expect(await storage.incrementCounter('auth:192.0.2.2', NOW + MINUTE, NOW)).toEqual({
+        count: 1,
+        expiresAt: NOW + MINUTE,
+      });
+    });
+
+    it('gives each of 20 concurrent increments its own count', async () => {
+      const storage = await open();
+      const other = await connectAgain(storage);
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          (i % 2 ? other : storage).incrementCounter('mint:ci', NOW + MINUTE, NOW),
+        ),
+      );
+      expect(results.map((r) => r.count).sort((a, b) => a - b)).toEqual(
+        Array.from({ length: 20 }, (_, i) => i + 1),
+      );
+      expect(await storage.getCounter('mint:ci', NOW)).toEqual({
+        count: 20,
+        expiresAt: NOW + MINUTE,
+      });
+    });
+  });
+}
+
 export function maintenanceCases({ open, readBehind }: CaseContext): void {
   describe('purgeExpired()', () => {
-    it('deletes expired tokens, pending authorizations and leases, and nothing live', async () => {
+    it('deletes expired tokens, pending authorizations, leases and counters, and nothing live', async () => {
       const storage = await open();
       const live = tokenRecord('live');
       const dead = tokenRecord('dead', { expiresAt: NOW });
@@ -260,8 +308,10 @@ export function maintenanceCases({ open, readBehind }: CaseContext): void {
       await storage.insertPendingAuthorization(pendingRecord({ expiresAt: NOW - 1 }));
       await storage.acquireLease('old', 'x', NOW - 1, NOW - MINUTE);
       await storage.acquireLease('new', 'x', NOW + 1, NOW - MINUTE);
+      await storage.incrementCounter('auth:old', NOW, NOW - MINUTE);
+      await storage.incrementCounter('auth:new', NOW + 1, NOW - MINUTE);
 
-      expect(await storage.purgeExpired(NOW, 100)).toBe(3);
+      expect(await storage.purgeExpired(NOW, 100)).toBe(4);
       expect(await storage.findTokenByIdHash(dead.idHash)).toBeNull();
       expect(await storage.findTokenByIdHash(live.idHash)).toEqual(live);
       expect(await storage.takePendingAuthorization(livePending.stateHash, NOW)).toEqual(
@@ -274,6 +324,7 @@ export function maintenanceCases({ open, readBehind }: CaseContext): void {
       if (raw !== null) {
         expect((await raw.rows('tokens')).map((row) => row.name)).toEqual(['live']);
         expect((await raw.rows('leases')).map((row) => row.key)).toEqual(['new']);
+        expect((await raw.rows('counters')).map((row) => row.key)).toEqual(['auth:new']);
       }
     });
 

@@ -58,6 +58,7 @@ export function memoryStorage(): MemoryStorage {
   const pending = new Map<string, PendingAuthorizationRecord>();
   const vault = new Map<string, VaultEntryRecord>();
   const leases = new Map<string, { owner: string; expiresAt: number }>();
+  const counters = new Map<string, { count: number; expiresAt: number }>();
 
   const vaultId = (kind: string, key: string) => `${kind}\u0000${key}`;
 
@@ -311,6 +312,22 @@ export function memoryStorage(): MemoryStorage {
       if (leases.get(key)?.owner === owner) leases.delete(key);
     },
 
+    // ─── counters ───
+    async incrementCounter(key, expiresAt, now) {
+      const live = counters.get(key);
+      const next =
+        live === undefined || live.expiresAt <= now
+          ? { count: 1, expiresAt }
+          : { count: live.count + 1, expiresAt: live.expiresAt };
+      counters.set(key, next);
+      return { ...next };
+    },
+
+    async getCounter(key, now) {
+      const live = counters.get(key);
+      return live === undefined || live.expiresAt <= now ? null : { ...live };
+    },
+
     // ─── maintenance ───
     async purgeExpired(now, limit) {
       let removed = 0;
@@ -324,7 +341,9 @@ export function memoryStorage(): MemoryStorage {
       removed += expiredPending.length;
       const expiredLeases = [...leases].filter(([, l]) => l.expiresAt <= now).slice(0, limit);
       for (const [key] of expiredLeases) leases.delete(key);
-      return removed + expiredLeases.length;
+      const expiredCounters = [...counters].filter(([, c]) => c.expiresAt <= now).slice(0, limit);
+      for (const [key] of expiredCounters) counters.delete(key);
+      return removed + expiredLeases.length + expiredCounters.length;
     },
 
     async close() {},

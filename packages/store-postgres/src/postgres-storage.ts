@@ -171,6 +171,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
   const PENDING = t('pending_authorizations');
   const VAULT = t('vault_entries');
   const LEASES = t('leases');
+  const COUNTERS = t('counters');
 
   // Named statements: each text is parsed and planned once per pooled connection.
   const names = new Map<string, string>();
@@ -502,6 +503,34 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
       await query(pool, `DELETE FROM ${LEASES} WHERE key = $1 AND owner = $2`, [key, owner]);
     },
 
+    // ─── counters ───
+    async incrementCounter(key, expiresAt, now) {
+      const result = await query(
+        pool,
+        `INSERT INTO ${COUNTERS} (key, count, expires_at) VALUES ($1, 1, $2)
+         ON CONFLICT (key) DO UPDATE SET
+           count = CASE WHEN ${COUNTERS}.expires_at <= $3 THEN 1 ELSE ${COUNTERS}.count + 1 END,
+           expires_at = CASE WHEN ${COUNTERS}.expires_at <= $3 THEN excluded.expires_at
+                             ELSE ${COUNTERS}.expires_at END
+         RETURNING count, expires_at`,
+        [key, expiresAt, now],
+      );
+      const row = result.rows[0] as Row;
+      return { count: Number(row.count), expiresAt: Number(row.expires_at) };
+    },
+
+    async getCounter(key, now) {
+      const result = await query(
+        pool,
+        `SELECT count, expires_at FROM ${COUNTERS} WHERE key = $1 AND expires_at > $2`,
+        [key, now],
+      );
+      const row = result.rows[0] as Row | undefined;
+      return row === undefined
+        ? null
+        : { count: Number(row.count), expiresAt: Number(row.expires_at) };
+    },
+
     // ─── maintenance ───
     async purgeExpired(now, limit) {
       let removed = 0;
@@ -509,6 +538,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
         [TOKENS, 'id_hash'],
         [PENDING, 'state_hash'],
         [LEASES, 'key'],
+        [COUNTERS, 'key'],
       ] as const) {
         // SKIP LOCKED: rows a request is working on are left for the next round.
         const result = await query(

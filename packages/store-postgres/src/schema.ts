@@ -69,4 +69,12 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX keyway_leases_expires_at ON {s}.keyway_leases (expires_at);
   `,
+  `
+  CREATE TABLE {s}.keyway_counters (
+    key        text PRIMARY KEY,
+    count      bigint NOT NULL,
+    expires_at bigint NOT NULL
+  );
+  CREATE INDEX keyway_counters_expires_at ON {s}.keyway_counters (expires_at);
+  `,
 ];

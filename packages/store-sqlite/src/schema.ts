@@ -67,4 +67,12 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX keyway_leases_expires_at ON keyway_leases (expires_at);
   `,
+  `
+  CREATE TABLE keyway_counters (
+    key        TEXT PRIMARY KEY,
+    count      INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX keyway_counters_expires_at ON keyway_counters (expires_at);
+  `,
 ];

@@ -434,6 +434,28 @@ export function sqliteStorage(
       stmt('DELETE FROM keyway_leases WHERE key = ? AND owner = ?').run(key, owner);
     },
 
+    // ─── counters ───
+    async incrementCounter(key, expiresAt, now) {
+      const row = stmt(
+        `INSERT INTO keyway_counters (key, count, expires_at) VALUES (?, 1, ?)
+         ON CONFLICT (key) DO UPDATE SET
+           count = CASE WHEN keyway_counters.expires_at <= ? THEN 1 ELSE keyway_counters.count + 1 END,
+           expires_at = CASE WHEN keyway_counters.expires_at <= ? THEN excluded.expires_at
+                             ELSE keyway_counters.expires_at END
+         RETURNING count, expires_at`,
+      ).get(key, expiresAt, now, now) as Row;
+      return { count: Number(row.count), expiresAt: Number(row.expires_at) };
+    },
+
+    async getCounter(key, now) {
+      const row = stmt(
+        'SELECT count, expires_at FROM keyway_counters WHERE key = ? AND expires_at > ?',
+      ).get(key, now) as Row | undefined;
+      return row === undefined
+        ? null
+        : { count: Number(row.count), expiresAt: Number(row.expires_at) };
+    },
+
     // ─── maintenance ───
     async purgeExpired(now, limit) {
       let removed = 0;
@@ -441,6 +463,7 @@ export function sqliteStorage(
         ['keyway_tokens', 'id_hash'],
         ['keyway_pending_authorizations', 'state_hash'],
         ['keyway_leases', 'key'],
+        ['keyway_counters', 'key'],
       ] as const) {
         // One short statement per table: a batch, never a long lock.
         removed += stmt(

@@ -59,7 +59,7 @@ export async function startBrokerProcess(env: Record<string, string>): Promise<B
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`broker did not start:\n${text}`)), 30_000);
     const check = () => {
-      const port = text.match(/listening on http:\/\/localhost:(\d+)/)?.[1];
+      const port = text.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/)?.[1];
       if (port !== undefined) {
         clearTimeout(timer);
         resolve(`http://127.0.0.1:${port}`);

@@ -1,0 +1,185 @@
+import { KeywayError } from './errors.js';
+import type { CounterStorage, CounterValue } from './storage.js';
+
+/** One limit: at most `limit` events per window of `windowSeconds`. */
+export interface RateLimit {
+  limit: number;
+  windowSeconds: number;
+}
+
+/**
+ * The rate limits of API.md §12. `false` turns one off; an omitted one keeps its default.
+ *
+ * @example
+ * createBroker({ ..., rateLimits: { auth: { limit: 50, windowSeconds: 60 }, shared: true } });
+ */
+export interface RateLimitsConfig {
+  /** Failed authentications per client address. Default 20 per 60 s. */
+  auth?: RateLimit | false;
+  /** Tokens minted per scoped caller (the root key is not limited). Default 60 per 60 s. */
+  mint?: RateLimit | false;
+  /**
+   * Keep the counters in the broker's storage, so every instance on it shares them.
+   * Default `false`: each instance counts on its own, in memory.
+   */
+  shared?: boolean;
+}
+
+export const DEFAULT_RATE_LIMITS: { auth: RateLimit; mint: RateLimit } = {
+  auth: { limit: 20, windowSeconds: 60 },
+  mint: { limit: 60, windowSeconds: 60 },
+};
+
+/** Where counters are kept: {@link CounterStorage}, in memory or in the storage. */
+type Counters = Pick<CounterStorage, 'incrementCounter' | 'getCounter'>;
+
+/** Most counters an instance keeps in memory; beyond it the oldest windows are dropped. */
+const MAX_INSTANCE_COUNTERS = 100_000;
+
+/** Fixed-window counters of one instance, bounded in size. */
+export function instanceCounters(maxKeys = MAX_INSTANCE_COUNTERS): Counters {
+  const counters = new Map<string, CounterValue>();
+  return {
+    async incrementCounter(key, expiresAt, now) {
+      const live = counters.get(key);
+      if (live !== undefined && live.expiresAt > now) {
+        live.count += 1;
+        return { ...live };
+      }
+      counters.delete(key);
+      if (counters.size >= maxKeys) {
+        for (const [old, value] of counters) if (value.expiresAt <= now) counters.delete(old);
+        // Still full of live windows (many addresses at once): the oldest go first.
+        for (const old of counters.keys()) {
+          if (counters.size < maxKeys) break;
+          counters.delete(old);
+        }
+      }
+      const fresh = { count: 1, expiresAt };
+      counters.set(key, fresh);
+      return { ...fresh };
+    },
+    async getCounter(key, now) {
+      const live = counters.get(key);
+      return live === undefined || live.expiresAt <= now ? null : { ...live };
+    },
+  };
+}
+
+/**
+ * The key of a client address: an IPv4 address as it is, an IPv6 address by its /64
+ * prefix (one subscriber usually holds a whole /64, so counting single addresses would
+ * give one client 2^64 windows).
+ */
+export function clientAddressKey(address: string): string {
+  const text = address
+    .trim()
+    .replace(/^\[|\]$/g, '')
+    .split('%')[0] as string;
+  if (!text.includes(':')) return text;
+  const mapped = text.match(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/i);
+  if (mapped) return mapped[1] as string;
+  const [head = '', tail] = text.toLowerCase().split('::');
+  const headGroups = head === '' ? [] : head.split(':');
+  const tailGroups = tail === undefined || tail === '' ? [] : tail.split(':');
+  const groups =
+    tail === undefined
+      ? headGroups
+      : [
+          ...headGroups,
+          ...new Array<string>(Math.max(0, 8 - headGroups.length - tailGroups.length)).fill('0'),
+          ...tailGroups,
+        ];
+  const prefix = groups.slice(0, 4).map((group) => group.replace(/^0+/, '') || '0');
+  return `${prefix.join(':')}::/64`;
+}
+
+function rateLimited(what: string, counter: CounterValue, now: number): KeywayError {
+  const retryAfter = Math.max(1, Math.ceil((counter.expiresAt - now) / 1000));
+  return new KeywayError('rate_limited', `too many ${what}; retry after ${retryAfter} s`, {
+    retryAfter,
+  });
+}
+
+/** The rate limits of one broker. */
+export class RateLimiter {
+  readonly #auth: RateLimit | false;
+  readonly #mint: RateLimit | false;
+  readonly #counters: Counters;
+  readonly #now: () => number;
+
+  constructor(config: RateLimitsConfig | false, counters: CounterStorage, now: () => number) {
+    const limits = config === false ? { auth: false as const, mint: false as const } : config;
+    this.#auth = limits.auth ?? DEFAULT_RATE_LIMITS.auth;
+    this.#mint = limits.mint ?? DEFAULT_RATE_LIMITS.mint;
+    this.#counters = config !== false && config.shared === true ? counters : instanceCounters();
+    this.#now = now;
+  }
+
+  /**
+   * Refuses every authentication from an address that used up its failures, whatever the
+   * credential (a right guess after the limit must not be told apart from a wrong one).
+   *
+   * @throws {KeywayError} `rate_limited` with `retryAfter`.
+   */
+  async assertMayAuthenticate(address: string): Promise<void> {
+    if (this.#auth === false) return;
+    const now = this.#now();
+    const counter = await this.#counters.getCounter(`auth:${clientAddressKey(address)}`, now);
+    if (counter !== null && counter.count >= this.#auth.limit) {
+      throw rateLimited('failed authentications from this address', counter, now);
+    }
+  }
+
+  /** Counts a failed authentication of an address. */
+  async recordFailedAuthentication(address: string): Promise<void> {
+    if (this.#auth === false) return;
+    const now = this.#now();
+    await this.#counters.incrementCounter(
+      `auth:${clientAddressKey(address)}`,
+      now + this.#auth.windowSeconds * 1000,
+      now,
+    );
+  }
+
+  /**
+   * Counts one mint by a scoped caller, refusing it beyond the limit.
+   *
+   * @throws {KeywayError} `rate_limited` with `retryAfter`.
+   */
+  async countMint(callerName: string): Promise<void> {
+    if (this.#mint === false) return;
+    const now = this.#now();
+    const counter = await this.#counters.incrementCounter(
+      `mint:${callerName}`,
+      now + this.#mint.windowSeconds * 1000,
+      now,
+    );
+    if (counter.count > this.#mint.limit) throw rateLimited('tokens minted', counter, now);
+  }
+}
+
+/**
+ * Parses `KEYWAY_RATE_LIMITS`: `on`, `off`, or `auth=20/60,mint=60/60` (count per window
+ * in seconds; `auth=off` turns one off; a limit not named keeps its default).
+ *
+ * @throws {TypeError} naming what is wrong.
+ */
+export function parseRateLimits(text: string): RateLimitsConfig | false {
+  const value = text.trim();
+  if (value === '' || value === 'on') return {};
+  if (value === 'off') return false;
+  const config: RateLimitsConfig = {};
+  for (const part of value.split(',')) {
+    const match = part.trim().match(/^(auth|mint)=(?:(off)|([1-9][0-9]{0,8})\/([1-9][0-9]{0,5}))$/);
+    if (match === null) {
+      throw new TypeError(
+        `invalid rate limit ${JSON.stringify(part.trim())}: use on, off, or auth=20/60,mint=60/60 (count per window in seconds, or name=off)`,
+      );
+    }
+    const name = match[1] as 'auth' | 'mint';
+    config[name] =
+      match[2] === 'off' ? false : { limit: Number(match[3]), windowSeconds: Number(match[4]) };
+  }
+  return config;
+}
