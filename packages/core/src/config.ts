@@ -63,9 +63,11 @@ export interface BrokerConfig {
    */
   vaultKeys?: string[];
   /**
-   * The transport of every outbound request (discovery, registration, token endpoints);
-   * default `globalThis.fetch`. On Node, pass `createNodeFetch()` from `@keyway/http`: it
-   * also checks the addresses a host name resolves to, and pins the connection to them.
+   * The transport of every outbound request (discovery, registration, token endpoints).
+   * Default: on Node, `createNodeFetch()`, which checks every address a host name resolves
+   * to and pins the connection to them; on Deno and Bun, their resolvers check the
+   * addresses before the platform's `fetch`; on other runtimes host names not in
+   * `allowedHosts` are refused (pass a resolving `fetch` there).
    */
   fetch?: Transport;
   /**

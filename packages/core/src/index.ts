@@ -200,4 +200,13 @@ export {
   TokenService,
   type TokenView,
 } from './tokens.js';
+export {
+  createNodeFetch,
+  createResolvingFetch,
+  defaultTransport,
+  type Resolve,
+  type ResolvedAddress,
+  type ResolvingFetchOptions,
+  type RuntimeGlobals,
+} from './transport.js';
 export { generateVaultKey, parseVaultKeys, Vault } from './vault.js';

@@ -1,4 +1,5 @@
 import { classifyAddress, isIpLiteral } from './address.js';
+import { defaultTransport } from './transport.js';
 
 /** Why an outbound request was refused or failed. */
 export type OutboundFailure =
@@ -34,7 +35,11 @@ export type OutboundFetch = (url: string | URL, init?: RequestInit) => Promise<R
 
 /** Options of {@link createOutboundFetch}. */
 export interface OutboundOptions {
-  /** The transport; default `globalThis.fetch`. On Node use `createNodeFetch()` of `@keyway/http`. */
+  /**
+   * The transport; default {@link defaultTransport}: on Node one that resolves, checks and
+   * pins addresses; on Deno and Bun one that resolves and checks them first; elsewhere
+   * host names are refused unless allowed.
+   */
   fetch?: Transport;
   /**
    * Host names (or IP literals) that may be reached over plain `http` and on loopback or
@@ -186,7 +191,7 @@ async function readCapped(
  * const response = await outbound('https://mcp.example.com/.well-known/oauth-protected-resource');
  */
 export function createOutboundFetch(options: OutboundOptions = {}): OutboundFetch {
-  const transport: Transport = options.fetch ?? ((url, init) => globalThis.fetch(url, init));
+  const transport: Transport = options.fetch ?? defaultTransport(options.allowedHosts ?? []);
   const allowedHosts = new Set((options.allowedHosts ?? []).map(normalizeHost));
   const timeoutMs = options.timeoutMs ?? 10_000;
   const maxBytes = options.maxResponseBytes ?? 1024 * 1024;

@@ -1,0 +1,296 @@
+import { classifyAddress, isIpLiteral } from './address.js';
+import { normalizeHost, OutboundError, type Transport } from './outbound.js';
+
+/**
+ * Transports that check the addresses a host name resolves to before connecting: the last
+ * step of the server-side request forgery guard, which a plain `fetch` leaves open (a name
+ * such as `vm.example.com` may resolve to 127.0.0.1). Core stays free of static Node
+ * imports: the Node transport reaches `node:dns`, `node:http` and `node:https` through
+ * `process.getBuiltinModule`, so bundles for other runtimes never pull them in.
+ */
+
+/** One resolved address. */
+export interface ResolvedAddress {
+  address: string;
+  /** 4 or 6. */
+  family: number;
+}
+
+/** A resolver: every address of a host name. */
+export type Resolve = (hostname: string) => Promise<ResolvedAddress[]>;
+
+/** Options of {@link createNodeFetch} and {@link createResolvingFetch}. */
+export interface ResolvingFetchOptions {
+  /** Hosts whose addresses are not checked (development and tests), as in the broker. */
+  allowedHosts?: readonly string[];
+  /** The resolver; default the runtime's. Injected by tests to map names to addresses. */
+  resolve?: Resolve;
+}
+
+/** The refusal of a host name whose addresses are not all public; it never says which. */
+function blocked(hostname: string): OutboundError {
+  return new OutboundError('blocked_address', `${hostname}: address not allowed`);
+}
+
+/** Checks every resolved address of a host name, unless the host is allowed. */
+async function checkedAddresses(
+  hostname: string,
+  resolve: Resolve,
+  allowed: ReadonlySet<string>,
+): Promise<ResolvedAddress[]> {
+  const addresses = await resolve(hostname);
+  if (addresses.length === 0) throw new OutboundError('network', `${hostname} has no address`);
+  if (!allowed.has(normalizeHost(hostname))) {
+    if (addresses.some((entry) => classifyAddress(entry.address) !== 'public')) {
+      throw blocked(hostname);
+    }
+  }
+  return addresses;
+}
+
+// ─── Node: resolve, check, and connect to exactly the checked addresses ───
+
+/* Just what this file uses of Node's modules, typed here: core has no Node types. */
+interface NodeEmitter {
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  once(event: string, listener: (...args: never[]) => void): unknown;
+}
+interface NodeIncoming extends NodeEmitter {
+  statusCode?: number;
+  statusMessage?: string;
+  headers: Record<string, string | string[] | undefined>;
+  pause(): unknown;
+  resume(): unknown;
+  destroy(error?: Error): unknown;
+}
+interface NodeClientRequest extends NodeEmitter {
+  end(body?: string | Uint8Array): unknown;
+}
+type NodeRequestFunction = (
+  url: URL,
+  options: Record<string, unknown>,
+  callback: (response: NodeIncoming) => void,
+) => NodeClientRequest;
+type NodeLookupCallback = (
+  error: Error | null,
+  address: string | ResolvedAddress[],
+  family?: number,
+) => void;
+interface NodeDns {
+  lookup(
+    hostname: string,
+    options: { all: true; verbatim: true },
+    callback: (error: Error | null, addresses: ResolvedAddress[]) => void,
+  ): void;
+}
+
+/** `process.getBuiltinModule` where the runtime has it (Node ≥ 20.16, Bun, Deno), else `null`. */
+function builtinModules(): ((id: string) => unknown) | null {
+  const process = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } })
+    .process;
+  return typeof process?.getBuiltinModule === 'function'
+    ? process.getBuiltinModule.bind(process)
+    : null;
+}
+
+function headersOf(raw: NodeIncoming['headers']): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(raw)) {
+    if (value === undefined) continue;
+    for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
+  }
+  return headers;
+}
+
+function bodyBytes(body: RequestInit['body']): string | Uint8Array | undefined {
+  if (body === undefined || body === null) return undefined;
+  if (typeof body === 'string' || body instanceof Uint8Array) return body;
+  if (body instanceof URLSearchParams) return body.toString();
+  if (body instanceof ArrayBuffer) return new Uint8Array(body);
+  throw new TypeError('the Node transport sends string, bytes or URLSearchParams bodies only');
+}
+
+/** A Node response body as a Web stream, with back-pressure. */
+function responseStream(response: NodeIncoming): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      response.on('data', (chunk: Uint8Array) => {
+        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+        if ((controller.desiredSize ?? 0) <= 0) response.pause();
+      });
+      response.once('end', () => controller.close());
+      response.once('error', (error: Error) => controller.error(error));
+    },
+    pull() {
+      response.resume();
+    },
+    cancel() {
+      response.destroy();
+    },
+  });
+}
+
+/**
+ * A `fetch`-compatible transport for Node that resolves the host name itself, refuses when
+ * any resolved address is not publicly routable (loopback, private, link-local, CGNAT,
+ * multicast, unspecified, IPv4-mapped, and the rest of the IANA special-purpose
+ * registries), and connects to exactly the addresses it checked, so a second DNS answer
+ * cannot swap in an internal address (DNS rebinding). It is the default transport of
+ * `createBroker` on Node.
+ *
+ * @throws {TypeError} where `node:http` cannot be loaded (not Node).
+ * @example
+ * const broker = createBroker({ rootKey, storage, fetch: createNodeFetch({ allowedHosts: ['localhost'] }) });
+ */
+export function createNodeFetch(options: ResolvingFetchOptions = {}): Transport {
+  const load = builtinModules();
+  if (load === null) throw new TypeError('createNodeFetch() needs Node (process.getBuiltinModule)');
+  const http = load('node:http') as { request: NodeRequestFunction };
+  const https = load('node:https') as { request: NodeRequestFunction };
+  const dns = load('node:dns') as NodeDns;
+  const allowed = new Set((options.allowedHosts ?? []).map(normalizeHost));
+  const resolve: Resolve =
+    options.resolve ??
+    ((hostname) =>
+      new Promise((resolvePromise, reject) => {
+        dns.lookup(hostname, { all: true, verbatim: true }, (error, addresses) =>
+          error ? reject(error) : resolvePromise(addresses),
+        );
+      }));
+
+  const lookup = (
+    hostname: string,
+    lookupOptions: { all?: boolean },
+    callback: NodeLookupCallback,
+  ): void => {
+    checkedAddresses(hostname, resolve, allowed).then(
+      (addresses) => {
+        const first = addresses[0] as ResolvedAddress;
+        if (lookupOptions.all) callback(null, addresses);
+        else callback(null, first.address, first.family);
+      },
+      (error: Error) => callback(error, '', 4),
+    );
+  };
+
+  return (input, init) =>
+    new Promise<Response>((resolvePromise, reject) => {
+      const url = new URL(input);
+      const send = url.protocol === 'https:' ? https.request : http.request;
+      const headers: Record<string, string> = {};
+      new Headers(init.headers).forEach((value, name) => {
+        headers[name] = value;
+      });
+      const body = bodyBytes(init.body);
+      const request = send(
+        url,
+        { method: init.method ?? 'GET', headers, lookup, signal: init.signal ?? undefined },
+        (response) => {
+          const status = response.statusCode ?? 502;
+          resolvePromise(
+            new Response(status === 204 || status === 304 ? null : responseStream(response), {
+              status,
+              statusText: response.statusMessage ?? '',
+              headers: headersOf(response.headers),
+            }),
+          );
+        },
+      );
+      request.once('error', reject);
+      request.end(body);
+    });
+}
+
+// ─── Other runtimes: resolve and check, then the platform's fetch ───
+
+/**
+ * A transport that resolves a host name with `resolve`, refuses it when any address is not
+ * public, and then calls the platform's `fetch`. The platform resolves again when it
+ * connects, so unlike {@link createNodeFetch} this does not pin the checked addresses: a
+ * DNS server that answers differently within the same second can still slip through. It is
+ * the default on Deno and Bun, whose `fetch` takes no resolver.
+ */
+export function createResolvingFetch(
+  resolve: Resolve,
+  options: { allowedHosts?: readonly string[]; fetch?: Transport } = {},
+): Transport {
+  const allowed = new Set((options.allowedHosts ?? []).map(normalizeHost));
+  const platformFetch: Transport = options.fetch ?? ((url, init) => globalThis.fetch(url, init));
+  return async (input, init) => {
+    const host = normalizeHost(new URL(input).hostname);
+    if (!isIpLiteral(host) && !allowed.has(host)) await checkedAddresses(host, resolve, allowed);
+    return platformFetch(input, init);
+  };
+}
+
+/** The runtime globals {@link defaultTransport} looks at; injected by tests. */
+export interface RuntimeGlobals {
+  Deno?: { resolveDns?: (name: string, type: 'A' | 'AAAA') => Promise<string[]> };
+  Bun?: {
+    dns?: { lookup?: (name: string, options?: object) => Promise<ResolvedAddress[]> };
+  };
+  process?: { versions?: { node?: string }; getBuiltinModule?: (id: string) => unknown };
+  fetch?: typeof fetch;
+}
+
+/** Deno's resolver: A and AAAA records; a name with neither has no address. */
+function denoResolve(
+  deno: NonNullable<NonNullable<RuntimeGlobals['Deno']>['resolveDns']>,
+): Resolve {
+  return async (hostname) => {
+    const settled = await Promise.allSettled([
+      deno(hostname, 'A').then((list) => list.map((address) => ({ address, family: 4 }))),
+      deno(hostname, 'AAAA').then((list) => list.map((address) => ({ address, family: 6 }))),
+    ]);
+    const found = settled.flatMap((result) => (result.status === 'fulfilled' ? result.value : []));
+    const failure = settled.find((result) => result.status === 'rejected');
+    if (found.length === 0 && failure !== undefined)
+      throw (failure as PromiseRejectedResult).reason;
+    return found;
+  };
+}
+
+/**
+ * The transport `createBroker` uses without a `fetch` option: on Node the pinned
+ * {@link createNodeFetch}; on Deno and Bun {@link createResolvingFetch} with their
+ * resolvers; elsewhere (a runtime without a resolver) the platform's `fetch` for IP
+ * literals and allowed hosts, and a refusal of any other host name that says how to allow
+ * it.
+ */
+export function defaultTransport(
+  allowedHosts: readonly string[] = [],
+  runtime: RuntimeGlobals = globalThis as RuntimeGlobals,
+): Transport {
+  const platformFetch: Transport = (url, init) => (runtime.fetch ?? globalThis.fetch)(url, init);
+  const resolveDns = runtime.Deno?.resolveDns;
+  if (typeof resolveDns === 'function') {
+    return createResolvingFetch(denoResolve(resolveDns.bind(runtime.Deno)), {
+      allowedHosts,
+      fetch: platformFetch,
+    });
+  }
+  const bunLookup = runtime.Bun?.dns?.lookup;
+  if (typeof bunLookup === 'function') {
+    return createResolvingFetch((name) => bunLookup.call(runtime.Bun?.dns, name), {
+      allowedHosts,
+      fetch: platformFetch,
+    });
+  }
+  if (
+    typeof runtime.process?.versions?.node === 'string' &&
+    typeof runtime.process.getBuiltinModule === 'function'
+  ) {
+    return createNodeFetch({ allowedHosts });
+  }
+  const allowed = new Set(allowedHosts.map(normalizeHost));
+  return async (input, init) => {
+    const host = normalizeHost(new URL(input).hostname);
+    if (!isIpLiteral(host) && !allowed.has(host)) {
+      throw new OutboundError(
+        'blocked_address',
+        `${host}: this runtime cannot check what a host name resolves to; pass a "fetch" that resolves and checks addresses, or list the host in "allowedHosts"`,
+      );
+    }
+    return platformFetch(input, init);
+  };
+}
