@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { KeywayHandler } from './handler.js';
-import { setClientAddress, setRawTarget } from './request.js';
+import { DEFAULT_MAX_BODY_BYTES, setClientAddress, setRawTarget } from './request.js';
 import { streamOf } from './streams.js';
 
 /** A Node `http` / Express request, with what Express adds when it is there. */
@@ -90,6 +90,22 @@ export async function writeWebResponse(res: ServerResponse, response: Response):
 }
 
 /**
+ * After an answer given before the request body was read (401, 404, 405, 413): the rest of
+ * the body is read and discarded, so the next request on a keep-alive connection can be
+ * parsed; a body that may be larger than the limit (declared so, or of unknown length)
+ * gets `Connection: close` instead, and the socket closes after the answer.
+ */
+function finishUnreadBody(req: NodeRequest, res: ServerResponse, request: Request): void {
+  const declared = Number(req.headers['content-length'] ?? Number.NaN);
+  if (!(declared <= DEFAULT_MAX_BODY_BYTES)) res.setHeader('connection', 'close');
+  if (request.body !== null && !request.body.locked) {
+    request.body.cancel().catch(() => {});
+  } else {
+    req.resume();
+  }
+}
+
+/**
  * Adapts a Keyway handler to Node's `http` server and Express. In Express, mount it before
  * any body parser, at the same path as the handler's `basePath` (`originalUrl` is read).
  *
@@ -117,7 +133,10 @@ export function toNodeHandler(
       return;
     }
     handler(request)
-      .then((response) => writeWebResponse(res, response))
+      .then((response) => {
+        if (!req.complete) finishUnreadBody(req, res, request);
+        return writeWebResponse(res, response);
+      })
       .catch((error: unknown) => {
         if (next) next(error);
         else res.destroy(error instanceof Error ? error : undefined);

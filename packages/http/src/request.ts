@@ -96,7 +96,17 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
   if (request.body !== null) {
     const reader = request.body.getReader();
     for (;;) {
-      const { done, value } = await reader.read();
+      let chunk: ReadableStreamReadResult<Uint8Array>;
+      try {
+        chunk = await reader.read();
+      } catch (cause) {
+        // The client went away (or its connection broke) while sending: its request, not a
+        // fault of the server.
+        throw new KeywayError('invalid_request', 'the request body ended before it was complete', {
+          cause,
+        });
+      }
+      const { done, value } = chunk;
       if (done) break;
       size += value.byteLength;
       if (size > limit) {

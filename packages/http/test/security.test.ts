@@ -1,7 +1,12 @@
 import { lookup } from 'node:dns/promises';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { type AddressInfo, createServer as createNetServer } from 'node:net';
+import {
+  createServer as createHttpServer,
+  Agent as HttpAgent,
+  request as httpRequest,
+} from 'node:http';
+import { type AddressInfo, connect, createServer as createNetServer } from 'node:net';
 import { hostname } from 'node:os';
 import {
   type Broker,
@@ -784,5 +789,120 @@ describe('M3: the library’s default transport on Node checks what a host name 
       await h.broker.close();
       server.close();
     }
+  });
+});
+
+describe('L1, L2: request bodies over Node http', () => {
+  let server: ReturnType<typeof createHttpServer> | undefined;
+  let connections = 0;
+  const answered: number[] = [];
+
+  afterEach(async () => {
+    server?.closeAllConnections();
+    server?.close();
+    server = undefined;
+    connections = 0;
+    answered.splice(0);
+  });
+
+  async function start(h: Harness): Promise<number> {
+    const handle = toNodeHandler(async (request) => {
+      const response = await h.handler(request);
+      answered.push(response.status);
+      return response;
+    });
+    server = createHttpServer(handle);
+    server.on('connection', () => {
+      connections++;
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    return (server.address() as AddressInfo).port;
+  }
+
+  function send(
+    port: number,
+    agent: HttpAgent,
+    method: string,
+    token: string,
+    body?: Uint8Array,
+  ): Promise<{ status: number; headers: Record<string, unknown> }> {
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host: '127.0.0.1',
+          port,
+          agent,
+          method,
+          path: '/api/admin/tokens',
+          headers: {
+            authorization: `Bearer ${token}`,
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode as number, headers: res.headers }));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  it('L1: reads and discards the body of an early 401, so the keep-alive connection serves the next request', async () => {
+    const h = new Harness(memoryStorage());
+    const port = await start(h);
+    const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const body = new Uint8Array(512 * 1024).fill(0x20);
+      const refused = await send(port, agent, 'POST', `kw1_${'A'.repeat(60)}`, body);
+      expect(refused.status).toBe(401);
+      expect(refused.headers.connection).toBe('keep-alive');
+      const next = await send(port, agent, 'GET', ROOT_KEY);
+      expect(next.status).toBe(200);
+      const wrongMethod = await send(port, agent, 'PATCH', ROOT_KEY, body);
+      expect(wrongMethod.status).toBe(405);
+      expect((await send(port, agent, 'GET', ROOT_KEY)).status).toBe(200);
+      expect(connections).toBe(1);
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('L1: closes the connection after an early answer to a body larger than the limit', async () => {
+    const h = new Harness(memoryStorage());
+    const port = await start(h);
+    const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const refused = await send(
+        port,
+        agent,
+        'POST',
+        `kw1_${'A'.repeat(60)}`,
+        new Uint8Array(3 * 1024 * 1024).fill(0x20),
+      );
+      expect(refused.status).toBe(401);
+      expect(refused.headers.connection).toBe('close');
+      expect((await send(port, agent, 'GET', ROOT_KEY)).status).toBe(200);
+      expect(connections).toBe(2);
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('L2: a client that goes away while sending its body is not an internal error', async () => {
+    const h = new Harness(memoryStorage());
+    const port = await start(h);
+    const socket = connect(port, '127.0.0.1');
+    await once(socket, 'connect');
+    socket.write(
+      `POST /api/admin/tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ROOT_KEY}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    socket.destroy();
+    while (answered.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(answered).toEqual([400]);
+    expect(h.errors).toEqual([]);
   });
 });
