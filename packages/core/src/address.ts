@@ -63,54 +63,114 @@ function parseIPv6(text: string): number[] | null {
   return groups;
 }
 
-function classifyIPv4([a, b, c]: number[]): AddressClass {
-  const x = a as number;
-  const y = b as number;
-  if (x === 0) return 'unspecified'; // 0.0.0.0/8, "this network"
-  if (x === 127) return 'loopback';
-  if (x === 10 || (x === 172 && y >= 16 && y <= 31) || (x === 192 && y === 168)) return 'private';
-  if (x === 100 && y >= 64 && y <= 127) return 'shared';
-  if (x === 169 && y === 254) return 'link-local';
-  if (x >= 224 && x <= 239) return 'multicast';
-  if (
-    x >= 240 || // future use and 255.255.255.255
-    (x === 192 && y === 0 && (c === 0 || c === 2)) || // protocol assignments, TEST-NET-1
-    (x === 198 && (y === 18 || y === 19)) || // benchmarking
-    (x === 198 && y === 51 && c === 100) || // TEST-NET-2
-    (x === 203 && y === 0 && c === 113) // TEST-NET-3
-  ) {
-    return 'reserved';
-  }
-  return 'public';
+type Rule = readonly [cidr: string, kind: AddressClass | 'embedded'];
+
+/**
+ * The IANA IPv4 Special-Purpose Address Registry (RFC 6890 and later), entries that are not
+ * globally reachable. Reachable ones (192.31.196.0/24 AS112, 192.52.193.0/24 AMT,
+ * 192.175.48.0/24 AS112 direct delegation) stay public; the whole 192.0.0.0/24 is refused,
+ * including its anycast /32s, where no OAuth server lives.
+ */
+const IPV4_RULES: readonly Rule[] = [
+  ['0.0.0.0/8', 'unspecified'], // "this network"
+  ['10.0.0.0/8', 'private'],
+  ['100.64.0.0/10', 'shared'], // carrier-grade NAT (RFC 6598)
+  ['127.0.0.0/8', 'loopback'],
+  ['169.254.0.0/16', 'link-local'],
+  ['172.16.0.0/12', 'private'],
+  ['192.0.0.0/24', 'reserved'], // IETF protocol assignments (DS-Lite, NAT64 discovery, …)
+  ['192.0.2.0/24', 'reserved'], // TEST-NET-1
+  ['192.88.99.0/24', 'reserved'], // deprecated 6to4 relay anycast (RFC 7526)
+  ['192.168.0.0/16', 'private'],
+  ['198.18.0.0/15', 'reserved'], // benchmarking
+  ['198.51.100.0/24', 'reserved'], // TEST-NET-2
+  ['203.0.113.0/24', 'reserved'], // TEST-NET-3
+  ['224.0.0.0/4', 'multicast'],
+  ['240.0.0.0/4', 'reserved'], // future use, and 255.255.255.255 broadcast
+];
+
+/**
+ * The IANA IPv6 Special-Purpose Address Registry, plus the rule that a public address is
+ * global unicast (2000::/3): anything else not named here is refused as `reserved`.
+ * `embedded`: the address carries an IPv4 address that is what a socket reaches, and that
+ * decides (IPv4-mapped, IPv4-compatible, NAT64 well-known prefix, 6to4).
+ */
+const IPV6_RULES: readonly Rule[] = [
+  ['::/128', 'unspecified'],
+  ['::1/128', 'loopback'],
+  ['::ffff:0:0/96', 'embedded'], // IPv4-mapped
+  ['::ffff:0:0:0/96', 'reserved'], // IPv4-translated (RFC 6145)
+  ['::/96', 'embedded'], // deprecated IPv4-compatible
+  ['64:ff9b::/96', 'embedded'], // NAT64 well-known prefix (RFC 6052)
+  ['64:ff9b:1::/48', 'private'], // local-use IPv4/IPv6 translation (RFC 8215)
+  ['100::/64', 'reserved'], // discard-only (RFC 6666)
+  ['100:0:0:1::/64', 'reserved'], // dummy prefix (RFC 9780)
+  ['2001::/23', 'reserved'], // IETF protocol assignments: Teredo 2001::/32, benchmarking 2001:2::/48, ORCHIDv2, …
+  ['2001:db8::/32', 'reserved'], // documentation
+  ['2002::/16', 'embedded'], // 6to4
+  ['3fff::/20', 'reserved'], // documentation (RFC 9637)
+  ['5f00::/16', 'reserved'], // SRv6 SIDs (RFC 9602)
+  ['fc00::/7', 'unique-local'],
+  ['fe80::/10', 'link-local'],
+  ['fec0::/10', 'link-local'], // deprecated site-local
+  ['ff00::/8', 'multicast'],
+];
+
+/** An address as a number, of 32 (IPv4) or 128 (IPv6) bits. */
+function ipv4Value(octets: readonly number[]): bigint {
+  return octets.reduce((value, octet) => (value << 8n) | BigInt(octet), 0n);
 }
 
-function embeddedIPv4(groups: number[], from: number): number[] {
-  const hi = groups[from] as number;
-  const lo = groups[from + 1] as number;
-  return [hi >> 8, hi & 0xff, lo >> 8, lo & 0xff];
+function ipv6Value(groups: readonly number[]): bigint {
+  return groups.reduce((value, group) => (value << 16n) | BigInt(group), 0n);
+}
+
+interface CompiledRule {
+  network: bigint;
+  mask: bigint;
+  kind: AddressClass | 'embedded';
+}
+
+function compile(rules: readonly Rule[], bits: 32 | 128): CompiledRule[] {
+  const full = (1n << BigInt(bits)) - 1n;
+  return rules.map(([cidr, kind]) => {
+    const [address, length] = cidr.split('/') as [string, string];
+    const value =
+      bits === 32
+        ? ipv4Value(parseIPv4(address) as number[])
+        : ipv6Value(parseIPv6(address) as number[]);
+    const mask = full ^ ((1n << BigInt(bits - Number(length))) - 1n);
+    return { network: value & mask, mask, kind };
+  });
+}
+
+const IPV4 = compile(IPV4_RULES, 32);
+const IPV6 = compile(IPV6_RULES, 128);
+
+function matching(rules: readonly CompiledRule[], value: bigint): CompiledRule | undefined {
+  return rules.find((rule) => (value & rule.mask) === rule.network);
+}
+
+function classifyIPv4(octets: number[]): AddressClass {
+  const rule = matching(IPV4, ipv4Value(octets));
+  return rule === undefined || rule.kind === 'embedded' ? 'public' : rule.kind;
+}
+
+function embeddedIPv4(value: bigint, shift: bigint): number[] {
+  const v4 = Number((value >> shift) & 0xffffffffn);
+  return [v4 >>> 24, (v4 >>> 16) & 0xff, (v4 >>> 8) & 0xff, v4 & 0xff];
 }
 
 function classifyIPv6(groups: number[]): AddressClass {
-  const [g0, g1, g2, g3, g4, g5] = groups as [number, number, number, number, number, number];
-  const zeroTo = (n: number) => groups.slice(0, n).every((group) => group === 0);
-  if (zeroTo(8)) return 'unspecified';
-  if (zeroTo(7) && groups[7] === 1) return 'loopback';
-  // IPv4-mapped ::ffff:a.b.c.d and the deprecated IPv4-compatible ::a.b.c.d: the IPv4
-  // address is what a socket reaches, so it decides.
-  if (zeroTo(5) && g5 === 0xffff) return classifyIPv4(embeddedIPv4(groups, 6));
-  if (zeroTo(6)) return classifyIPv4(embeddedIPv4(groups, 6));
-  // NAT64 64:ff9b::/96 and 6to4 2002::/16 reach the embedded IPv4 address too.
-  if (g0 === 0x64 && g1 === 0xff9b && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0) {
-    return classifyIPv4(embeddedIPv4(groups, 6));
+  const value = ipv6Value(groups);
+  const rule = matching(IPV6, value);
+  if (rule?.kind === 'embedded') {
+    // 6to4 carries the IPv4 address in bits 16–47; the others in the last 32 bits.
+    return classifyIPv4(embeddedIPv4(value, groups[0] === 0x2002 ? 80n : 0n));
   }
-  if (g0 === 0x2002) return classifyIPv4(embeddedIPv4(groups, 1));
-  if ((g0 & 0xfe00) === 0xfc00) return 'unique-local';
-  if ((g0 & 0xffc0) === 0xfe80 || (g0 & 0xffc0) === 0xfec0) return 'link-local';
-  if ((g0 & 0xff00) === 0xff00) return 'multicast';
-  if ((g0 === 0x2001 && g1 === 0xdb8) || (g0 === 0x100 && g1 === 0 && g2 === 0 && g3 === 0)) {
-    return 'reserved'; // documentation, discard-only
-  }
-  return 'public';
+  if (rule !== undefined) return rule.kind;
+  // Only 2000::/3 is allocated as global unicast.
+  return (groups[0] as number) >> 13 === 1 ? 'public' : 'reserved';
 }
 
 /** Whether a string is an IP literal (IPv4 dotted quad or IPv6, brackets allowed). */
