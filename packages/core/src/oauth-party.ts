@@ -43,7 +43,9 @@ export function currentParty(state: ProviderState): OAuthParty | null {
     revocation_endpoint: server.revocation_endpoint,
     client_id: client.client_id,
     token_endpoint_auth_method: client.token_endpoint_auth_method,
-    resource: state.configuration.resource_url,
+    // RFC 8707 `resource`: exactly as the protected-resource metadata publishes it (a
+    // pathless `http://host:port` stays without a `/`), else the configured URL.
+    resource: state.resource.resource || state.configuration.resource_url,
     iss_parameter_supported: server.authorization_response_iss_parameter_supported,
   };
 }
@@ -77,12 +79,32 @@ export function oauthPartyOf(party: OAuthParty): {
   };
 }
 
+/**
+ * The `application/x-www-form-urlencoded` serialization of one value: letters, digits and
+ * `*-._` stay, a space becomes `+`, everything else (UTF-8) is percent-encoded.
+ */
+export function formEncode(value: string): string {
+  return new URLSearchParams([['', value]]).toString().slice(1);
+}
+
+/**
+ * `client_secret_basic` as RFC 6749 §2.3.1 says: id and secret form-encoded, then Basic
+ * (API.md §6 item 10). Servers that compare the raw id and servers that decode both
+ * accept `pre-registered-client`, which a percent-encoding of `-` would break.
+ */
+function formEncodedBasic(secret: string): oauth.ClientAuth {
+  return (_as, client, _body, headers) => {
+    const credentials = `${formEncode(client.client_id)}:${formEncode(secret)}`;
+    headers.set('authorization', `Basic ${btoa(credentials)}`);
+  };
+}
+
 /** The oauth4webapi client authentication for a method and the client's secret. */
 export function clientAuthentication(
   method: TokenEndpointAuthMethod,
   secret: string | null,
 ): oauth.ClientAuth {
-  if (method === 'client_secret_basic' && secret !== null) return oauth.ClientSecretBasic(secret);
+  if (method === 'client_secret_basic' && secret !== null) return formEncodedBasic(secret);
   if (method === 'client_secret_post' && secret !== null) return oauth.ClientSecretPost(secret);
   return oauth.None();
 }

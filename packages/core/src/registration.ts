@@ -115,6 +115,35 @@ function registrationFailed(message: string, cause?: unknown): KeywayError {
 }
 
 /**
+ * What real servers answer to a registration, in the form RFC 7591 asks for (API.md §6
+ * item 10): status 200 as well as 201, and a `client_secret` without
+ * `client_secret_expires_at` meaning a secret that does not expire (`0`). Anything else is
+ * left as it is, for the library to judge.
+ */
+async function asRegistrationAnswer(response: Response): Promise<Response> {
+  if (response.status !== 200 && response.status !== 201) return response;
+  const text = await response.text();
+  const headers = new Headers(response.headers);
+  headers.delete('content-length');
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return new Response(text, { status: response.status, headers });
+  }
+  if (
+    typeof body === 'object' &&
+    body !== null &&
+    !Array.isArray(body) &&
+    'client_secret' in body &&
+    !('client_secret_expires_at' in body)
+  ) {
+    body = { ...body, client_secret_expires_at: 0 };
+  }
+  return new Response(JSON.stringify(body), { status: 201, headers });
+}
+
+/**
  * Registers Keyway as a client of an authorization server (mode `register`, API.md §6
  * step 6): with the client-ID metadata document when the server advertises support and
  * the document URL is `https`; else by dynamic registration (RFC 7591) asking for the
@@ -172,7 +201,9 @@ export async function registerClient(
   }
   let client: Awaited<ReturnType<typeof oauth.processDynamicClientRegistrationResponse>>;
   try {
-    client = await oauth.processDynamicClientRegistrationResponse(response);
+    client = await oauth.processDynamicClientRegistrationResponse(
+      await asRegistrationAnswer(response),
+    );
   } catch (cause) {
     const why =
       cause instanceof oauth.ResponseBodyError

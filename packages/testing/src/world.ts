@@ -64,7 +64,11 @@ export interface TestWorldOptions {
   serverScopesSupported?: string[];
   /** `token_endpoint_auth_methods_supported`. Default `['client_secret_basic', 'client_secret_post', 'none']`. */
   tokenEndpointAuthMethods?: string[];
-  /** A `resource` in the metadata other than the resource URL (mismatch). */
+  /**
+   * A `resource` in the metadata other than the resource URL: a mismatch, or a matching
+   * prefix such as the pathless origin. The authorization server takes exactly this value
+   * as the audience.
+   */
   metadataResource?: string;
   /** An `issuer` in the server metadata other than the one its URL was built from (mismatch). */
   metadataIssuer?: string;
@@ -83,6 +87,17 @@ export interface TestWorldOptions {
   accessTokenLifetime?: number;
   /** Lifetime of a dynamically registered client secret, seconds; 0 = never expires. Default 0. */
   clientSecretLifetime?: number;
+  /** The status of a successful registration answer: RFC 7591 says 201, some send 200. Default 201. */
+  registrationStatus?: 200 | 201;
+  /** Leave `client_secret_expires_at` out of the registration answer (a secret that never expires). Default false. */
+  omitSecretExpiry?: boolean;
+  /** The client id and secret the next registrations issue (e.g. with `-`, `:`, `%`, space, non-ASCII). Default random. */
+  issuedClient?: { client_id?: string; client_secret?: string };
+  /**
+   * How the token endpoint reads `client_secret_basic`: `form` decodes id and secret as
+   * RFC 6749 §2.3.1 says; `raw` compares them undecoded, as some servers do. Default `form`.
+   */
+  basicCredentials?: 'form' | 'raw';
   /** Endpoints that fail, and how. */
   failures?: Partial<Record<Endpoint, Failure>>;
   /** A scope `tools/call` requires; without it the MCP server answers 403 insufficient_scope. */
@@ -362,8 +377,9 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
         : 'client_secret_basic';
     const method = offered.includes(requested) ? requested : (offered[0] as string);
     const lifetime = opt('clientSecretLifetime', 0);
+    const issued = opt('issuedClient', {} as { client_id?: string; client_secret?: string });
     const client: RegisteredClient = {
-      client_id: random(ISSUED_CLIENT_PREFIX),
+      client_id: issued.client_id ?? random(ISSUED_CLIENT_PREFIX),
       token_endpoint_auth_method: method,
       redirect_uris: redirectUris as string[],
       grant_types: Array.isArray(body.grant_types)
@@ -373,14 +389,16 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
       registration_access_token: random('rat_'),
       client_secret_expires_at: lifetime === 0 ? 0 : Math.floor(now() / 1000) + lifetime,
       via: 'dynamic',
-      ...(method === 'none' ? {} : { client_secret: random('secret_') }),
+      ...(method === 'none' ? {} : { client_secret: issued.client_secret ?? random('secret_') }),
     };
     clients.set(client.client_id, client);
-    return json(201, {
+    return json(opt('registrationStatus', 201), {
       client_id: client.client_id,
       ...(client.client_secret ? { client_secret: client.client_secret } : {}),
       client_id_issued_at: Math.floor(now() / 1000),
-      client_secret_expires_at: client.client_secret_expires_at,
+      ...(opt('omitSecretExpiry', false)
+        ? {}
+        : { client_secret_expires_at: client.client_secret_expires_at }),
       token_endpoint_auth_method: method,
       redirect_uris: client.redirect_uris,
       grant_types: client.grant_types,
@@ -418,9 +436,13 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
     let secret: string | null = null;
     let method = 'none';
     if (header?.toLowerCase().startsWith('basic ')) {
-      const [id, pass] = atob(header.slice(6))
-        .split(':')
-        .map((part) => decodeURIComponent(part.replace(/\+/g, ' ')));
+      const decoded = atob(header.slice(6));
+      const colon = decoded.indexOf(':');
+      const parts = colon === -1 ? [decoded] : [decoded.slice(0, colon), decoded.slice(colon + 1)];
+      const [id, pass] =
+        opt('basicCredentials', 'form') === 'raw'
+          ? parts
+          : parts.map((part) => decodeURIComponent(part.replace(/\+/g, ' ')));
       clientId = id ?? null;
       secret = pass ?? null;
       method = 'client_secret_basic';
@@ -682,7 +704,9 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
       if (params.get('code_challenge_method') !== 'S256' || !params.get('code_challenge'))
         return fault('invalid_request');
       const resource = params.get('resource');
-      if (resource !== null && resource !== resourceUrl.href) return fault('invalid_target');
+      // The audience is the resource exactly as the metadata publishes it.
+      if (resource !== null && resource !== (options.metadataResource ?? resourceUrl.href))
+        return fault('invalid_target');
       if (decision === 'deny') return fault('access_denied');
       const code = random('code_');
       codes.set(code, {
