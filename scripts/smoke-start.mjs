@@ -5,6 +5,7 @@ import { spawn } from 'node:child_process';
 
 const command = process.argv[2] ?? 'npx -y pnpm@10.34.9 start';
 const port = 18000 + Math.floor(Math.random() * 2000);
+const name = `smoke-${Date.now()}-${port}`;
 const child = spawn('sh', ['-c', command], {
   env: { ...process.env, PORT: String(port), KEYWAY_ROOT_KEY: '' },
   detached: true,
@@ -37,11 +38,13 @@ child.stdout.on('data', async (chunk) => {
     const minted = await fetch(`${base}/api/admin/tokens`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'smoke', scopes: ['smoke'] }),
+      // A fresh name each run: a second run within the hour on the same database (a warm
+      // machine) must not meet the live token of the first.
+      body: JSON.stringify({ name, scopes: ['smoke'] }),
     });
     if (minted.status !== 201) return fail(`mint answered ${minted.status}`);
     const { access_token } = await minted.json();
-    const read = await fetch(`${base}/api/admin/tokens/smoke`, {
+    const read = await fetch(`${base}/api/admin/tokens/${name}`, {
       headers: { authorization: `Bearer ${access_token}` },
     });
     if (read.status !== 200) return fail(`read answered ${read.status}`);
