@@ -123,6 +123,8 @@ export class RateLimiter {
    * @throws {KeywayError} `rate_limited` with `retryAfter`.
    */
   async assertMayAuthenticate(address: string): Promise<void> {
+    // Check, then count failures afterwards: a burst of parallel requests may get up to
+    // (limit + concurrent requests) answers before the 429s start; a success is never counted.
     if (this.#auth === false) return;
     const now = this.#now();
     const counter = await this.#counters.getCounter(`auth:${clientAddressKey(address)}`, now);
