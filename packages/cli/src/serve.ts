@@ -287,15 +287,8 @@ const LIMIT_VARIABLES: [keyof ServerLimits, string, number, number][] = [
 /** Reads {@link ServeOptions} from environment variables (API.md §0). */
 export function serveOptionsFromEnv(env: Record<string, string | undefined>): ServeOptions {
   const options: ServeOptions = {};
-  if (env.PORT !== undefined && env.PORT !== '') {
-    const port = Number(env.PORT);
-    if (!Number.isInteger(port) || port < 0 || port > 65535) {
-      throw new TypeError(
-        `PORT must be an integer from 0 to 65535, not ${JSON.stringify(env.PORT)}`,
-      );
-    }
-    options.port = port;
-  }
+  const port = integerVariable(env, 'PORT', 0, 65535);
+  if (port !== undefined) options.port = port;
   if (env.HOST) options.host = env.HOST;
   if (env.KEYWAY_ROOT_KEY) options.rootKey = env.KEYWAY_ROOT_KEY;
   if (env.KEYWAY_DATABASE) options.database = env.KEYWAY_DATABASE;

@@ -173,6 +173,17 @@ function classifyIPv6(groups: number[]): AddressClass {
   return (groups[0] as number) >> 13 === 1 ? 'public' : 'reserved';
 }
 
+/** A parsed IP address: four octets, or eight 16-bit groups. */
+export type ParsedAddress = { version: 4; octets: number[] } | { version: 6; groups: number[] };
+
+/** Parses an IPv4 dotted quad or an IPv6 address (brackets and zone allowed), or `null`. */
+export function parseIpAddress(text: string): ParsedAddress | null {
+  const octets = parseIPv4(text);
+  if (octets !== null) return { version: 4, octets };
+  const groups = text.includes(':') ? parseIPv6(text) : null;
+  return groups === null ? null : { version: 6, groups };
+}
+
 /** Whether a string is an IP literal (IPv4 dotted quad or IPv6, brackets allowed). */
 export function isIpLiteral(host: string): boolean {
   return parseIPv4(host) !== null || (host.includes(':') && parseIPv6(host) !== null);

@@ -14,7 +14,7 @@ import {
   oauthPartyOf,
   providerKeepsParty,
 } from './oauth-party.js';
-import { endpointProblem, normalizeHost, OutboundError, type OutboundFetch } from './outbound.js';
+import { allowedHostSet, endpointProblem, OutboundError, type OutboundFetch } from './outbound.js';
 import { type ListOptions, type Page, parseListOptions, toPage } from './pagination.js';
 import { actorOf, assertCoversPath, type Principal } from './principal.js';
 import type { ProviderService } from './providers.js';
@@ -287,16 +287,23 @@ export class ConnectionService {
   constructor(options: ConnectionServiceOptions) {
     this.o = options;
     this.#owner = toBase64Url(options.randomBytes(12));
-    this.#allowedHosts = new Set(options.allowedHosts.map(normalizeHost));
+    this.#allowedHosts = allowedHostSet(options.allowedHosts);
   }
 
   /**
    * How Keyway authenticates as a party's client: with the secret the provider keeps for
    * that client at that issuer. `null` when the provider no longer holds that client (it
-   * registered another one there): then only a public client can still be used.
+   * registered another one there), or, with `current`, when the provider no longer uses
+   * that server and client at all (it moved): their tokens are never sent anywhere then.
+   * Without `current` (revocation), a public client can still be used at its old server.
    */
-  async #authenticationOf(providerId: string, party: OAuthParty): Promise<oauth.ClientAuth | null> {
+  async #authenticationOf(
+    providerId: string,
+    party: OAuthParty,
+    current: 'current' | 'any',
+  ): Promise<oauth.ClientAuth | null> {
     const { state } = await this.o.providers.resolve(providerId);
+    if (current === 'current' && !providerKeepsParty(state, party)) return null;
     if (state.registrations[party.issuer]?.client_id !== party.client_id) {
       return party.token_endpoint_auth_method === 'none' ? oauth.None() : null;
     }
@@ -453,10 +460,7 @@ export class ConnectionService {
     }
     // The refresh token goes only to the server and client it came from, and only while
     // the provider still uses them: a provider re-pointed elsewhere never receives it.
-    const { state: provider } = await this.o.providers.resolve(record.providerId);
-    const auth = providerKeepsParty(provider, tokens.party)
-      ? await this.#authenticationOf(record.providerId, tokens.party)
-      : null;
+    const auth = await this.#authenticationOf(record.providerId, tokens.party, 'current');
     if (auth === null) {
       throw await this.#requireReauthorization(id, PARTY_CHANGED, PARTY_CHANGED.description);
     }
@@ -524,8 +528,8 @@ export class ConnectionService {
     if (written === null)
       throw new KeywayError('not_found', `connection ${JSON.stringify(id)} was deleted meanwhile`);
     if (superseded) {
-      const current = await this.#currentTokens(id);
-      if (current === null || written.status !== 'active') {
+      const current = written.status === 'active' ? await this.tokensOf(written) : null;
+      if (current === null) {
         throw new KeywayError(
           'connection_not_active',
           `connection ${JSON.stringify(id)} changed while it was refreshed: it is ${written.status}`,
@@ -757,10 +761,7 @@ export class ConnectionService {
 
     let tokens: Omit<ConnectionTokens, 'generation'>;
     try {
-      const { state: provider } = await this.o.providers.resolve(pending.providerId);
-      const auth = providerKeepsParty(provider, saved.party)
-        ? await this.#authenticationOf(pending.providerId, saved.party)
-        : null;
+      const auth = await this.#authenticationOf(pending.providerId, saved.party, 'current');
       if (auth === null) {
         throw new KeywayError(
           'invalid_request',
@@ -1111,7 +1112,7 @@ export class ConnectionService {
     try {
       const { party } = tokens;
       if (party.revocation_endpoint === null) return;
-      const auth = await this.#authenticationOf(providerId, party);
+      const auth = await this.#authenticationOf(providerId, party, 'any');
       // The provider no longer holds that client's secret: nothing to authenticate with.
       if (auth === null) return;
       const { as, client } = oauthPartyOf(party);

@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { KeywayError } from './errors.js';
-import { endpointProblem, normalizeHost, OutboundError, type OutboundFetch } from './outbound.js';
+import { allowedHostSet, endpointProblem, OutboundError, type OutboundFetch } from './outbound.js';
 
 /** One step of a discovery trace, as `POST /api/admin/discover` shows it. */
 export interface DiscoveryStep {
@@ -421,7 +421,7 @@ export async function discover(
   }
   // Every endpoint is checked before it is used: a browser is sent to the authorization
   // endpoint (a javascript: or data: URL would run there), and the others receive secrets.
-  const allowedHosts = new Set((options.allowedHosts ?? []).map(normalizeHost));
+  const allowedHosts = allowedHostSet(options.allowedHosts);
   for (const field of CHECKED_ENDPOINTS) {
     const value = server[field];
     if (value === undefined || value === null) continue;

@@ -65,6 +65,11 @@ export function normalizeHost(host: string): string {
     .replace(/\.$/, '');
 }
 
+/** The allowed hosts of the configuration, normalized for {@link assertOutboundUrl}. */
+export function allowedHostSet(hosts: readonly string[] = []): ReadonlySet<string> {
+  return new Set(hosts.map(normalizeHost));
+}
+
 /**
  * The server-side request forgery policy for one URL, before any connection: `https` only
  * (plain `http` for allowed hosts), no credentials in the URL, and no IP literal or
@@ -192,7 +197,7 @@ async function readCapped(
  */
 export function createOutboundFetch(options: OutboundOptions = {}): OutboundFetch {
   const transport: Transport = options.fetch ?? defaultTransport(options.allowedHosts ?? []);
-  const allowedHosts = new Set((options.allowedHosts ?? []).map(normalizeHost));
+  const allowedHosts = allowedHostSet(options.allowedHosts);
   const timeoutMs = options.timeoutMs ?? 10_000;
   const maxBytes = options.maxResponseBytes ?? 1024 * 1024;
   const maxRedirects = options.maxRedirects ?? 5;

@@ -8,7 +8,7 @@ import {
 } from './discovery.js';
 import { KeywayError } from './errors.js';
 import type { EmitEvent } from './events.js';
-import { currentParty } from './oauth-party.js';
+import { currentParty, providerKeepsParty } from './oauth-party.js';
 import { normalizeHost, type OutboundFetch } from './outbound.js';
 import { type ListOptions, type Page, parseListOptions, toPage } from './pagination.js';
 import { actorOf, assertCoversPath, type Principal, rootPrincipal } from './principal.js';
@@ -378,11 +378,7 @@ export class ProviderService {
       last_party_change: previous?.last_party_change ?? null,
     };
     const before = previous === null ? null : currentParty(previous);
-    const after = currentParty(state);
-    const moved =
-      before !== null &&
-      after !== null &&
-      (before.issuer !== after.issuer || before.client_id !== after.client_id);
+    const moved = before !== null && !providerKeepsParty(state, before);
     if (moved) {
       state.last_party_change = {
         at: now,

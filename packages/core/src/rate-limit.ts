@@ -1,3 +1,4 @@
+import { parseIpAddress } from './address.js';
 import { KeywayError } from './errors.js';
 import type { CounterStorage, CounterValue } from './storage.js';
 
@@ -72,26 +73,19 @@ export function instanceCounters(maxKeys = MAX_INSTANCE_COUNTERS): Counters {
  * give one client 2^64 windows).
  */
 export function clientAddressKey(address: string): string {
-  const text = address
-    .trim()
-    .replace(/^\[|\]$/g, '')
-    .split('%')[0] as string;
-  if (!text.includes(':')) return text;
-  const mapped = text.match(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/i);
-  if (mapped) return mapped[1] as string;
-  const [head = '', tail] = text.toLowerCase().split('::');
-  const headGroups = head === '' ? [] : head.split(':');
-  const tailGroups = tail === undefined || tail === '' ? [] : tail.split(':');
-  const groups =
-    tail === undefined
-      ? headGroups
-      : [
-          ...headGroups,
-          ...new Array<string>(Math.max(0, 8 - headGroups.length - tailGroups.length)).fill('0'),
-          ...tailGroups,
-        ];
-  const prefix = groups.slice(0, 4).map((group) => group.replace(/^0+/, '') || '0');
-  return `${prefix.join(':')}::/64`;
+  const parsed = parseIpAddress(address.trim());
+  if (parsed === null) return address;
+  if (parsed.version === 4) return parsed.octets.join('.');
+  const { groups } = parsed;
+  // IPv4-mapped (::ffff:a.b.c.d): the IPv4 client it is.
+  if (groups.slice(0, 5).every((group) => group === 0) && groups[5] === 0xffff) {
+    const [hi, lo] = [groups[6] as number, groups[7] as number];
+    return [hi >> 8, hi & 0xff, lo >> 8, lo & 0xff].join('.');
+  }
+  return `${groups
+    .slice(0, 4)
+    .map((group) => group.toString(16))
+    .join(':')}::/64`;
 }
 
 function rateLimited(what: string, counter: CounterValue, now: number): KeywayError {

@@ -1,5 +1,5 @@
 import { classifyAddress, isIpLiteral } from './address.js';
-import { normalizeHost, OutboundError, type Transport } from './outbound.js';
+import { allowedHostSet, normalizeHost, OutboundError, type Transport } from './outbound.js';
 
 /**
  * Transports that check the addresses a host name resolves to before connecting: the last
@@ -148,7 +148,7 @@ export function createNodeFetch(options: ResolvingFetchOptions = {}): Transport 
   const http = load('node:http') as { request: NodeRequestFunction };
   const https = load('node:https') as { request: NodeRequestFunction };
   const dns = load('node:dns') as NodeDns;
-  const allowed = new Set((options.allowedHosts ?? []).map(normalizeHost));
+  const allowed = allowedHostSet(options.allowedHosts);
   const resolve: Resolve =
     options.resolve ??
     ((hostname) =>
@@ -214,7 +214,7 @@ export function createResolvingFetch(
   resolve: Resolve,
   options: { allowedHosts?: readonly string[]; fetch?: Transport } = {},
 ): Transport {
-  const allowed = new Set((options.allowedHosts ?? []).map(normalizeHost));
+  const allowed = allowedHostSet(options.allowedHosts);
   const platformFetch: Transport = options.fetch ?? ((url, init) => globalThis.fetch(url, init));
   return async (input, init) => {
     const host = normalizeHost(new URL(input).hostname);
@@ -282,15 +282,14 @@ export function defaultTransport(
   ) {
     return createNodeFetch({ allowedHosts });
   }
-  const allowed = new Set(allowedHosts.map(normalizeHost));
-  return async (input, init) => {
-    const host = normalizeHost(new URL(input).hostname);
-    if (!isIpLiteral(host) && !allowed.has(host)) {
+  // No resolver: a host name cannot be checked, so only IP literals and allowed hosts pass.
+  return createResolvingFetch(
+    async (host) => {
       throw new OutboundError(
         'blocked_address',
         `${host}: this runtime cannot check what a host name resolves to; pass a "fetch" that resolves and checks addresses, or list the host in "allowedHosts"`,
       );
-    }
-    return platformFetch(input, init);
-  };
+    },
+    { allowedHosts, fetch: platformFetch },
+  );
 }

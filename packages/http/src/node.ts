@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { KeywayHandler } from './handler.js';
-import { DEFAULT_MAX_BODY_BYTES, setClientAddress, setRawTarget } from './request.js';
+import { DEFAULT_MAX_BODY_BYTES, setRawTarget } from './request.js';
 import { streamOf } from './streams.js';
 
 /** A Node `http` / Express request, with what Express adds when it is there. */
@@ -16,15 +16,25 @@ export interface NodeHandlerOptions {
   trustProxy?: boolean;
 }
 
-/** The last entry of `X-Forwarded-For`: the peer your proxy saw (earlier ones are the client's word). */
-function lastForwardedFor(value: string | string[] | undefined): string | undefined {
-  const text = Array.isArray(value) ? value.join(',') : value;
-  return text?.split(',').at(-1)?.trim() || undefined;
+/**
+ * One entry of a comma-separated forwarding header: the first (`X-Forwarded-Proto`,
+ * `-Host`), or the last, which for `X-Forwarded-For` is the peer your proxy saw (earlier
+ * entries are the client's word).
+ */
+function forwarded(
+  value: string | string[] | undefined,
+  which: 'first' | 'last' = 'first',
+): string | undefined {
+  const entries = (Array.isArray(value) ? value.join(',') : value)?.split(',');
+  return (which === 'first' ? entries?.[0] : entries?.at(-1))?.trim() || undefined;
 }
 
-function first(value: string | string[] | undefined): string | undefined {
-  const text = Array.isArray(value) ? value[0] : value;
-  return text?.split(',')[0]?.trim() || undefined;
+/** The client address: the socket's peer, or behind a trusted proxy what it appended. */
+function clientAddressOf(req: NodeRequest, options: NodeHandlerOptions): string | undefined {
+  return (
+    (options.trustProxy ? forwarded(req.headers['x-forwarded-for'], 'last') : undefined) ??
+    req.socket.remoteAddress
+  );
 }
 
 /** The body an Express body parser already consumed, serialized again; else the stream. */
@@ -43,10 +53,10 @@ export function toWebRequest(req: NodeRequest, options: NodeHandlerOptions = {})
   const target = req.originalUrl ?? req.url ?? '/';
   const encrypted = (req.socket as { encrypted?: boolean }).encrypted === true;
   const proto =
-    (options.trustProxy ? first(req.headers['x-forwarded-proto']) : undefined) ??
+    (options.trustProxy ? forwarded(req.headers['x-forwarded-proto']) : undefined) ??
     (encrypted ? 'https' : 'http');
   const host =
-    (options.trustProxy ? first(req.headers['x-forwarded-host']) : undefined) ??
+    (options.trustProxy ? forwarded(req.headers['x-forwarded-host']) : undefined) ??
     req.headers.host ??
     'localhost';
   // An absolute-form or otherwise odd target still yields a URL on our origin.
@@ -63,10 +73,6 @@ export function toWebRequest(req: NodeRequest, options: NodeHandlerOptions = {})
     ...(body === null ? {} : { duplex: 'half' }),
   } as RequestInit);
   setRawTarget(request, target);
-  const address =
-    (options.trustProxy ? lastForwardedFor(req.headers['x-forwarded-for']) : undefined) ??
-    req.socket.remoteAddress;
-  if (address !== undefined) setClientAddress(request, address);
   return request;
 }
 
@@ -132,7 +138,7 @@ export function toNodeHandler(
       );
       return;
     }
-    handler(request)
+    handler(request, { clientAddress: clientAddressOf(req, options) })
       .then((response) => {
         if (!req.complete) finishUnreadBody(req, res, request);
         return writeWebResponse(res, response);

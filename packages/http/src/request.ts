@@ -15,21 +15,12 @@ export function setRawTarget(request: Request, target: string): void {
   rawTargets.set(request, target);
 }
 
-const clientAddresses = new WeakMap<Request, string>();
-
-/** Remembers the client address (the socket's peer) of a request built by an adapter. */
-export function setClientAddress(request: Request, address: string): void {
-  clientAddresses.set(request, address);
-}
-
 /**
- * The client address of a request: what an adapter remembered, else what the runtime
- * passed beside the request (Deno's `info.remoteAddr`, Bun's `server.requestIP()`), else
- * `null`.
+ * The client address of a request, from what the adapter or runtime passed beside it:
+ * `{ clientAddress }` (`toNodeHandler`), Deno's `info.remoteAddr`, Bun's
+ * `server.requestIP()`; else `null`.
  */
 export function clientAddressOf(request: Request, context: unknown): string | null {
-  const kept = clientAddresses.get(request);
-  if (kept !== undefined) return kept;
   if (typeof context !== 'object' || context === null) return null;
   const given = context as {
     clientAddress?: unknown;

@@ -1,6 +1,12 @@
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { createServer, type RequestListener } from 'node:http';
+import {
+  type Agent,
+  createServer,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type RequestListener,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -169,6 +175,41 @@ export class Harness {
     if (reply.status !== 201) throw new Error(`mint ${name}: ${reply.status} ${reply.text}`);
     return reply.body.access_token as string;
   }
+}
+
+/** One request over Node `http`, with a raw target that fetch() would normalize first. */
+export function sendRaw(options: {
+  port: number;
+  method: string;
+  path: string;
+  headers?: Record<string, string>;
+  body?: string | Uint8Array;
+  agent?: Agent;
+}): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: '127.0.0.1',
+        port: options.port,
+        method: options.method,
+        path: options.path,
+        headers: options.headers ?? {},
+        ...(options.agent === undefined ? {} : { agent: options.agent }),
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => {
+          text += chunk;
+        });
+        res.on('end', () =>
+          resolve({ status: res.statusCode as number, headers: res.headers, text }),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end(options.body);
+  });
 }
 
 /** A real HTTP server on a free loopback port, for tests that need sockets. */

@@ -1,8 +1,7 @@
-import { request as httpRequest } from 'node:http';
 import { memoryStorage } from '@keyway/store-memory';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createHandler, toNodeHandler } from '../src/index.js';
-import { Harness, listenOnLoopback, ROOT_KEY } from './harness.js';
+import { Harness, listenOnLoopback, ROOT_KEY, sendRaw } from './harness.js';
 
 describe('request handling (API.md §1.2)', () => {
   let h: Harness;
@@ -162,43 +161,28 @@ describe('toNodeHandler() over loopback HTTP', () => {
   afterAll(() => server.close());
 
   /** Sends a raw request target, which fetch() would normalize first. */
-  function send(
+  async function send(
     method: string,
     path: string,
     body?: string,
     headers: Record<string, string> = {},
   ): Promise<{ status: number; headers: Record<string, unknown>; body: any }> {
-    return new Promise((resolve, reject) => {
-      const req = httpRequest(
-        {
-          host: '127.0.0.1',
-          port,
-          method,
-          path,
-          headers: {
-            authorization: `Bearer ${ROOT_KEY}`,
-            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-            ...headers,
-          },
-        },
-        (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (chunk) => {
-            text += chunk;
-          });
-          res.on('end', () =>
-            resolve({
-              status: res.statusCode as number,
-              headers: res.headers,
-              body: text === '' ? null : JSON.parse(text),
-            }),
-          );
-        },
-      );
-      req.on('error', reject);
-      req.end(body);
+    const reply = await sendRaw({
+      port,
+      method,
+      path,
+      headers: {
+        authorization: `Bearer ${ROOT_KEY}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
+      ...(body === undefined ? {} : { body }),
     });
+    return {
+      status: reply.status,
+      headers: reply.headers,
+      body: reply.text === '' ? null : JSON.parse(reply.text),
+    };
   }
 
   it('mints, reads and deletes a token through Node http', async () => {

@@ -1,11 +1,7 @@
 import { lookup } from 'node:dns/promises';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import {
-  createServer as createHttpServer,
-  Agent as HttpAgent,
-  request as httpRequest,
-} from 'node:http';
+import { createServer as createHttpServer, Agent as HttpAgent } from 'node:http';
 import { type AddressInfo, connect, createServer as createNetServer } from 'node:net';
 import { hostname } from 'node:os';
 import {
@@ -21,7 +17,14 @@ import { memoryStorage } from '@keyway/store-memory';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHandler, toNodeHandler } from '../src/index.js';
-import { Harness, listenOnLoopback, ROOT_KEY, storageFactories, VAULT_KEY } from './harness.js';
+import {
+  Harness,
+  listenOnLoopback,
+  ROOT_KEY,
+  sendRaw,
+  storageFactories,
+  VAULT_KEY,
+} from './harness.js';
 
 // Regression tests of the security probe (issue 8), each named after its finding.
 
@@ -820,35 +823,18 @@ describe('L1, L2: request bodies over Node http', () => {
     return (server.address() as AddressInfo).port;
   }
 
-  function send(
-    port: number,
-    agent: HttpAgent,
-    method: string,
-    token: string,
-    body?: Uint8Array,
-  ): Promise<{ status: number; headers: Record<string, unknown> }> {
-    return new Promise((resolve, reject) => {
-      const req = httpRequest(
-        {
-          host: '127.0.0.1',
-          port,
-          agent,
-          method,
-          path: '/api/admin/tokens',
-          headers: {
-            authorization: `Bearer ${token}`,
-            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-          },
-        },
-        (res) => {
-          res.resume();
-          res.on('end', () => resolve({ status: res.statusCode as number, headers: res.headers }));
-        },
-      );
-      req.on('error', reject);
-      req.end(body);
+  const send = (port: number, agent: HttpAgent, method: string, token: string, body?: Uint8Array) =>
+    sendRaw({
+      port,
+      agent,
+      method,
+      path: '/api/admin/tokens',
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body }),
     });
-  }
 
   it('L1: reads and discards the body of an early 401, so the keep-alive connection serves the next request', async () => {
     const h = new Harness(memoryStorage());
