@@ -248,8 +248,43 @@ export interface ConnectionServiceOptions {
   refreshLeaseMs?: number;
 }
 
+/** An authorization response refused before anything of it is used (RFC 9207 `iss`). */
+class ResponseRefused extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const FORGOTTEN_CLIENT = {
+  code: 'reauthorization_required',
+  description:
+    'the authorization server no longer knows the registered client (invalid_client): authorize again, a new client is registered first',
+};
+
+/**
+ * The OAuth `error` code of a failed token request, also when the server sent it with a
+ * `WWW-Authenticate` challenge (a 401 `invalid_client` often comes with `Basic`).
+ */
+async function oauthErrorCode(error: unknown): Promise<string | null> {
+  if (error instanceof oauth.ResponseBodyError) return error.error;
+  if (error instanceof oauth.WWWAuthenticateChallengeError) {
+    const body = (await error.response
+      .clone()
+      .json()
+      .catch(() => null)) as { error?: unknown } | null;
+    if (typeof body?.error === 'string') return body.error;
+    const parameter = error.cause.find((challenge) => challenge.parameters.error)?.parameters.error;
+    return parameter ?? null;
+  }
+  return null;
+}
+
 /** Describes what went wrong talking to an authorization server: never a secret. */
 export function describeOAuthFailure(error: unknown): { code: string; description: string } {
+  if (error instanceof ResponseRefused) return { code: error.code, description: error.message };
   if (
     error instanceof oauth.AuthorizationResponseError ||
     error instanceof oauth.ResponseBodyError
@@ -481,12 +516,29 @@ export class ConnectionService {
       next = tokensFrom(result, tokens, this.o.now());
     } catch (error) {
       this.o.emit({ type: 'connection.refresh_failed', actor: 'system', resource: id });
-      if (error instanceof oauth.ResponseBodyError && error.error === 'invalid_grant') {
+      const code = await oauthErrorCode(error);
+      if (
+        code === 'invalid_client' &&
+        (await this.o.providers.markRegistrationStale(
+          record.providerId,
+          tokens.party.issuer,
+          tokens.party.client_id,
+        ))
+      ) {
+        throw await this.#requireReauthorization(
+          id,
+          FORGOTTEN_CLIENT,
+          'the authorization server no longer knows the registered client: authorize again',
+        );
+      }
+      if (code === 'invalid_grant') {
         throw await this.#requireReauthorization(
           id,
           {
             code: 'invalid_grant',
-            description: error.error_description ?? 'the refresh token was rejected',
+            description:
+              (error instanceof oauth.ResponseBodyError ? error.error_description : undefined) ??
+              'the refresh token was rejected',
           },
           'the authorization server rejected the refresh token: authorize again',
         );
@@ -607,14 +659,17 @@ export class ConnectionService {
     assertCoversPath(principal, connectionId);
     assertCoversPath(principal, provider);
     const redirectUri = this.#redirectUri();
-    const resolved = await this.o.providers.resolve(provider);
-    const existing = await this.o.storage.getConnection(connectionId);
-    if (existing !== null && existing.providerId !== provider) {
+    const known = await this.o.storage.getConnection(connectionId);
+    if (known !== null && known.providerId !== provider) {
       throw new KeywayError(
         'conflict',
-        `connection ${JSON.stringify(connectionId)} belongs to provider ${JSON.stringify(existing.providerId)}`,
+        `connection ${JSON.stringify(connectionId)} belongs to provider ${JSON.stringify(known.providerId)}`,
       );
     }
+    // Re-reads the resource's metadata: a move to another authorization server registers
+    // there first (and may put this connection in error: its tokens are the old server's).
+    const resolved = await this.o.providers.forAuthorization(provider);
+    const existing = await this.o.storage.getConnection(connectionId);
 
     const { state: providerState } = resolved;
     const server = providerState.authorization_server;
@@ -630,12 +685,21 @@ export class ConnectionService {
         details: [{ path: 'authorization_endpoint', message }],
       });
     }
-    const scopes = selectScopes(
+    const chosen = selectScopes(
       shape.scopes ?? providerState.configuration.scopes,
       providerState.challenge_scope,
       providerState.resource.scopes_supported,
       server.scopes_supported,
     );
+    // API.md §6 item 12: without `scopes`, a connection that already holds granted scopes
+    // asks for them too, so a step-up never loses one.
+    const granted =
+      shape.scopes === undefined &&
+      existing !== null &&
+      connectionState(existing).authorized_at !== null
+        ? connectionState(existing).scopes
+        : [];
+    const scopes = [...new Set([...chosen, ...granted])];
     const now = this.o.now();
     const state = toBase64Url(this.o.randomBytes(32));
     const stateHash = hashState(state);
@@ -768,6 +832,15 @@ export class ConnectionService {
           'the provider moved to another authorization server or client meanwhile',
         );
       }
+      // RFC 9207 §2.4: a present `iss` is compared with the recorded issuer by simple string
+      // comparison, before any other parameter is acted on (an empty one too).
+      const iss = query.getAll('iss');
+      if (iss.length > 0 && (iss.length > 1 || iss[0] !== saved.party.issuer)) {
+        throw new ResponseRefused(
+          'invalid_response',
+          `the authorization response's "iss" ${JSON.stringify(iss.join(', ')).slice(0, 200)} is not the issuer ${JSON.stringify(saved.party.issuer)} exactly (RFC 9207): refused`,
+        );
+      }
       const { as, client } = oauthPartyOf(saved.party);
       const params = oauth.validateAuthResponse(as, client, query, state);
       const response = await oauth.authorizationCodeGrantRequest(
@@ -786,7 +859,14 @@ export class ConnectionService {
       const result = await oauth.processAuthorizationCodeResponse(as, client, response);
       tokens = tokensFrom(result, { refresh_token: null, party: saved.party }, this.o.now());
     } catch (error) {
-      const failure = describeOAuthFailure(error);
+      const forgotten =
+        (await oauthErrorCode(error)) === 'invalid_client' &&
+        (await this.o.providers.markRegistrationStale(
+          pending.providerId,
+          saved.party.issuer,
+          saved.party.client_id,
+        ));
+      const failure = forgotten ? FORGOTTEN_CLIENT : describeOAuthFailure(error);
       const status = await this.#recordFailure(pending.connectionId, failure);
       this.o.emit({
         type: 'connection.authorization_failed',

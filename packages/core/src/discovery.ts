@@ -4,7 +4,10 @@ import { allowedHostSet, endpointProblem, OutboundError, type OutboundFetch } fr
 
 /** One step of a discovery trace, as `POST /api/admin/discover` shows it. */
 export interface DiscoveryStep {
-  /** `probe`, `resource_metadata`, `resource_match`, `authorization_server_metadata`, `requirements`. */
+  /**
+   * `probe`, `resource_metadata`, `resource_match`, `authorization_server_metadata`,
+   * `requirements`; `legacy` for the 2025-03-26 fallback (API.md §6 item 9).
+   */
   step: string;
   url: string | null;
   /** HTTP status, when there was an answer. */
@@ -15,8 +18,10 @@ export interface DiscoveryStep {
 
 /** What Keyway keeps of the protected resource (RFC 9728). */
 export interface ResourceInfo {
+  /** The RFC 8707 `resource`: the metadata's, byte for byte; the resource URL when legacy. */
   resource: string;
-  resource_metadata_url: string;
+  /** `null` for a 2025-03-26 server, which publishes no protected-resource metadata. */
+  resource_metadata_url: string | null;
   scopes_supported: string[] | null;
   authorization_servers: string[];
 }
@@ -45,6 +50,8 @@ export interface DiscoveryTrace {
   challenge_scope: string | null;
   /** Scopes to request, chosen per API.md §6 step 5. */
   scopes: string[];
+  /** The server is of the 2025-03-26 revision: found by the fallback of API.md §6 item 9. */
+  legacy: boolean;
   /** When not ok: the API.md code the failure answers with. */
   error: 'discovery_failed' | 'unsupported_authorization_server' | null;
 }
@@ -186,16 +193,37 @@ export async function discover(
   resourceUrlText: string,
   options: DiscoverOptions = {},
 ): Promise<DiscoveryTrace> {
-  const steps: DiscoveryStep[] = [];
-  const trace: DiscoveryTrace = {
+  const trace = await discoverResource(outbound, resourceUrlText);
+  if (trace.resource === null) return trace;
+  return discoverAuthorizationServer(outbound, trace, options);
+}
+
+/** An empty trace: nothing found yet. */
+function emptyTrace(): DiscoveryTrace {
+  return {
     ok: false,
-    steps,
+    steps: [],
     resource: null,
     authorization_server: null,
     challenge_scope: null,
     scopes: [],
+    legacy: false,
     error: 'discovery_failed',
   };
+}
+
+/**
+ * Steps 1–3 of API.md §6: the probe and the protected-resource metadata, or the
+ * 2025-03-26 fallback (item 9) when the resource publishes none. On success the trace has
+ * `resource` (and for a legacy server, `resource.authorization_servers` is its origin).
+ * This is what an authorization re-reads to notice a move to another server.
+ */
+export async function discoverResource(
+  outbound: OutboundFetch,
+  resourceUrlText: string,
+): Promise<DiscoveryTrace> {
+  const trace = emptyTrace();
+  const { steps } = trace;
   const resourceUrl = new URL(resourceUrlText);
 
   // Step 1: probe as an MCP client would, without credentials. oauth4webapi's own https
@@ -266,11 +294,13 @@ export async function discover(
   const candidates = metadataUrl !== null ? [metadataUrl] : resourceMetadataUrls(resourceUrl);
   let metadata: oauth.ResourceServer | null = null;
   let foundAt: string | null = null;
+  let notFound = 0;
   for (const url of candidates) {
     try {
       const response = await outbound(url, { headers: { accept: 'application/json' } });
       if (response.status !== 200) {
         await response.body?.cancel().catch(() => {});
+        if (response.status === 404) notFound++;
         steps.push({
           step: 'resource_metadata',
           url,
@@ -321,7 +351,28 @@ export async function discover(
       });
     }
   }
-  if (metadata === null || foundAt === null) return trace;
+  if (metadata === null || foundAt === null) {
+    // API.md §6 item 9: no challenge naming metadata, and every well-known URL answered 404:
+    // a server of the 2025-03-26 revision, whose authorization server is at its origin.
+    // Any other failure (an error, a 5xx) is not a reason to fall back.
+    if (metadataUrl === null && notFound === candidates.length) {
+      trace.legacy = true;
+      trace.resource = {
+        resource: resourceUrl.href,
+        resource_metadata_url: null,
+        scopes_supported: null,
+        authorization_servers: [resourceUrl.origin],
+      };
+      steps.push({
+        step: 'legacy',
+        url: null,
+        status: null,
+        ok: true,
+        note: `no protected-resource metadata: a 2025-03-26 server, authorization at ${resourceUrl.origin}`,
+      });
+    }
+    return trace;
+  }
   const servers = stringArray(metadata.authorization_servers) ?? [];
   if (servers.length === 0) {
     steps.push({
@@ -341,80 +392,152 @@ export async function discover(
     authorization_servers: servers,
   };
 
-  // Step 4: the first authorization server's metadata, in the MCP order of URLs.
+  return trace;
+}
+
+/** The metadata's `issuer` is the authorization-server URL exactly (RFC 8414 §3.3; an empty path with or without one `/`). */
+export function issuerMatches(published: string, serverUrl: string): boolean {
+  if (published === serverUrl) return true;
+  let url: URL;
+  try {
+    url = new URL(serverUrl);
+  } catch {
+    return false;
+  }
+  if (url.pathname !== '/' || url.search !== '' || url.hash !== '') return false;
+  const bare = serverUrl.endsWith('/') ? serverUrl.slice(0, -1) : serverUrl;
+  return published === bare || published === `${bare}/`;
+}
+
+/** Quotes a value from a remote document for a trace note, shortened. */
+function quoted(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}
+
+/** The default endpoints of a 2025-03-26 server without metadata, at its origin. */
+function legacyDefaults(origin: string): oauth.AuthorizationServer {
+  return {
+    issuer: origin,
+    authorization_endpoint: `${origin}/authorize`,
+    token_endpoint: `${origin}/token`,
+    registration_endpoint: `${origin}/register`,
+    // That revision requires PKCE of every client; S256 is what Keyway sends.
+    code_challenge_methods_supported: ['S256'],
+  };
+}
+
+/**
+ * Step 4 and the requirements of API.md §6, after {@link discoverResource}: the first
+ * authorization server's metadata (its `issuer` exactly the server's URL), the endpoints
+ * and S256 that Keyway requires, every endpoint checked; then the scopes (step 5). For a
+ * 2025-03-26 server, the metadata at its origin, else its default endpoints.
+ */
+export async function discoverAuthorizationServer(
+  outbound: OutboundFetch,
+  found: DiscoveryTrace,
+  options: DiscoverOptions = {},
+): Promise<DiscoveryTrace> {
+  const trace: DiscoveryTrace = { ...found, steps: [...found.steps] };
+  const { steps } = trace;
+  const resource = trace.resource;
+  if (resource === null) return trace;
+  const serverUrl = resource.authorization_servers[0] as string;
   let issuer: URL;
   try {
-    issuer = new URL(servers[0] as string);
+    issuer = new URL(serverUrl);
   } catch {
     steps.push({
       step: 'authorization_server_metadata',
       url: null,
       status: null,
       ok: false,
-      note: 'the authorization server is not a URL',
+      note: `the authorization server ${quoted(serverUrl)} is not a URL`,
     });
     return trace;
   }
+  const metadataStep = trace.legacy ? 'legacy' : 'authorization_server_metadata';
+  const urls = trace.legacy
+    ? [`${issuer.origin}/.well-known/oauth-authorization-server`]
+    : authorizationServerMetadataUrls(issuer);
   let server: oauth.AuthorizationServer | null = null;
-  for (const url of authorizationServerMetadataUrls(issuer)) {
+  let notFound = 0;
+  for (const url of urls) {
     let status: number | null = null;
     try {
       const response = await outbound(url, { headers: { accept: 'application/json' } });
       status = response.status;
       if (status !== 200) {
         await response.body?.cancel().catch(() => {});
+        if (status === 404) notFound++;
+        steps.push({ step: metadataStep, url, status, ok: false, note: `HTTP ${status}` });
+        continue;
+      }
+      const published = ((await response.clone().json()) as { issuer?: unknown }).issuer;
+      // A 2025-03-26 server had no issuer to compare with: its metadata is found from the MCP
+      // origin, and servers of that time name an issuer with a path there (`…/oauth`). It is
+      // accepted on the MCP server's own origin only, and kept as published for `iss`.
+      const sameOrigin =
+        trace.legacy && typeof published === 'string' && URL.canParse(published)
+          ? new URL(published).origin === issuer.origin
+          : false;
+      if (typeof published !== 'string' || !(issuerMatches(published, serverUrl) || sameOrigin)) {
+        // A wrong issuer is an attack or a misconfiguration, never a reason to look
+        // elsewhere (RFC 8414 §3.3, mix-up).
         steps.push({
-          step: 'authorization_server_metadata',
+          step: metadataStep,
           url,
           status,
           ok: false,
-          note: `HTTP ${status}`,
+          note: `the metadata's "issuer" is ${quoted(published)}, not ${quoted(serverUrl)} exactly: refused (RFC 8414 §3.3)`,
         });
-        continue;
+        return trace;
       }
-      // Checks `issuer` equals the issuer the URL was built from (RFC 8414 §3.3).
-      server = await oauth.processDiscoveryResponse(issuer, response);
-      steps.push({
-        step: 'authorization_server_metadata',
-        url,
-        status,
-        ok: true,
-        note: `issuer ${server.issuer}`,
-      });
+      server = await oauth.processDiscoveryResponse(
+        sameOrigin ? new URL(published as string) : issuer,
+        response,
+      );
+      steps.push({ step: metadataStep, url, status, ok: true, note: `issuer ${server.issuer}` });
       break;
     } catch (error) {
-      const mismatch =
-        error instanceof oauth.OperationProcessingError &&
-        error.code === oauth.JSON_ATTRIBUTE_COMPARISON;
-      steps.push({
-        step: 'authorization_server_metadata',
-        url,
-        status,
-        ok: false,
-        note: mismatch
-          ? `the metadata's issuer is not ${issuer.href.replace(/\/$/, '')} (mix-up refused)`
-          : describe(error),
-      });
-      // A wrong issuer is an attack or a misconfiguration, never a reason to look elsewhere.
-      if (mismatch) return trace;
+      steps.push({ step: metadataStep, url, status, ok: false, note: describe(error) });
     }
+  }
+  if (server === null && trace.legacy && notFound === urls.length) {
+    server = legacyDefaults(issuer.origin);
+    steps.push({
+      step: 'legacy',
+      url: issuer.origin,
+      status: null,
+      ok: true,
+      note: 'no authorization-server metadata: the default endpoints /authorize, /token, /register',
+    });
   }
   if (server === null) return trace;
 
   // The seed's requirements: authorization endpoint, token endpoint, issuer, PKCE S256.
+  const problems: string[] = [];
+  for (const field of ['authorization_endpoint', 'token_endpoint'] as const) {
+    if (typeof server[field] !== 'string')
+      problems.push(
+        `"${field}" is ${server[field] === undefined ? 'absent' : quoted(server[field])}`,
+      );
+  }
   const methods = stringArray(server.code_challenge_methods_supported) ?? [];
-  const missing = [
-    typeof server.authorization_endpoint === 'string' ? null : 'authorization_endpoint',
-    typeof server.token_endpoint === 'string' ? null : 'token_endpoint',
-    methods.includes('S256') ? null : 'code_challenge_methods_supported containing S256',
-  ].filter((item): item is string => item !== null);
-  if (missing.length > 0) {
+  if (!methods.includes('S256')) {
+    problems.push(
+      server.code_challenge_methods_supported === undefined
+        ? '"code_challenge_methods_supported" is absent (PKCE S256 is required; absent counts as unsupported)'
+        : `"code_challenge_methods_supported" is ${quoted(server.code_challenge_methods_supported)}, without "S256" (PKCE S256 is required)`,
+    );
+  }
+  if (problems.length > 0) {
     steps.push({
       step: 'requirements',
       url: null,
       status: null,
       ok: false,
-      note: `missing: ${missing.join(', ')}`,
+      note: problems.join('; '),
     });
     trace.error = 'unsupported_authorization_server';
     return trace;
@@ -433,7 +556,7 @@ export async function discover(
         url: null,
         status: null,
         ok: false,
-        note: `${field} ${problem}`,
+        note: `"${field}" ${quoted(value)} ${problem}`,
       });
       trace.error = 'unsupported_authorization_server';
       return trace;
@@ -467,7 +590,7 @@ export async function discover(
   trace.scopes = selectScopes(
     options.scopes ?? [],
     trace.challenge_scope,
-    resourceScopes,
+    resource.scopes_supported,
     serverScopes,
   );
   trace.ok = true;
@@ -486,7 +609,16 @@ export async function discoverOrThrow(
   resourceUrl: string,
   options: DiscoverOptions = {},
 ): Promise<Discovery> {
-  const trace = await discover(outbound, resourceUrl, options);
+  return throwUnlessDiscovered(await discover(outbound, resourceUrl, options));
+}
+
+/**
+ * A successful trace as a {@link Discovery}; otherwise the error it answers with.
+ *
+ * @throws {KeywayError} `discovery_failed` (502) or `unsupported_authorization_server` (422),
+ *   with the trace in `details`.
+ */
+export function throwUnlessDiscovered(trace: DiscoveryTrace): Discovery {
   if (trace.ok) return trace as Discovery;
   const failed = [...trace.steps].reverse().find((step) => !step.ok);
   const code = trace.error ?? 'discovery_failed';

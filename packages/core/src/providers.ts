@@ -3,8 +3,11 @@ import {
   type AuthorizationServerInfo,
   type DiscoveryTrace,
   discover,
+  discoverAuthorizationServer,
   discoverOrThrow,
+  discoverResource,
   type ResourceInfo,
+  throwUnlessDiscovered,
 } from './discovery.js';
 import { KeywayError } from './errors.js';
 import type { EmitEvent } from './events.js';
@@ -51,7 +54,11 @@ export interface ProviderView {
     client_secret_set: boolean;
     client_secret_expires_at: string | null;
   };
-  resource: { resource: string; resource_metadata_url: string; scopes_supported: string[] | null };
+  resource: {
+    resource: string;
+    resource_metadata_url: string | null;
+    scopes_supported: string[] | null;
+  };
   authorization_server: Pick<
     AuthorizationServerInfo,
     | 'issuer'
@@ -86,7 +93,9 @@ export interface ProviderState {
   authorization_server: AuthorizationServerInfo;
   challenge_scope: string | null;
   /** Registrations by issuer: a resource that moves to another server registers again there. */
-  registrations: Record<string, ClientRegistration & { client_secret_set: boolean }>;
+  registrations: Record<string, StoredRegistration>;
+  /** A server of the 2025-03-26 revision, without protected-resource metadata. Absent: false. */
+  legacy?: boolean;
   /** Declared in code (`createBroker({ providers })`) rather than through the API. */
   declared: boolean;
   /** See {@link ProviderView.last_party_change}; times in epoch ms. Absent: never moved. */
@@ -98,11 +107,21 @@ export interface ProviderState {
   } | null;
 }
 
+/** A client at one issuer as the provider keeps it (its secrets are in the vault). */
+export type StoredRegistration = ClientRegistration & {
+  client_secret_set: boolean;
+  /**
+   * The server answered `invalid_client` for this dynamically registered client: it forgot
+   * it. The next authorization registers a new client first (API.md §6 item 11).
+   */
+  stale?: boolean;
+};
+
 /** A provider ready for use by connections: its state and the client at its current server. */
 export interface ResolvedProvider {
   id: string;
   state: ProviderState;
-  client: ClientRegistration & { client_secret_set: boolean };
+  client: StoredRegistration;
 }
 
 const InputShape = z.strictObject({
@@ -126,6 +145,40 @@ function invalid(path: string, message: string): KeywayError {
 }
 
 const secretKey = (providerId: string, issuer: string): string => `${providerId} ${issuer}`;
+
+/**
+ * Records on `next` that the provider moved to another authorization server or client
+ * since `previous`, when it did.
+ *
+ * @returns whether it moved (its connections then need authorizing again).
+ */
+function notePartyChange(
+  previous: ProviderState | null,
+  next: ProviderState,
+  now: number,
+): boolean {
+  const before = previous === null ? null : currentParty(previous);
+  if (before === null || providerKeepsParty(next, before)) return false;
+  next.last_party_change = {
+    at: now,
+    previous_issuer: before.issuer,
+    previous_client_id: before.client_id,
+    connections_reauthorization_required: 0,
+  };
+  return true;
+}
+
+/**
+ * Whether a registered client can still be used: it is not a client the server forgot,
+ * and its secret (if it expires) has not expired. A manual client is always used as is.
+ */
+function registrationUsable(registration: StoredRegistration, now: number): boolean {
+  if (registration.registration === 'manual') return true;
+  if (registration.stale === true) return false;
+  return (
+    registration.client_secret_expires_at === null || registration.client_secret_expires_at > now
+  );
+}
 
 /** Options of the provider service, supplied by `createBroker`. */
 export interface ProviderServiceOptions {
@@ -340,29 +393,12 @@ export class ProviderService {
       const reusable =
         before !== undefined &&
         previous?.configuration.resource_url === resourceUrl &&
-        before.registration !== 'manual' &&
-        (before.client_secret_expires_at === null || before.client_secret_expires_at > now);
+        registrationUsable(before, now);
       if (!reusable) {
-        const client: RegisteredClient = await registerClient(
-          this.#o.outbound,
-          discovery.authorization_server,
-          profile,
-        );
-        if (client.client_secret !== null)
-          puts.push(await vault.seal({ kind: CLIENT_SECRET_KIND, key }, client.client_secret));
-        else deletes.push({ kind: CLIENT_SECRET_KIND, key });
-        if (client.registration_access_token !== null) {
-          puts.push(
-            await vault.seal(
-              { kind: REGISTRATION_TOKEN_KIND, key },
-              client.registration_access_token,
-            ),
-          );
-        } else {
-          deletes.push({ kind: REGISTRATION_TOKEN_KIND, key });
-        }
-        const { client_secret, registration_access_token, ...registration } = client;
-        registrations[issuer] = { ...registration, client_secret_set: client_secret !== null };
+        const registered = await this.#register(providerId, discovery.authorization_server);
+        puts.push(...registered.puts);
+        deletes.push(...registered.deletes);
+        registrations[issuer] = registered.registration;
       }
     }
 
@@ -376,17 +412,9 @@ export class ProviderService {
       registrations,
       declared,
       last_party_change: previous?.last_party_change ?? null,
+      ...(discovery.legacy ? { legacy: true } : {}),
     };
-    const before = previous === null ? null : currentParty(previous);
-    const moved = before !== null && !providerKeepsParty(state, before);
-    if (moved) {
-      state.last_party_change = {
-        at: now,
-        previous_issuer: before.issuer,
-        previous_client_id: before.client_id,
-        connections_reauthorization_required: 0,
-      };
-    }
+    const moved = notePartyChange(previous, state, now);
     const record: ProviderRecord = {
       id: providerId,
       template: 'mcp',
@@ -416,6 +444,166 @@ export class ProviderService {
     });
     const final = moved ? await this.#recordPartyChange(record, state) : record;
     return { provider: this.#view(final), created: existing === null };
+  }
+
+  /**
+   * Registers a client at a server (client-ID metadata document or RFC 7591), with the
+   * vault writes of its secrets under the provider and that server's issuer.
+   */
+  async #register(
+    providerId: string,
+    server: AuthorizationServerInfo,
+  ): Promise<{ registration: StoredRegistration; puts: VaultWrite[]; deletes: VaultKey[] }> {
+    const client: RegisteredClient = await registerClient(
+      this.#o.outbound,
+      server,
+      this.#profile(),
+    );
+    const vault = this.#o.vault();
+    const key = secretKey(providerId, server.issuer);
+    const puts: VaultWrite[] = [];
+    const deletes: VaultKey[] = [];
+    if (client.client_secret !== null)
+      puts.push(await vault.seal({ kind: CLIENT_SECRET_KIND, key }, client.client_secret));
+    else deletes.push({ kind: CLIENT_SECRET_KIND, key });
+    if (client.registration_access_token !== null) {
+      puts.push(
+        await vault.seal({ kind: REGISTRATION_TOKEN_KIND, key }, client.registration_access_token),
+      );
+    } else {
+      deletes.push({ kind: REGISTRATION_TOKEN_KIND, key });
+    }
+    const { client_secret, registration_access_token, ...registration } = client;
+    return {
+      registration: { ...registration, client_secret_set: client_secret !== null },
+      puts,
+      deletes,
+    };
+  }
+
+  /**
+   * The provider as a new authorization must use it (API.md §6 items 4, 11): the
+   * protected-resource metadata is read again (the probe and the metadata document); when
+   * it names another authorization server, that server is discovered and a client
+   * registered there before any consent URL is built, and the provider's connections of
+   * the old server need authorizing again. A registration the server forgot, or whose
+   * secret expired, is replaced. A read that fails for a transient reason keeps what is
+   * stored; a metadata `resource` that no longer matches stops the authorization.
+   *
+   * @throws {KeywayError} `not_found`, `discovery_failed`, `unsupported_authorization_server`,
+   *   `registration_unsupported`, `registration_failed`, `conflict` (a `custom` provider
+   *   whose resource moved: its client belongs to the old server).
+   */
+  async forAuthorization(id: string): Promise<ResolvedProvider> {
+    await this.#ensureDeclared(id);
+    for (let attempt = 0; ; attempt++) {
+      const record = await this.#o.storage.getProvider(id);
+      if (record === null) throw new KeywayError('not_found', `no provider ${JSON.stringify(id)}`);
+      const state = record.state as unknown as ProviderState;
+      const next: ProviderState = { ...state, registrations: { ...state.registrations } };
+      if (state.legacy !== true) {
+        const found = await discoverResource(this.#o.outbound, state.configuration.resource_url);
+        if (found.steps.some((step) => step.step === 'resource_match' && !step.ok))
+          throwUnlessDiscovered(found);
+        if (found.resource !== null && !found.legacy) {
+          next.resource = found.resource;
+          next.challenge_scope = found.challenge_scope;
+          const moved =
+            found.resource.authorization_servers[0] !== state.resource.authorization_servers[0];
+          if (moved) {
+            const server = throwUnlessDiscovered(
+              await discoverAuthorizationServer(this.#o.outbound, found, {
+                scopes: state.configuration.scopes,
+                allowedHosts: this.#o.allowedHosts,
+              }),
+            );
+            next.authorization_server = server.authorization_server;
+          }
+        }
+      }
+      const issuer = next.authorization_server.issuer;
+      const now = this.#o.now();
+      const client = next.registrations[issuer];
+      const puts: VaultWrite[] = [];
+      const deletes: VaultKey[] = [];
+      if (client === undefined || !registrationUsable(client, now)) {
+        if (state.mode === 'custom') {
+          throw new KeywayError(
+            'conflict',
+            `the resource of provider ${JSON.stringify(id)} moved to the authorization server ${issuer}; its custom client belongs to ${state.authorization_server.issuer}: PUT the provider with credentials for the new server`,
+          );
+        }
+        const registered = await this.#register(id, next.authorization_server);
+        puts.push(...registered.puts);
+        deletes.push(...registered.deletes);
+        next.registrations[issuer] = registered.registration;
+      }
+      if (JSON.stringify(next) === JSON.stringify(state)) {
+        return { id, state, client: state.registrations[issuer] as StoredRegistration };
+      }
+      const partyMoved = notePartyChange(state, next, now);
+      const written: ProviderRecord = {
+        ...record,
+        state: next as unknown as JsonObject,
+        version: record.version + 1,
+        updatedAt: now,
+      };
+      if (
+        !(await this.#o.storage.compareAndSetProvider(written, record.version, {
+          put: puts,
+          delete: deletes,
+        }))
+      ) {
+        // Another authorization or a PUT changed it meanwhile: start again from theirs.
+        if (attempt < 3) continue;
+        throw new KeywayError(
+          'conflict',
+          `provider ${JSON.stringify(id)} was changed concurrently; retry`,
+        );
+      }
+      this.#o.emit({ type: 'provider.updated', actor: 'system', resource: id });
+      const final = partyMoved ? await this.#recordPartyChange(written, next) : written;
+      const finalState = final.state as unknown as ProviderState;
+      return {
+        id,
+        state: finalState,
+        client: finalState.registrations[issuer] as StoredRegistration,
+      };
+    }
+  }
+
+  /**
+   * Marks a dynamically registered client as forgotten by its server (the token endpoint
+   * answered `invalid_client`), so the next authorization registers a new one (API.md §6
+   * item 11). A manual client is an operator's, and is left alone.
+   *
+   * @returns whether the registration was dynamic (and is now stale).
+   */
+  async markRegistrationStale(
+    providerId: string,
+    issuer: string,
+    clientId: string,
+  ): Promise<boolean> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const record = await this.#o.storage.getProvider(providerId);
+      if (record === null) return false;
+      const state = record.state as unknown as ProviderState;
+      const client = state.registrations[issuer];
+      if (client === undefined || client.client_id !== clientId || client.registration === 'manual')
+        return false;
+      if (client.stale === true) return true;
+      const next: ProviderRecord = {
+        ...record,
+        state: {
+          ...state,
+          registrations: { ...state.registrations, [issuer]: { ...client, stale: true } },
+        } as unknown as JsonObject,
+        version: record.version + 1,
+        updatedAt: this.#o.now(),
+      };
+      if (await this.#o.storage.compareAndSetProvider(next, record.version)) return true;
+    }
+    return true;
   }
 
   /**

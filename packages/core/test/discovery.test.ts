@@ -107,6 +107,95 @@ describe('discover(): where the metadata is', () => {
   });
 });
 
+describe('discover(): servers of the 2025-03-26 revision (API.md §6 item 9)', () => {
+  it('finds the authorization server metadata at the MCP origin', async () => {
+    const { run, world } = setup({ legacy: 'metadata' });
+    const trace = await run();
+    expect(trace.ok).toBe(true);
+    expect(trace.legacy).toBe(true);
+    expect(trace.resource).toEqual({
+      resource: 'https://mcp.example.test/mcp',
+      resource_metadata_url: null,
+      scopes_supported: null,
+      authorization_servers: ['https://mcp.example.test'],
+    });
+    expect(trace.authorization_server).toMatchObject({
+      issuer: 'https://mcp.example.test',
+      authorization_endpoint: 'https://mcp.example.test/oauth/authorize',
+      token_endpoint: 'https://mcp.example.test/oauth/token',
+    });
+    expect(trace.steps.map((s) => [s.step, s.url, s.status, s.ok])).toEqual([
+      ['probe', 'https://mcp.example.test/mcp', 401, true],
+      [
+        'resource_metadata',
+        'https://mcp.example.test/.well-known/oauth-protected-resource/mcp',
+        404,
+        false,
+      ],
+      [
+        'resource_metadata',
+        'https://mcp.example.test/.well-known/oauth-protected-resource',
+        404,
+        false,
+      ],
+      ['legacy', null, null, true],
+      ['legacy', 'https://mcp.example.test/.well-known/oauth-authorization-server', 200, true],
+      ['requirements', null, null, true],
+    ]);
+    expect(world.requests.some((r) => r.url.includes('openid-configuration'))).toBe(false);
+  });
+
+  it('falls back to /authorize, /token and /register when there is no metadata either', async () => {
+    const trace = await setup({ legacy: 'defaults' }).run();
+    expect(trace.ok).toBe(true);
+    expect(trace.authorization_server).toMatchObject({
+      issuer: 'https://mcp.example.test',
+      authorization_endpoint: 'https://mcp.example.test/authorize',
+      token_endpoint: 'https://mcp.example.test/token',
+      registration_endpoint: 'https://mcp.example.test/register',
+      revocation_endpoint: null,
+      code_challenge_methods_supported: ['S256'],
+      authorization_response_iss_parameter_supported: false,
+    });
+    expect(
+      trace.steps.filter((s) => s.step === 'legacy').map((s) => [s.url, s.status, s.ok]),
+    ).toEqual([
+      [null, null, true],
+      ['https://mcp.example.test/.well-known/oauth-authorization-server', 404, false],
+      ['https://mcp.example.test', null, true],
+    ]);
+  });
+
+  it('does not fall back when the metadata is only unreachable (a 5xx is no proof of age)', async () => {
+    const trace = await setup({
+      metadataLocation: 'path',
+      failures: { resource_metadata: 'server_error' },
+    }).run();
+    expect(trace.ok).toBe(false);
+    expect(trace.legacy).toBe(false);
+    expect(trace.steps.some((s) => s.step === 'legacy')).toBe(false);
+  });
+
+  it('accepts an issuer on the MCP origin only, kept as published', async () => {
+    // Servers of that revision name an issuer with a path at the origin's metadata.
+    const same = await setup({
+      legacy: 'metadata',
+      metadataIssuer: 'https://mcp.example.test/oauth',
+    }).run();
+    expect(same.ok).toBe(true);
+    expect(same.authorization_server?.issuer).toBe('https://mcp.example.test/oauth');
+    const other = await setup({
+      legacy: 'metadata',
+      metadataIssuer: 'https://evil.example.test',
+    }).run();
+    expect(other.ok).toBe(false);
+    expect(other.steps.at(-1)).toMatchObject({ step: 'legacy', status: 200, ok: false });
+    expect(other.steps.at(-1)?.note).toBe(
+      'the metadata\'s "issuer" is "https://evil.example.test", not "https://mcp.example.test" exactly: refused (RFC 8414 §3.3)',
+    );
+  });
+});
+
 describe('discover(): what is refused', () => {
   it('stops on a resource mismatch before looking for an authorization server', async () => {
     const { run, world } = setup({ metadataResource: 'https://evil.example.test/mcp' });
@@ -135,16 +224,59 @@ describe('discover(): what is refused', () => {
     expect(trace.error).toBe('discovery_failed');
     const as = trace.steps.filter((s) => s.step === 'authorization_server_metadata');
     expect(as).toHaveLength(1);
-    expect(as[0]?.note).toContain('mix-up refused');
+    expect(as[0]?.note).toBe(
+      'the metadata\'s "issuer" is "https://other.example.test", not "https://auth.example.test" exactly: refused (RFC 8414 §3.3)',
+    );
   });
 
-  it('refuses an authorization server without S256 as unsupported', async () => {
-    for (const codeChallengeMethods of [null, ['plain']]) {
-      const trace = await setup({ codeChallengeMethods }).run();
-      expect(trace.error).toBe('unsupported_authorization_server');
-      expect(trace.steps.at(-1)).toMatchObject({ step: 'requirements', ok: false });
-      expect(trace.steps.at(-1)?.note).toContain('S256');
+  it.each([
+    ['a trailing /', 'https://auth.example.test/tenant/'],
+    ['case', 'https://AUTH.example.test/tenant'],
+    ['a default port', 'https://auth.example.test:443/tenant'],
+    ['encoding', 'https://auth.example.test/%74enant'],
+  ])('refuses a metadata issuer that differs by %s, naming the value', async (_, published) => {
+    const trace = await setup({
+      issuer: 'https://auth.example.test/tenant',
+      metadataIssuer: published,
+    }).run();
+    expect(trace).toMatchObject({
+      ok: false,
+      error: 'discovery_failed',
+      authorization_server: null,
+    });
+    expect(trace.steps.at(-1)).toEqual({
+      step: 'authorization_server_metadata',
+      url: 'https://auth.example.test/.well-known/oauth-authorization-server/tenant',
+      status: 200,
+      ok: false,
+      note: `the metadata's "issuer" is ${JSON.stringify(published)}, not "https://auth.example.test/tenant" exactly: refused (RFC 8414 §3.3)`,
+    });
+  });
+
+  it('accepts an issuer with an empty path written with or without one /', async () => {
+    for (const published of ['https://auth.example.test', 'https://auth.example.test/']) {
+      const trace = await setup({ metadataIssuer: published }).run();
+      expect(trace.ok).toBe(true);
+      // The issuer is kept as published: RFC 9207 compares `iss` with it exactly.
+      expect(trace.authorization_server?.issuer).toBe(published);
     }
+  });
+
+  it('refuses an authorization server without S256, naming the field and its value', async () => {
+    const absent = await setup({ codeChallengeMethods: null }).run();
+    expect(absent.error).toBe('unsupported_authorization_server');
+    expect(absent.steps.at(-1)).toEqual({
+      step: 'requirements',
+      url: null,
+      status: null,
+      ok: false,
+      note: '"code_challenge_methods_supported" is absent (PKCE S256 is required; absent counts as unsupported)',
+    });
+    const plain = await setup({ codeChallengeMethods: ['plain'] }).run();
+    expect(plain.error).toBe('unsupported_authorization_server');
+    expect(plain.steps.at(-1)?.note).toBe(
+      '"code_challenge_methods_supported" is ["plain"], without "S256" (PKCE S256 is required)',
+    );
   });
 
   it('refuses an authorization server without token or authorization endpoint as unsupported', async () => {
@@ -159,7 +291,9 @@ describe('discover(): what is refused', () => {
     };
     const trace = await discover(createOutboundFetch({ fetch }), world.resourceUrl);
     expect(trace.error).toBe('unsupported_authorization_server');
-    expect(trace.steps.at(-1)?.note).toBe('missing: authorization_endpoint, token_endpoint');
+    expect(trace.steps.at(-1)?.note).toBe(
+      '"authorization_endpoint" is absent; "token_endpoint" is absent',
+    );
   });
 
   it.each([

@@ -299,15 +299,17 @@ describe.each(storageFactories)('security probe findings ($name storage)', (fact
       });
       expect(reply.status).toBe(422);
       expect(reply.body.error).toBe('unsupported_authorization_server');
+      // The field and the value as the server published it, so an operator sees the fault.
+      const note = `"${field}" ${JSON.stringify(value)} ${problem}`;
       expect(reply.body.error_description).toBe(
-        `the authorization server does not meet what Keyway requires (${field} ${problem})`,
+        `the authorization server does not meet what Keyway requires (${note})`,
       );
       expect(reply.body.details.at(-1)).toEqual({
         step: 'requirements',
         url: null,
         status: null,
         ok: false,
-        note: `${field} ${problem}`,
+        note,
       });
       expect(await h.storage.getProvider('linear')).toBeNull();
       expect(world.stats.registrations).toBe(0);

@@ -102,6 +102,25 @@ export interface TestWorldOptions {
   failures?: Partial<Record<Endpoint, Failure>>;
   /** A scope `tools/call` requires; without it the MCP server answers 403 insufficient_scope. */
   toolScope?: string;
+  /**
+   * A server of the 2025-03-26 revision (fixed at creation): no protected-resource metadata
+   * (the challenge names none, the well-known URLs answer 404), and the authorization server
+   * at the MCP server's origin, with its metadata at `/.well-known/oauth-authorization-server`
+   * (`metadata`), or with none and the default endpoints `/authorize`, `/token`, `/register`
+   * (`defaults`). Default: neither, a current server.
+   */
+  legacy?: 'metadata' | 'defaults';
+  /**
+   * What the token endpoint does when a rotated (already used) refresh token comes back:
+   * `reject` it (`invalid_grant`), or `revoke-family`: reject it and revoke every token of
+   * that grant, as servers that detect replay do. Default `reject`.
+   */
+  refreshTokenReuse?: 'reject' | 'revoke-family';
+  /**
+   * Whether a refresh must repeat the authorization's RFC 8707 `resource` (some servers
+   * refuse a refresh without it: `invalid_target`). Default `optional`.
+   */
+  resourceOnRefresh?: 'required' | 'optional';
   /** The clock, epoch ms. Default `Date.now`. */
   now?: () => number;
 }
@@ -129,6 +148,8 @@ export interface WorldStats {
   refreshes: number;
   revocations: number;
   mcpCalls: number;
+  /** Refresh requests that presented a refresh token already used once. */
+  refreshTokenReuses: number;
 }
 
 /** A test world: one MCP server, one authorization server, in memory. */
@@ -154,6 +175,11 @@ export interface TestWorld {
   isValidAccessToken(token: string): boolean;
   /** Changes an option while the world runs (e.g. inject a failure mid-flow). */
   set(options: Partial<TestWorldOptions>): void;
+  /**
+   * Forgets every dynamically registered client, as a server that dropped or expired its
+   * registrations does: their token requests then fail with `invalid_client`.
+   */
+  forgetRegisteredClients(): void;
   /**
    * Every secret the world issued or saw: access and refresh tokens, client secrets,
    * registration access tokens, codes, PKCE verifiers and states. For asserting that none
@@ -233,9 +259,13 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
     fallback: NonNullable<TestWorldOptions[K]>,
   ) => (options[key] ?? fallback) as NonNullable<TestWorldOptions[K]>;
   const resourceUrl = new URL(opt('resourceUrl', 'https://mcp.example.test/mcp'));
-  const issuer = new URL(opt('issuer', 'https://auth.example.test'));
+  const legacy = initial.legacy;
+  const issuer = new URL(
+    legacy === undefined ? opt('issuer', 'https://auth.example.test') : resourceUrl.origin,
+  );
   const issuerString = issuer.pathname === '/' ? issuer.origin : issuer.href.replace(/\/$/, '');
-  const endpoint = (name: string) => `${issuerString}/oauth/${name}`;
+  const endpoint = (name: string) =>
+    legacy === 'defaults' ? `${issuerString}/${name}` : `${issuerString}/oauth/${name}`;
   const now = () => (options.now ?? Date.now)();
 
   const requests: { method: string; url: string }[] = [];
@@ -247,6 +277,7 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
     refreshes: 0,
     revocations: 0,
     mcpCalls: 0,
+    refreshTokenReuses: 0,
   };
   const clients = new Map<string, RegisteredClient>();
   const codes = new Map<
@@ -266,12 +297,22 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
   >();
   const refreshTokens = new Map<
     string,
-    { clientId: string; scope: string; resource: string | null; revoked: boolean }
+    {
+      clientId: string;
+      scope: string;
+      resource: string | null;
+      revoked: boolean;
+      /** The grant it descends from: one family per code exchange. */
+      family: string;
+      /** Used once already (rotated away). */
+      used: boolean;
+    }
   >();
   /** Secrets seen in requests: PKCE verifiers and states. */
   const seen = new Set<string>();
 
   const prmUrl = (): string | null => {
+    if (legacy !== undefined) return null;
     const location = opt('metadataLocation', 'header');
     if (location === 'header')
       return `${resourceUrl.origin}/keyway-test/resource-metadata${resourceUrl.pathname}`;
@@ -280,10 +321,13 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
     return location.url;
   };
   const challengeNamesMetadata = () => {
+    if (legacy !== undefined) return false;
     const location = opt('metadataLocation', 'header');
     return location === 'header' || typeof location === 'object';
   };
-  const asMetadataUrl = () => {
+  const asMetadataUrl = (): string | null => {
+    if (legacy === 'metadata') return `${issuerString}/.well-known/oauth-authorization-server`;
+    if (legacy === 'defaults') return null;
     const kind = opt('authorizationServerMetadata', 'oauth');
     if (kind === 'oauth') return withPath(issuer, 'oauth-authorization-server', 'inserted');
     return withPath(
@@ -472,6 +516,7 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
     scope: string,
     resource: string | null,
     refresh: string | null,
+    family: string = random('family_'),
   ) {
     const accessToken = random('at_');
     const lifetime = opt('accessTokenLifetime', 3600);
@@ -483,10 +528,20 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
     });
     let refreshToken = refresh;
     if (refreshToken === null || opt('rotateRefreshTokens', true)) {
-      if (refreshToken !== null)
-        (refreshTokens.get(refreshToken) as { revoked: boolean }).revoked = true;
+      if (refreshToken !== null) {
+        const previous = refreshTokens.get(refreshToken) as { revoked: boolean; used: boolean };
+        previous.revoked = true;
+        previous.used = true;
+      }
       refreshToken = random('rt_');
-      refreshTokens.set(refreshToken, { clientId, scope, resource, revoked: false });
+      refreshTokens.set(refreshToken, {
+        clientId,
+        scope,
+        resource,
+        revoked: false,
+        family,
+        used: false,
+      });
     }
     return {
       access_token: accessToken,
@@ -527,10 +582,28 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
       stats.refreshes++;
       const presented = form.get('refresh_token') ?? '';
       const refresh = refreshTokens.get(presented);
+      if (refresh?.used) {
+        stats.refreshTokenReuses++;
+        if (opt('refreshTokenReuse', 'reject') === 'revoke-family') {
+          // Replay detected: everything of that grant is revoked (RFC 9700 §4.14.2).
+          for (const other of refreshTokens.values())
+            if (other.family === refresh.family) other.revoked = true;
+        }
+      }
       if (refresh === undefined || refresh.revoked || refresh.clientId !== client.client_id) {
         return oauthError(400, 'invalid_grant', 'unknown or revoked refresh token');
       }
-      return json(200, issueTokens(client.client_id, refresh.scope, refresh.resource, presented));
+      if (
+        opt('resourceOnRefresh', 'optional') === 'required' &&
+        refresh.resource !== null &&
+        form.get('resource') !== refresh.resource
+      ) {
+        return oauthError(400, 'invalid_target', 'resource missing or different on refresh');
+      }
+      return json(
+        200,
+        issueTokens(client.client_id, refresh.scope, refresh.resource, presented, refresh.family),
+      );
     }
     return oauthError(400, 'unsupported_grant_type');
   }
@@ -632,7 +705,7 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
     }
     if (request.method === 'GET' && here === prmUrl())
       return failing('resource_metadata', resourceMetadata);
-    if (request.method === 'GET' && here === asMetadataUrl())
+    if (request.method === 'GET' && asMetadataUrl() !== null && here === asMetadataUrl())
       return failing('authorization_server_metadata', serverMetadata);
     if (
       request.method === 'POST' &&
@@ -723,6 +796,9 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
     isValidAccessToken,
     set(changes) {
       options = { ...options, ...changes };
+    },
+    forgetRegisteredClients() {
+      for (const [id, client] of clients) if (client.via === 'dynamic') clients.delete(id);
     },
     secrets() {
       return [

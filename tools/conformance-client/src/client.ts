@@ -1,0 +1,333 @@
+/**
+ * The MCP client under test of the official conformance suite
+ * (`@modelcontextprotocol/conformance client --command …`). It does no OAuth itself: a
+ * running `keyway serve` does every step — the provider from the MCP server URL, the
+ * authorization, the consent redirect into Keyway's callback, the token exchange — and the
+ * client only makes MCP calls with the token Keyway hands out. On `401`, or `403
+ * insufficient_scope`, it asks Keyway to authorize again (step-up), at most three
+ * authorizations in all.
+ *
+ * It speaks both MCP wires: the stateful one (initialize, then requests; revisions up to
+ * 2025-11-25) and the stateless one of 2026-07-28 (no initialize; every request carries
+ * the `MCP-Protocol-Version` header and `params._meta`).
+ *
+ * Input: the MCP server URL as the last argument; `KEYWAY_URL` and `KEYWAY_TOKEN` (a
+ * credential covering `conformance/`); the suite's `MCP_CONFORMANCE_SCENARIO`,
+ * `MCP_CONFORMANCE_PROTOCOL_VERSION` and `MCP_CONFORMANCE_CONTEXT` (pre-registered client
+ * credentials). Exit 0 when every call succeeded, 1 otherwise, with the reason on stderr.
+ */
+
+const MAX_AUTHORIZATIONS = 3;
+const STATELESS_VERSIONS = new Set(['2026-07-28']);
+
+/** A failure that ends the run. */
+class Stop extends Error {}
+
+interface Challenge {
+  status: 401 | 403;
+  error: string | null;
+  scopes: string[];
+}
+
+interface RpcAnswer {
+  result?: unknown;
+  error?: { code: number; message: string };
+}
+
+function environment(name: string): string {
+  const value = process.env[name];
+  if (value === undefined || value === '') throw new Stop(`${name} is not set`);
+  return value;
+}
+
+/** The parameters of the Bearer challenge in `WWW-Authenticate` (RFC 6750 §3). */
+export function bearerChallenge(header: string | null): Record<string, string> {
+  const parameters: Record<string, string> = {};
+  if (header === null) return parameters;
+  const start = header.search(/bearer(\s|$)/i);
+  if (start < 0) return parameters;
+  const pattern = /([A-Za-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))/g;
+  pattern.lastIndex = start + 'bearer'.length;
+  for (let match = pattern.exec(header); match !== null; match = pattern.exec(header)) {
+    const name = (match[1] as string).toLowerCase();
+    parameters[name] ??=
+      match[2] !== undefined ? match[2].replace(/\\(.)/g, '$1') : (match[3] ?? '');
+  }
+  return parameters;
+}
+
+/** The JSON-RPC answer to request `id` in a JSON body or a `text/event-stream` body. */
+export function rpcAnswer(contentType: string, body: string, id: number): RpcAnswer | null {
+  const messages: unknown[] = [];
+  if (contentType.includes('text/event-stream')) {
+    for (const event of body.split(/\r?\n\r?\n/)) {
+      const data = event
+        .split(/\r?\n/)
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(5).replace(/^ /, ''))
+        .join('\n');
+      if (data !== '') messages.push(JSON.parse(data));
+    }
+  } else if (body.trim() !== '') {
+    const parsed: unknown = JSON.parse(body);
+    messages.push(...(Array.isArray(parsed) ? parsed : [parsed]));
+  }
+  for (const message of messages) {
+    if (typeof message === 'object' && message !== null && (message as { id?: unknown }).id === id)
+      return message as RpcAnswer;
+  }
+  return null;
+}
+
+/** Keyway's HTTP API, as this client uses it. */
+class Keyway {
+  readonly #base: string;
+  readonly #token: string;
+
+  constructor(base: string, token: string) {
+    this.#base = base.replace(/\/$/, '');
+    this.#token = token;
+  }
+
+  async call(method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
+    const response = await fetch(`${this.#base}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${this.#token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    const answer = text === '' ? {} : (JSON.parse(text) as Record<string, unknown>);
+    if (!response.ok) {
+      const details = answer.details === undefined ? '' : ` ${JSON.stringify(answer.details)}`;
+      throw new Stop(
+        `keyway ${method} ${path}: ${response.status} ${String(answer.error)}: ${String(answer.error_description)}${details}`,
+      );
+    }
+    return answer;
+  }
+}
+
+/** One run against one scenario's MCP server. */
+export class ConformanceClient {
+  readonly #keyway: Keyway;
+  readonly #server: string;
+  readonly #version: string;
+  readonly #stateless: boolean;
+  readonly #providerId: string;
+  readonly #connectionId: string;
+  readonly #credentials: { client_id: string; client_secret?: string } | null;
+  #providerReady = false;
+  #authorizations = 0;
+  #token: string | null = null;
+  #session: string | null = null;
+  #negotiated: string | null = null;
+  #nextId = 1;
+  readonly log: string[] = [];
+
+  constructor(options: {
+    keywayUrl: string;
+    keywayToken: string;
+    serverUrl: string;
+    protocolVersion: string;
+    context: Record<string, unknown> | null;
+    runId: string;
+  }) {
+    this.#keyway = new Keyway(options.keywayUrl, options.keywayToken);
+    this.#server = options.serverUrl;
+    this.#version = options.protocolVersion;
+    this.#stateless = STATELESS_VERSIONS.has(options.protocolVersion);
+    this.#providerId = `conformance/${options.runId}`;
+    this.#connectionId = `conformance/${options.runId}/connection`;
+    const clientId = options.context?.client_id;
+    const clientSecret = options.context?.client_secret;
+    this.#credentials =
+      typeof clientId === 'string'
+        ? {
+            client_id: clientId,
+            ...(typeof clientSecret === 'string' ? { client_secret: clientSecret } : {}),
+          }
+        : null;
+  }
+
+  /** The whole run: the MCP calls a client makes, authorizing through Keyway when asked. */
+  async run(): Promise<void> {
+    if (!this.#stateless) {
+      const init = (await this.#request('initialize', {
+        protocolVersion: this.#version,
+        capabilities: {},
+        clientInfo: { name: 'keyway-conformance-client', version: '1.0.0' },
+      })) as { protocolVersion?: unknown };
+      this.#negotiated =
+        typeof init.protocolVersion === 'string' ? init.protocolVersion : this.#version;
+      await this.#notify('notifications/initialized');
+    }
+    const listed = (await this.#request('tools/list', {})) as { tools?: { name: string }[] };
+    const tool = listed.tools?.[0]?.name;
+    if (tool !== undefined) await this.#request('tools/call', { name: tool, arguments: {} });
+    if (this.#session !== null) {
+      await fetch(this.#server, { method: 'DELETE', headers: this.#headers() }).catch(() => {});
+    }
+  }
+
+  #headers(): Record<string, string> {
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    };
+    if (this.#token !== null) headers.authorization = `Bearer ${this.#token}`;
+    if (this.#session !== null) headers['mcp-session-id'] = this.#session;
+    const version = this.#stateless ? this.#version : this.#negotiated;
+    if (version !== null) headers['mcp-protocol-version'] = version;
+    return headers;
+  }
+
+  #params(params: Record<string, unknown>): Record<string, unknown> {
+    if (!this.#stateless) return params;
+    return {
+      ...params,
+      _meta: {
+        'io.modelcontextprotocol/protocolVersion': this.#version,
+        'io.modelcontextprotocol/clientCapabilities': {},
+        'io.modelcontextprotocol/clientInfo': {
+          name: 'keyway-conformance-client',
+          version: '1.0.0',
+        },
+      },
+    };
+  }
+
+  /** A notification of the stateful wire (the stateless one has none here). */
+  async #notify(method: string): Promise<void> {
+    const response = await this.#post({ jsonrpc: '2.0', method });
+    await response.body?.cancel();
+  }
+
+  #post(message: Record<string, unknown>): Promise<Response> {
+    return fetch(this.#server, {
+      method: 'POST',
+      headers: this.#headers(),
+      body: JSON.stringify(message),
+    });
+  }
+
+  /** One request; on an authorization challenge, authorize through Keyway and retry. */
+  async #request(method: string, params: Record<string, unknown>): Promise<unknown> {
+    for (;;) {
+      const id = this.#nextId++;
+      const response = await this.#post({
+        jsonrpc: '2.0',
+        id,
+        method,
+        params: this.#params(params),
+      });
+      this.log.push(`${method} → ${response.status}`);
+      if (response.status === 401 || response.status === 403) {
+        const challenge = bearerChallenge(response.headers.get('www-authenticate'));
+        await response.body?.cancel();
+        await this.#authorize({
+          status: response.status,
+          error: challenge.error ?? null,
+          scopes: (challenge.scope ?? '').split(' ').filter((scope) => scope !== ''),
+        });
+        continue;
+      }
+      const session = response.headers.get('mcp-session-id');
+      if (session !== null) this.#session = session;
+      const text = await response.text();
+      if (!response.ok) throw new Stop(`${method}: HTTP ${response.status} ${text.slice(0, 300)}`);
+      const answer = rpcAnswer(response.headers.get('content-type') ?? '', text, id);
+      if (answer === null) throw new Stop(`${method}: no answer to request ${id}`);
+      if (answer.error !== undefined)
+        throw new Stop(`${method}: JSON-RPC error ${answer.error.code} ${answer.error.message}`);
+      return answer.result;
+    }
+  }
+
+  /**
+   * Asks Keyway for a (new) authorization and the token it yields. The scopes: those of
+   * the challenge, together with the ones already granted after a `403 insufficient_scope`
+   * (MCP step-up asks for the union); without a challenged scope, Keyway chooses.
+   */
+  async #authorize(challenge: Challenge): Promise<void> {
+    if (challenge.status === 403 && challenge.error !== 'insufficient_scope') {
+      throw new Stop(`the server answered 403 ${challenge.error ?? ''}`.trim());
+    }
+    if (this.#authorizations >= MAX_AUTHORIZATIONS) {
+      throw new Stop(
+        `still ${challenge.status} after ${MAX_AUTHORIZATIONS} authorizations: giving up`,
+      );
+    }
+    this.#authorizations++;
+    if (!this.#providerReady) {
+      await this.#keyway.call('PUT', `/api/admin/providers/${this.#providerId}`, {
+        template: 'mcp',
+        configuration: { resource_url: this.#server },
+        ...(this.#credentials === null
+          ? {}
+          : { credentials: { mode: 'custom', ...this.#credentials } }),
+      });
+      this.#providerReady = true;
+    }
+    let scopes = challenge.scopes;
+    if (challenge.status === 403 && this.#token !== null) {
+      const view = await this.#keyway.call('GET', `/api/oauth/connections/${this.#connectionId}`);
+      const granted = Array.isArray(view.scopes) ? (view.scopes as string[]) : [];
+      scopes = [...new Set([...granted, ...scopes])];
+    }
+    const started = await this.#keyway.call('POST', `/api/oauth/authorize/${this.#providerId}`, {
+      connection_id: this.#connectionId,
+      ...(scopes.length > 0 ? { scopes } : {}),
+    });
+    // The consent step: the suite's authorization server redirects at once; the browser
+    // then follows the redirect into Keyway's callback.
+    const consent = await fetch(String(started.authorization_url), { redirect: 'manual' });
+    await consent.body?.cancel();
+    const callback = consent.headers.get('location');
+    if (callback === null)
+      throw new Stop(`the consent step answered ${consent.status}, no redirect`);
+    const landed = await fetch(callback, { redirect: 'manual' });
+    await landed.body?.cancel();
+    const view = await this.#keyway.call('GET', `/api/oauth/connections/${this.#connectionId}`);
+    const error = view.error as { code?: string; description?: string } | null;
+    if (view.status !== 'active' || (error !== null && error !== undefined)) {
+      throw new Stop(
+        `the authorization did not complete: ${String(view.status)} ${error?.code ?? ''} ${error?.description ?? ''}`.trim(),
+      );
+    }
+    const credentials = await this.#keyway.call(
+      'GET',
+      `/api/oauth/credentials/${this.#connectionId}`,
+    );
+    this.#token = String(credentials.access_token);
+  }
+}
+
+async function main(): Promise<void> {
+  const serverUrl = process.argv[process.argv.length - 1];
+  if (serverUrl === undefined || !/^https?:\/\//.test(serverUrl))
+    throw new Stop('usage: client <mcp server url>');
+  const context = process.env.MCP_CONFORMANCE_CONTEXT;
+  const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? 'unknown';
+  const client = new ConformanceClient({
+    keywayUrl: environment('KEYWAY_URL'),
+    keywayToken: environment('KEYWAY_TOKEN'),
+    serverUrl,
+    protocolVersion: process.env.MCP_CONFORMANCE_PROTOCOL_VERSION || '2025-11-25',
+    context: context === undefined ? null : (JSON.parse(context) as Record<string, unknown>),
+    runId: `${scenario.replace(/[^a-z0-9-]+/gi, '-')}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`,
+  });
+  try {
+    await client.run();
+    console.log(client.log.join('\n'));
+  } finally {
+    console.error(client.log.join('\n'));
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof Stop ? error.message : error);
+  process.exit(1);
+});

@@ -1,0 +1,56 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BrokerProcess } from '@keyway/test-support/processes';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bundleClient, runScenario, type ScenarioResult, startBroker } from './harness.js';
+import { writeResults } from './results.js';
+import { RUNS, type Run } from './scenarios.js';
+
+/**
+ * The official MCP conformance suite's client-authorization scenarios of the
+ * authorization-code flow, run against `keyway serve` (SQLite) through the client in
+ * src/client.ts: one test per scenario, suite release and wire. The extension scenarios
+ * (client credentials, enterprise-managed authorization, DPoP, workload identity) are not
+ * supported yet and not run.
+ */
+
+let directory: string;
+let broker: BrokerProcess;
+let rootKey: string;
+let client: string;
+const results = new Map<Run, ScenarioResult>();
+
+beforeAll(async () => {
+  directory = mkdtempSync(join(tmpdir(), 'keyway-conformance-'));
+  [client, { broker, rootKey }] = await Promise.all([bundleClient(), startBroker(directory)]);
+}, 120_000);
+
+afterAll(async () => {
+  await broker?.stop();
+  rmSync(directory, { recursive: true, force: true });
+  rmSync(client, { force: true });
+  if (results.size === RUNS.length) writeResults(RUNS, results);
+});
+
+describe.concurrent('MCP conformance suite, client authorization through keyway serve', () => {
+  for (const run of RUNS) {
+    const wire = run.specVersion === null ? 'default' : run.specVersion;
+    it(`${run.suite} ${run.scenario} @ ${wire}`, { timeout: 60_000 }, async () => {
+      const result = await runScenario({
+        ...run,
+        client,
+        keywayUrl: broker.url,
+        keywayToken: rootKey,
+        outputDir: join(directory, 'results'),
+      });
+      results.set(run, result);
+      const summary = result.failing.map(
+        (check) => `${check.status} ${check.id}: ${check.description}`,
+      );
+      expect(summary, result.output).toEqual([]);
+      expect(result.checks.filter((check) => check.status === 'SUCCESS').length).toBeGreaterThan(0);
+      expect(result.exitCode, result.output).toBe(0);
+    });
+  }
+});

@@ -1,0 +1,76 @@
+import type { SuiteVersion } from './harness.js';
+
+/**
+ * The client-authorization scenarios of the authorization-code flow in the two pinned
+ * releases of the suite. The extension scenarios (client credentials, enterprise-managed
+ * authorization, DPoP, workload identity) are not supported yet and not run.
+ */
+const BOTH_REVISIONS = [
+  'auth/metadata-default',
+  'auth/metadata-var1',
+  'auth/metadata-var2',
+  'auth/metadata-var3',
+  'auth/basic-cimd',
+  'auth/pre-registration',
+  'auth/scope-from-www-authenticate',
+  'auth/scope-from-scopes-supported',
+  'auth/scope-omitted-when-undefined',
+  'auth/scope-step-up',
+  'auth/scope-retry-limit',
+  'auth/token-endpoint-auth-basic',
+  'auth/token-endpoint-auth-post',
+  'auth/token-endpoint-auth-none',
+];
+const LEGACY = [
+  'auth/2025-03-26-oauth-metadata-backcompat',
+  'auth/2025-03-26-oauth-endpoint-fallback',
+];
+const DRAFT_IN_BOTH = [
+  'auth/resource-mismatch',
+  'auth/offline-access-scope',
+  'auth/offline-access-not-supported',
+];
+const NEW_IN_2026 = [
+  ...DRAFT_IN_BOTH,
+  'auth/authorization-server-migration',
+  'auth/iss-supported',
+  'auth/iss-not-advertised',
+  'auth/iss-supported-missing',
+  'auth/iss-wrong-issuer',
+  'auth/iss-unexpected',
+  'auth/iss-normalized',
+  'auth/metadata-issuer-mismatch',
+];
+
+/** A run: the suite release, the scenario, and the spec version (the wire) it runs at. */
+export interface Run {
+  suite: SuiteVersion;
+  scenario: string;
+  specVersion: string | null;
+}
+
+export const RUNS: Run[] = [
+  // 0.1.16 has no --spec-version for these: it picks each scenario's own (stateful wire).
+  ...[...BOTH_REVISIONS, ...LEGACY, ...DRAFT_IN_BOTH].map((scenario) => ({
+    suite: '0.1.16' as const,
+    scenario,
+    specVersion: null,
+  })),
+  ...BOTH_REVISIONS.flatMap((scenario) =>
+    ['2025-11-25', '2026-07-28'].map((specVersion) => ({
+      suite: '0.2.0-alpha.12' as const,
+      scenario,
+      specVersion,
+    })),
+  ),
+  ...LEGACY.map((scenario) => ({
+    suite: '0.2.0-alpha.12' as const,
+    scenario,
+    specVersion: '2025-03-26',
+  })),
+  ...NEW_IN_2026.map((scenario) => ({
+    suite: '0.2.0-alpha.12' as const,
+    scenario,
+    specVersion: '2026-07-28',
+  })),
+];
