@@ -8,82 +8,16 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
-import Provider, { errors } from 'oidc-provider';
+import type Provider from 'oidc-provider';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type RunningServer, serve } from '../src/index.js';
+import { Browser, callApi, close, listen, oidcProvider } from './peers.js';
 
 const ROOT_KEY = 'e2e-root-key-0123456789abcdefghijklmnopq';
 const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
 /** Access tokens live 2 seconds, so the test sees one expire. */
 const ACCESS_TOKEN_TTL = 2;
-
-async function listen(server: Server): Promise<string> {
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-async function close(server: Server): Promise<void> {
-  server.closeAllConnections();
-  server.close();
-  await once(server, 'close');
-}
-
-/** A cookie jar for driving the authorization server's pages with plain HTTP requests. */
-class Browser {
-  readonly cookies = new Map<string, string>();
-
-  async request(url: string, init: RequestInit = {}): Promise<Response> {
-    const headers = new Headers(init.headers);
-    if (this.cookies.size > 0) {
-      headers.set(
-        'cookie',
-        [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; '),
-      );
-    }
-    const response = await fetch(url, { ...init, headers, redirect: 'manual' });
-    for (const cookie of response.headers.getSetCookie()) {
-      const [pair] = cookie.split(';');
-      const index = (pair as string).indexOf('=');
-      this.cookies.set((pair as string).slice(0, index).trim(), (pair as string).slice(index + 1));
-    }
-    return response;
-  }
-
-  /**
-   * Walks the consent flow: follows redirects, signs in and consents on the dev pages of
-   * oidc-provider, and stops at the redirect back to `callbackPrefix`.
-   */
-  async consent(authorizationUrl: string, callbackPrefix: string): Promise<string> {
-    let url = authorizationUrl;
-    for (let step = 0; step < 20; step++) {
-      const response = await this.request(url);
-      const location = response.headers.get('location');
-      if (location !== null) {
-        const next = new URL(location, url).href;
-        if (next.startsWith(callbackPrefix)) return next;
-        url = next;
-        continue;
-      }
-      const html = await response.text();
-      const prompt = html.match(/name="prompt" value="(\w+)"/)?.[1];
-      const action = html.match(/<form[^>]*action="([^"]+)"/)?.[1];
-      if (prompt === undefined || action === undefined)
-        throw new Error(`unexpected page at ${url}: ${html.slice(0, 1500)}`);
-      const form = new URLSearchParams(
-        prompt === 'login' ? { prompt, login: 'alice', password: 'any' } : { prompt },
-      );
-      const submitted = await this.request(new URL(action, url).href, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: form.toString(),
-      });
-      url = new URL(submitted.headers.get('location') as string, url).href;
-    }
-    throw new Error('the consent flow did not come back');
-  }
-}
 
 describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway serve', () => {
   let asServer: Server;
@@ -101,34 +35,9 @@ describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway s
     const mcpHttp = createServer();
     const mcpOrigin = await listen(mcpHttp);
     resourceUrl = `${mcpOrigin}/mcp`;
-    provider = new Provider(issuer, {
-      clients: [],
-      cookies: { keys: ['keyway-e2e-cookie-key'] },
-      scopes: ['openid', 'offline_access', 'mcp:tools'],
-      pkce: { required: () => true },
-      rotateRefreshToken: true,
-      issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
-      findAccount: async (_ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
-      features: {
-        registration: { enabled: true },
-        revocation: { enabled: true },
-        introspection: { enabled: true },
-        devInteractions: { enabled: true },
-        resourceIndicators: {
-          enabled: true,
-          defaultResource: () => resourceUrl,
-          useGrantedResource: () => true,
-          getResourceServerInfo: (_ctx, indicator) => {
-            if (indicator !== resourceUrl) throw new errors.InvalidTarget();
-            return {
-              scope: 'mcp:tools',
-              audience: resourceUrl,
-              accessTokenTTL: ACCESS_TOKEN_TTL,
-              accessTokenFormat: 'jwt',
-            };
-          },
-        },
-      },
+    provider = oidcProvider(issuer, () => resourceUrl, {
+      accessTokenTTL: ACCESS_TOKEN_TTL,
+      accessTokenFormat: 'jwt',
     });
     provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string } } }) => {
       if (ctx.oidc.params?.grant_type === 'refresh_token') grants.refreshes++;
@@ -202,18 +111,8 @@ describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway s
     if (asServer) await close(asServer);
   });
 
-  const api = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${keyway.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${ROOT_KEY}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : null };
-  };
+  const api = (method: string, path: string, body?: unknown) =>
+    callApi(keyway.url, ROOT_KEY, method, path, body);
 
   it('walks the whole product: provider, consent, callback, credentials, MCP calls, expiry, refresh, delete with revocation', async () => {
     // PUT provider, mode register: discovery of the SDK server and oidc-provider, dynamic registration.
