@@ -3,7 +3,7 @@ import { bytesToHex } from '@noble/hashes/utils.js';
 import * as oauth from 'oauth4webapi';
 import { z } from 'zod';
 import { toBase64Url, utf8 } from './bytes.js';
-import { selectScopes } from './discovery.js';
+import { quoted, selectScopes } from './discovery.js';
 import { KeywayError } from './errors.js';
 import type { EmitEvent } from './events.js';
 import {
@@ -838,7 +838,7 @@ export class ConnectionService {
       if (iss.length > 0 && (iss.length > 1 || iss[0] !== saved.party.issuer)) {
         throw new ResponseRefused(
           'invalid_response',
-          `the authorization response's "iss" ${JSON.stringify(iss.join(', ')).slice(0, 200)} is not the issuer ${JSON.stringify(saved.party.issuer)} exactly (RFC 9207): refused`,
+          `the authorization response's "iss" ${quoted(iss.join(', '))} is not the issuer ${quoted(saved.party.issuer)} exactly (RFC 9207): refused`,
         );
       }
       const { as, client } = oauthPartyOf(saved.party);

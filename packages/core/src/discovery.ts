@@ -198,6 +198,14 @@ export async function discover(
   return discoverAuthorizationServer(outbound, trace, options);
 }
 
+/**
+ * Whether discovery stopped because the metadata's `resource` names something else (step
+ * 3): a definitive answer, unlike a server that could not be reached.
+ */
+export function resourceMismatched(trace: DiscoveryTrace): boolean {
+  return trace.steps.some((step) => step.step === 'resource_match' && !step.ok);
+}
+
 /** An empty trace: nothing found yet. */
 function emptyTrace(): DiscoveryTrace {
   return {
@@ -320,7 +328,7 @@ export async function discoverResource(
           url,
           status: null,
           ok: false,
-          note: `metadata resource ${JSON.stringify(String(body.resource ?? '')).slice(0, 200)} does not match ${resourceUrl.href}`,
+          note: `metadata resource ${quoted(body.resource ?? '')} does not match ${resourceUrl.href}`,
         });
         return trace;
       }
@@ -395,22 +403,25 @@ export async function discoverResource(
   return trace;
 }
 
-/** The metadata's `issuer` is the authorization-server URL exactly (RFC 8414 §3.3; an empty path with or without one `/`). */
-export function issuerMatches(published: string, serverUrl: string): boolean {
+/**
+ * Whether a metadata `issuer` is the authorization-server URL exactly (RFC 8414 §3.3; an
+ * empty path with or without one `/`). For a 2025-03-26 server (`legacy`), which had no
+ * issuer to compare with, any issuer on the server URL's own origin: servers of that time
+ * publish one with a path (`…/oauth`) at their origin's metadata.
+ */
+export function issuerAccepted(published: unknown, serverUrl: string, legacy = false): boolean {
+  if (typeof published !== 'string') return false;
   if (published === serverUrl) return true;
-  let url: URL;
-  try {
-    url = new URL(serverUrl);
-  } catch {
-    return false;
-  }
+  if (!URL.canParse(published) || !URL.canParse(serverUrl)) return false;
+  const url = new URL(serverUrl);
+  if (legacy) return new URL(published).origin === url.origin;
   if (url.pathname !== '/' || url.search !== '' || url.hash !== '') return false;
   const bare = serverUrl.endsWith('/') ? serverUrl.slice(0, -1) : serverUrl;
   return published === bare || published === `${bare}/`;
 }
 
-/** Quotes a value from a remote document for a trace note, shortened. */
-function quoted(value: unknown): string {
+/** Quotes a value from a remote document for a trace note or an error, shortened. */
+export function quoted(value: unknown): string {
   const text = JSON.stringify(value) ?? String(value);
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
@@ -474,14 +485,7 @@ export async function discoverAuthorizationServer(
         continue;
       }
       const published = ((await response.clone().json()) as { issuer?: unknown }).issuer;
-      // A 2025-03-26 server had no issuer to compare with: its metadata is found from the MCP
-      // origin, and servers of that time name an issuer with a path there (`…/oauth`). It is
-      // accepted on the MCP server's own origin only, and kept as published for `iss`.
-      const sameOrigin =
-        trace.legacy && typeof published === 'string' && URL.canParse(published)
-          ? new URL(published).origin === issuer.origin
-          : false;
-      if (typeof published !== 'string' || !(issuerMatches(published, serverUrl) || sameOrigin)) {
+      if (!issuerAccepted(published, serverUrl, trace.legacy)) {
         // A wrong issuer is an attack or a misconfiguration, never a reason to look
         // elsewhere (RFC 8414 §3.3, mix-up).
         steps.push({
@@ -493,10 +497,8 @@ export async function discoverAuthorizationServer(
         });
         return trace;
       }
-      server = await oauth.processDiscoveryResponse(
-        sameOrigin ? new URL(published as string) : issuer,
-        response,
-      );
+      // The issuer is kept as published: the callback compares `iss` with it exactly.
+      server = await oauth.processDiscoveryResponse(new URL(published as string), response);
       steps.push({ step: metadataStep, url, status, ok: true, note: `issuer ${server.issuer}` });
       break;
     } catch (error) {

@@ -7,6 +7,7 @@ import {
   discoverOrThrow,
   discoverResource,
   type ResourceInfo,
+  resourceMismatched,
   throwUnlessDiscovered,
 } from './discovery.js';
 import { KeywayError } from './errors.js';
@@ -503,8 +504,7 @@ export class ProviderService {
       const next: ProviderState = { ...state, registrations: { ...state.registrations } };
       if (state.legacy !== true) {
         const found = await discoverResource(this.#o.outbound, state.configuration.resource_url);
-        if (found.steps.some((step) => step.step === 'resource_match' && !step.ok))
-          throwUnlessDiscovered(found);
+        if (resourceMismatched(found)) throwUnlessDiscovered(found);
         if (found.resource !== null && !found.legacy) {
           next.resource = found.resource;
           next.challenge_scope = found.challenge_scope;

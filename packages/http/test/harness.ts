@@ -236,9 +236,18 @@ interface WorldLike {
 }
 
 /** Creates provider `linear` for the world's MCP server (mode register). */
-export async function putProvider(h: Harness, world: WorldLike, id = 'linear'): Promise<Reply> {
+export async function putProvider(
+  h: Harness,
+  world: WorldLike,
+  id = 'linear',
+  credentials?: { mode: 'custom'; client_id: string; client_secret?: string },
+): Promise<Reply> {
   return h.call('PUT', `/api/admin/providers/${id}`, {
-    body: { template: 'mcp', configuration: { resource_url: world.resourceUrl } },
+    body: {
+      template: 'mcp',
+      configuration: { resource_url: world.resourceUrl },
+      ...(credentials === undefined ? {} : { credentials }),
+    },
   });
 }
 

@@ -207,16 +207,10 @@ describe.each(storageFactories)('what real servers send ($name storage)', (facto
       client_secret: 'operator-secret',
       redirect_uris: [`${BASE}/api/oauth/callback`],
     });
-    await h.call('PUT', '/api/admin/providers/linear', {
-      body: {
-        template: 'mcp',
-        configuration: { resource_url: world.resourceUrl },
-        credentials: {
-          mode: 'custom',
-          client_id: client.client_id,
-          client_secret: 'operator-secret',
-        },
-      },
+    await putProvider(h, world, 'linear', {
+      mode: 'custom',
+      client_id: client.client_id,
+      client_secret: 'operator-secret',
     });
     await connectThroughConsent(h, world, 'acme/alice/linear');
     world.clients.delete('operator-client');
@@ -435,13 +429,7 @@ describe.each(storageFactories)('what real servers send ($name storage)', (facto
         client_id: 'operator-client',
         redirect_uris: [`${BASE}/api/oauth/callback`],
       });
-      await h.call('PUT', '/api/admin/providers/linear', {
-        body: {
-          template: 'mcp',
-          configuration: { resource_url: a.resourceUrl },
-          credentials: { mode: 'custom', client_id: 'operator-client' },
-        },
-      });
+      await putProvider(h, a, 'linear', { mode: 'custom', client_id: 'operator-client' });
       route.current = b;
       const refused = await h.call('POST', '/api/oauth/authorize/linear', {
         body: { connection_id: 'acme/alice/linear' },

@@ -41,7 +41,7 @@ function environment(name: string): string {
 }
 
 /** The parameters of the Bearer challenge in `WWW-Authenticate` (RFC 6750 §3). */
-export function bearerChallenge(header: string | null): Record<string, string> {
+function bearerChallenge(header: string | null): Record<string, string> {
   const parameters: Record<string, string> = {};
   if (header === null) return parameters;
   const start = header.search(/bearer(\s|$)/i);
@@ -57,7 +57,7 @@ export function bearerChallenge(header: string | null): Record<string, string> {
 }
 
 /** The JSON-RPC answer to request `id` in a JSON body or a `text/event-stream` body. */
-export function rpcAnswer(contentType: string, body: string, id: number): RpcAnswer | null {
+function rpcAnswer(contentType: string, body: string, id: number): RpcAnswer | null {
   const messages: unknown[] = [];
   if (contentType.includes('text/event-stream')) {
     for (const event of body.split(/\r?\n\r?\n/)) {
@@ -111,7 +111,7 @@ class Keyway {
 }
 
 /** One run against one scenario's MCP server. */
-export class ConformanceClient {
+class ConformanceClient {
   readonly #keyway: Keyway;
   readonly #server: string;
   readonly #version: string;
