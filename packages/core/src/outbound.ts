@@ -209,7 +209,15 @@ export function createOutboundFetch(options: OutboundOptions = {}): OutboundFetc
     } catch (cause) {
       throw new OutboundError('invalid_url', 'not an absolute URL', { cause });
     }
-    const timeout = AbortSignal.timeout(timeoutMs);
+    // A timer of our own, held until the request ends, not AbortSignal.timeout(): its timer
+    // is unref'd and nothing holds the signal but listeners. Under load in the full suite a
+    // 200 ms timeout once never fired (a 20 s hang); an own timer leaves no such doubt.
+    const deadline = new AbortController();
+    const timer = setTimeout(
+      () => deadline.abort(new DOMException('the request timed out', 'TimeoutError')),
+      timeoutMs,
+    );
+    const timeout = deadline.signal;
     const signal = init.signal ? AbortSignal.any([init.signal, timeout]) : timeout;
     let method = (init.method ?? 'GET').toUpperCase();
     let body = init.body;
@@ -276,6 +284,8 @@ export function createOutboundFetch(options: OutboundOptions = {}): OutboundFetc
         );
       }
       throw error;
+    } finally {
+      clearTimeout(timer);
     }
   };
 }
