@@ -171,6 +171,15 @@ describe('createOutboundFetch(): the SSRF guard', () => {
     ).toBe('timeout');
   });
 
+  it('gives up after the timeout on a transport that ignores the signal and never answers', async () => {
+    const deaf = recorder(() => new Promise<Response>(() => {}));
+    expect(
+      await reason(
+        createOutboundFetch({ fetch: deaf.transport, timeoutMs: 50 })('https://a.example/'),
+      ),
+    ).toBe('timeout');
+  });
+
   it('turns a transport failure into a network error naming only the origin', async () => {
     const broken = recorder(() => {
       throw new TypeError('socket hang up');
