@@ -9,4 +9,6 @@ export default defineConfig({
   clean: true,
   dts: process.env.KEYWAY_BUILD_DTS !== '0',
   tsconfig: '../../tsconfig.build.json',
+  // The private SQL layer is part of each adapter's bundle: never a published dependency.
+  noExternal: ['@keyway/sql'],
 });

@@ -19,13 +19,18 @@ const dirs = workspace.flatMap(folders);
 
 // Tests run against the TypeScript sources of the workspace packages, so `pnpm test` needs
 // no build: each package's `@keyway/source` export condition names its entry file.
-const alias: Record<string, string> = {};
+// Subpaths too (`@keyway/core/storage`), each matched exactly.
+const alias: { find: RegExp; replacement: string }[] = [];
 for (const dir of dirs) {
   const manifest = join(root, dir, 'package.json');
   if (!existsSync(manifest)) continue;
   const pkg = JSON.parse(readFileSync(manifest, 'utf8'));
-  const source = pkg.exports?.['.']?.['@keyway/source'];
-  if (source) alias[pkg.name] = join(root, dir, source);
+  for (const [subpath, conditions] of Object.entries<Record<string, string>>(pkg.exports ?? {})) {
+    const source = typeof conditions === 'object' ? conditions['@keyway/source'] : undefined;
+    if (source === undefined) continue;
+    const name = `${pkg.name}${subpath.slice(1)}`.replace(/[/.]/g, (c) => `\\${c}`);
+    alias.push({ find: new RegExp(`^${name}$`), replacement: join(root, dir, source) });
+  }
 }
 
 // Projects whose tests need a real PostgreSQL server: each gets one from its global setup

@@ -8,7 +8,7 @@ import { RateLimiter } from './rate-limit.js';
 import { clientMetadataDocument } from './registration.js';
 import { parseResourcePath } from './resource-path.js';
 import { SecretService } from './secrets.js';
-import type { Storage } from './storage.js';
+import type { Storage } from './storage/contract.js';
 import { type AuthenticationContext, TokenService } from './tokens.js';
 import type { Vault } from './vault.js';
 

@@ -4,7 +4,7 @@ import { createOutboundFetch, type OutboundFetch, type Transport } from './outbo
 import type { ProviderInput } from './providers.js';
 import type { RateLimitsConfig } from './rate-limit.js';
 import type { ClientProfile } from './registration.js';
-import { STORAGE_METHODS, type Storage } from './storage.js';
+import { STORAGE_METHODS, type Storage } from './storage/contract.js';
 import { TOKEN_PREFIX } from './token-format.js';
 import { Vault } from './vault.js';
 

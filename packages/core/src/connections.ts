@@ -21,7 +21,12 @@ import type { ProviderService } from './providers.js';
 import { libraryOptions } from './registration.js';
 import { parseResourcePath } from './resource-path.js';
 import { listableSubtrees } from './secrets.js';
-import type { ConnectionRecord, ConnectionStatus, JsonObject, Storage } from './storage.js';
+import type {
+  ConnectionRecord,
+  ConnectionStatus,
+  JsonObject,
+  Storage,
+} from './storage/contract.js';
 import { parseShape } from './validation.js';
 import type { Vault } from './vault.js';
 

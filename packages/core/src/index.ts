@@ -131,22 +131,6 @@ export {
   type SecretWithValue,
 } from './secrets.js';
 export {
-  CONNECTION_COLUMNS,
-  connectionFromRow,
-  connectionRowValues,
-  PENDING_AUTHORIZATION_COLUMNS,
-  PROVIDER_COLUMNS,
-  pendingAuthorizationFromRow,
-  pendingAuthorizationRowValues,
-  providerFromRow,
-  providerRowValues,
-  type SqlRow,
-  TOKEN_COLUMNS,
-  tokenFromRow,
-  tokenRowValues,
-  vaultEntryFromRow,
-} from './sql-rows.js';
-export {
   type ConnectionRecord,
   type ConnectionStatus,
   type ConnectionStorage,
@@ -175,7 +159,7 @@ export {
   type VaultKey,
   type VaultStorage,
   type VaultWrite,
-} from './storage.js';
+} from './storage/contract.js';
 export {
   createRootKeyCheck,
   createTokenCodec,

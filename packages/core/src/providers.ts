@@ -25,7 +25,13 @@ import {
 } from './registration.js';
 import { parseResourcePath } from './resource-path.js';
 import { listableSubtrees } from './secrets.js';
-import type { JsonObject, ProviderRecord, Storage, VaultKey, VaultWrite } from './storage.js';
+import type {
+  JsonObject,
+  ProviderRecord,
+  Storage,
+  VaultKey,
+  VaultWrite,
+} from './storage/contract.js';
 import { parseShape } from './validation.js';
 import type { Vault } from './vault.js';
 

@@ -1,6 +1,6 @@
 import { parseIpAddress } from './address.js';
 import { KeywayError } from './errors.js';
-import type { CounterStorage, CounterValue } from './storage.js';
+import type { CounterStorage, CounterValue } from './storage/contract.js';
 
 /** One limit: at most `limit` events per window of `windowSeconds`. */
 export interface RateLimit {

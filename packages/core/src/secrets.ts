@@ -6,7 +6,7 @@ import { type ListOptions, type Page, parseListOptions, toPage } from './paginat
 import { actorOf, assertCoversPath, type Principal } from './principal.js';
 import { parseResourcePath } from './resource-path.js';
 import { intersectScopes, ROOT_SCOPE } from './scope.js';
-import type { Storage, VaultEntryRecord } from './storage.js';
+import type { Storage, VaultEntryRecord } from './storage/contract.js';
 import { parseShape } from './validation.js';
 import type { Vault } from './vault.js';
 

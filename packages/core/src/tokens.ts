@@ -11,7 +11,7 @@ import {
 } from './principal.js';
 import type { RateLimiter } from './rate-limit.js';
 import { canonicalizeScopes, intersectScopes, isNarrowerOrEqual, type Scope } from './scope.js';
-import type { TokenRecord, TokenStorage } from './storage.js';
+import type { TokenRecord, TokenStorage } from './storage/contract.js';
 import {
   createRootKeyCheck,
   createTokenCodec,

@@ -1,4 +1,4 @@
-import type { Storage } from '@keyway/core';
+import type { Storage } from '@keyway/core/storage';
 import { afterEach, describe } from 'vitest';
 import { connectionStorageCases, providerStorageCases } from './path-record-cases.js';
 import {

@@ -4,7 +4,7 @@ import type {
   ProviderRecord,
   Storage,
   VaultWrite,
-} from '@keyway/core';
+} from '@keyway/core/storage';
 import { describe, expect, it } from 'vitest';
 import type { CaseContext } from './conformance.js';
 

@@ -1,4 +1,4 @@
-import type { PendingAuthorizationRecord, VaultWrite } from '@keyway/core';
+import type { PendingAuthorizationRecord, VaultWrite } from '@keyway/core/storage';
 import { describe, expect, it } from 'vitest';
 import type { CaseContext } from './conformance.js';
 import { ORDER_KEYS, ORDERED_KEYS } from './path-record-cases.js';

@@ -1,4 +1,4 @@
-import type { Storage, TokenRecord } from '@keyway/core';
+import type { Storage, TokenRecord } from '@keyway/core/storage';
 import { describe, expect, it } from 'vitest';
 import type { CaseContext } from './conformance.js';
 

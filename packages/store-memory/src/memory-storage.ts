@@ -10,7 +10,7 @@ import {
   type VaultChanges,
   type VaultEntryRecord,
   type VaultWrite,
-} from '@keyway/core';
+} from '@keyway/core/storage';
 
 /** Storage held in this process's memory. */
 export interface MemoryStorage extends Storage {}

@@ -1,8 +1,7 @@
 export {
-  buildPathListSql,
+  MIGRATIONS,
   migrate,
   type PostgresStorage,
   type PostgresStorageOptions,
   postgresStorage,
 } from './postgres-storage.js';
-export { MIGRATIONS } from './schema.js';

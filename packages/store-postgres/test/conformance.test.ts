@@ -1,4 +1,4 @@
-import type { Storage } from '@keyway/core';
+import type { Storage } from '@keyway/core/storage';
 import { runStorageConformance } from '@keyway/storage-conformance';
 import { createTestSchema } from '@keyway/test-support/postgres';
 import { inject } from 'vitest';

@@ -1,6 +1,5 @@
-export { MIGRATIONS } from './schema.js';
 export {
-  buildPathListSql,
+  MIGRATIONS,
   migrate,
   type SqliteStorage,
   type SqliteStorageOptions,

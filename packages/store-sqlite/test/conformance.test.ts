@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Storage } from '@keyway/core';
+import type { Storage } from '@keyway/core/storage';
 import { runStorageConformance } from '@keyway/storage-conformance';
 import { afterAll } from 'vitest';
 import { type SqliteStorage, sqliteStorage } from '../src/index.js';

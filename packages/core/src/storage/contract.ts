@@ -1,4 +1,4 @@
-import type { Scope } from './scope.js';
+import type { Scope } from '../scope.js';
 
 /**
  * The storage interface every Keyway adapter implements (memory, SQLite, PostgreSQL).

@@ -1,0 +1,10 @@
+/**
+ * `@keyway/core/storage`: what a storage adapter's author needs — the {@link Storage}
+ * contract, its record types, and the reference semantics of its orderings and subtrees.
+ * An embedding app never imports from here; it passes an adapter to `createBroker`.
+ *
+ * @see docs/storage.md, "Writing an adapter".
+ * @module
+ */
+export { compareCodePoints } from '../resource-path.js';
+export * from './contract.js';

@@ -1,0 +1,432 @@
+import type {
+  CounterValue,
+  ListConnectionsQuery,
+  ListPathsQuery,
+  Storage,
+  VaultChanges,
+  VaultKey,
+  VaultWrite,
+} from '@keyway/core/storage';
+import { compile, type Dialect, marks } from './dialect.js';
+import { all, get, type Program, type Row, run, type SqlDriver } from './program.js';
+import {
+  CONNECTIONS,
+  PENDING_AUTHORIZATIONS,
+  PROVIDERS,
+  type RowCodec,
+  TOKENS,
+  VAULT_ENTRIES,
+} from './rows.js';
+
+/** A query in the shared notation and its parameters. */
+export interface SqlQuery {
+  sql: string;
+  params: unknown[];
+}
+
+/**
+ * The subtree-ranged list of a path-keyed table: for each root `p`, `p` itself or the keys
+ * in [`p/`, `p0`) (`'0'` follows `'/'`), two index range scans per root; then the cursor,
+ * equality filters, the order and the limit.
+ */
+export function pathListQuery(
+  table: string,
+  keyColumn: string,
+  query: ListPathsQuery,
+  equal: Record<string, unknown> = {},
+): SqlQuery {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (query.within !== undefined) {
+    if (query.within.length === 0) where.push('FALSE');
+    else {
+      const ranges = query.within.map(
+        () => `${keyColumn} = ? OR (${keyColumn} >= ? AND ${keyColumn} < ?)`,
+      );
+      where.push(`(${ranges.join(' OR ')})`);
+      for (const root of query.within) params.push(root, `${root}/`, `${root}0`);
+    }
+  }
+  if (query.after !== undefined) {
+    where.push(`${keyColumn} > ?`);
+    params.push(query.after);
+  }
+  for (const [column, value] of Object.entries(equal)) {
+    if (value === undefined) continue;
+    where.push(`${column} = ?`);
+    params.push(value);
+  }
+  params.push(query.limit);
+  const filter = where.length > 0 ? ` WHERE ${where.join(' AND ')}` : '';
+  return { sql: `SELECT * FROM {${table}}${filter} ORDER BY ${keyColumn} LIMIT ?`, params };
+}
+
+/** The connection listing's query (exported for EXPLAIN in the adapters' tests). */
+export function connectionListQuery(query: ListConnectionsQuery): SqlQuery {
+  return pathListQuery('connections', 'id', query, {
+    provider_id: query.providerId,
+    status: query.status,
+  });
+}
+
+const insertSql = (codec: RowCodec<unknown>, conflict: string) =>
+  `INSERT INTO {${codec.table}} (${codec.columns.join(', ')}) VALUES (${marks(codec.columns)})${conflict}`;
+const updateSql = (codec: RowCodec<unknown>, where: string) =>
+  `UPDATE {${codec.table}} SET (${codec.columns.join(', ')}) = (${marks(codec.columns)}) WHERE ${where}`;
+
+const INSERT_TOKEN = insertSql(TOKENS, ' ON CONFLICT (name) DO NOTHING');
+const UPDATE_TOKEN = updateSql(TOKENS, 'id_hash = ?');
+const INSERT_PROVIDER = insertSql(PROVIDERS, ' ON CONFLICT (id) DO NOTHING');
+const UPDATE_PROVIDER = updateSql(PROVIDERS, 'id = ? AND version = ?');
+const INSERT_CONNECTION = insertSql(CONNECTIONS, ' ON CONFLICT (id) DO NOTHING');
+const UPDATE_CONNECTION = updateSql(CONNECTIONS, 'id = ? AND version = ?');
+const INSERT_PENDING = insertSql(PENDING_AUTHORIZATIONS, '');
+const PUT_VAULT = `INSERT INTO {vault_entries} (kind, key, ciphertext, key_id, version, created_at, updated_at)
+  VALUES (?, ?, ?, ?, 1, ?, ?)
+  ON CONFLICT (kind, key) DO UPDATE SET
+    ciphertext = excluded.ciphertext, key_id = excluded.key_id,
+    version = {vault_entries}.version + 1, updated_at = excluded.updated_at
+  RETURNING *`;
+/** A token and its descendants: `name`, or names in [`name.`, `name/`) (`/` follows `.`). */
+const TREE = '(name = ? OR (name >= ? AND name < ?))';
+const treeParams = (name: string) => [name, `${name}.`, `${name}/`];
+
+function* putVault(write: VaultWrite, now: number) {
+  const row = yield* get(PUT_VAULT, [
+    write.kind,
+    write.key,
+    write.ciphertext,
+    write.keyId,
+    now,
+    now,
+  ]);
+  const entry = VAULT_ENTRIES.fromRow(row ?? {});
+  return { entry, created: entry.version === 1 };
+}
+
+function* deleteVault(keys: VaultKey[] | undefined) {
+  for (const { kind, key } of keys ?? []) {
+    yield* run('DELETE FROM {vault_entries} WHERE kind = ? AND key = ?', [kind, key]);
+  }
+}
+
+/** Writes one row (an insert or a compare-and-set) and its vault changes, or nothing. */
+function* writeWithVault(
+  sql: string,
+  values: unknown[],
+  changes: VaultChanges | undefined,
+  now: number,
+) {
+  if ((yield* run(sql, values)) !== 1) return false;
+  for (const write of changes?.put ?? []) yield* putVault(write, now);
+  yield* deleteVault(changes?.delete);
+  return true;
+}
+
+function counterOf(row: Row | undefined): CounterValue | null {
+  return row === undefined ? null : { count: Number(row.count), expiresAt: Number(row.expires_at) };
+}
+
+/**
+ * Keyway's {@link Storage} on SQL, written once for SQLite and PostgreSQL: each operation is
+ * a program of statements (see `program.ts`) that the engine's driver runs, as one
+ * transaction where the operation's promise spans several statements. Row locks
+ * (`{lock …}`) apply on PostgreSQL, where concurrent transactions interleave; SQLite's
+ * `BEGIN IMMEDIATE` already serializes writers.
+ */
+export function sqlStorage(
+  dialect: Dialect,
+  driver: SqlDriver,
+): Omit<Storage, 'close'> & { listConnectionsSql(query: ListConnectionsQuery): SqlQuery } {
+  const locks = dialect.engine === 'postgres';
+  const once = <T>(program: Program<T>) => driver.execute(program, false);
+  const atomic = <T>(program: Program<T>) => driver.execute(program, true);
+  const list = <R>(codec: RowCodec<R>, query: SqlQuery) =>
+    once(
+      (function* () {
+        return (yield* all(query.sql, query.params)).map((row) => codec.fromRow(row));
+      })(),
+    );
+  const find = <R>(codec: RowCodec<R>, sql: string, params: unknown[]) =>
+    once(
+      (function* () {
+        const row = yield* get(sql, params);
+        return row === undefined ? null : codec.fromRow(row);
+      })(),
+    );
+
+  return {
+    listConnectionsSql(query) {
+      const { sql, params } = connectionListQuery(query);
+      return { sql: compile(dialect, sql), params };
+    },
+
+    // ─── tokens ───
+    insertToken: (record, now) =>
+      atomic(
+        (function* () {
+          yield* run('DELETE FROM {tokens} WHERE name = ? AND expires_at <= ?', [record.name, now]);
+          // A concurrent insert of the name waits on the unique index, then does nothing.
+          return (yield* run(INSERT_TOKEN, TOKENS.toRow(record))) === 1;
+        })(),
+      ),
+
+    findTokenByIdHash: (idHash) =>
+      find(TOKENS, 'SELECT * FROM {tokens} WHERE id_hash = ?', [idHash]),
+
+    findLiveTokenByName: (name, now) =>
+      find(TOKENS, 'SELECT * FROM {tokens} WHERE name = ? AND expires_at > ?', [name, now]),
+
+    listLiveTokens({ treeOf, after, limit, now }) {
+      const where = ['expires_at > ?'];
+      const params: unknown[] = [now];
+      if (treeOf !== undefined) {
+        where.push(TREE);
+        params.push(...treeParams(treeOf));
+      }
+      if (after !== undefined) {
+        where.push('name > ?');
+        params.push(after);
+      }
+      params.push(limit);
+      const sql = `SELECT * FROM {tokens} WHERE ${where.join(' AND ')} ORDER BY name LIMIT ?`;
+      return list(TOKENS, { sql, params });
+    },
+
+    updateTokenTree: (name, now, plan) =>
+      atomic(
+        (function* () {
+          // Row locks: a concurrent narrowing of the same tree waits, then reads our result.
+          const rows = yield* all(
+            `SELECT * FROM {tokens} WHERE ${TREE} AND expires_at > ? ORDER BY name{lock FOR UPDATE}`,
+            [...treeParams(name), now],
+          );
+          const tree = rows.map((row) => TOKENS.fromRow(row));
+          if (tree[0]?.name !== name) return false;
+          const changes = plan(tree);
+          for (const record of changes.update) {
+            yield* run(UPDATE_TOKEN, [...TOKENS.toRow(record), record.idHash]);
+          }
+          for (const idHash of changes.delete) {
+            yield* run('DELETE FROM {tokens} WHERE id_hash = ?', [idHash]);
+          }
+          return true;
+        })(),
+      ),
+
+    deleteTokenTree: (name, now) =>
+      atomic(
+        (function* () {
+          const live = yield* get(
+            'SELECT 1 AS live FROM {tokens} WHERE name = ? AND expires_at > ?{lock FOR UPDATE}',
+            [name, now],
+          );
+          if (live === undefined) return false;
+          yield* run(`DELETE FROM {tokens} WHERE ${TREE}`, treeParams(name));
+          return true;
+        })(),
+      ),
+
+    // ─── providers ───
+    getProvider: (id) => find(PROVIDERS, 'SELECT * FROM {providers} WHERE id = ?', [id]),
+
+    listProviders: (query) => list(PROVIDERS, pathListQuery('providers', 'id', query)),
+
+    insertProvider: (record, changes) =>
+      atomic(writeWithVault(INSERT_PROVIDER, PROVIDERS.toRow(record), changes, record.updatedAt)),
+
+    compareAndSetProvider: (record, expectedVersion, changes) =>
+      atomic(
+        writeWithVault(
+          UPDATE_PROVIDER,
+          [...PROVIDERS.toRow(record), record.id, expectedVersion],
+          changes,
+          record.updatedAt,
+        ),
+      ),
+
+    deleteProvider: (id, vaultDeletes) =>
+      atomic(
+        (function* () {
+          // The row lock makes a concurrent insertConnection (which key-share locks the
+          // provider) either finish first, and be seen below, or wait and find it gone.
+          const found = yield* get(
+            'SELECT 1 AS found FROM {providers} WHERE id = ?{lock FOR UPDATE}',
+            [id],
+          );
+          if (found === undefined) return 'not_found' as const;
+          const used = yield* get(
+            'SELECT 1 AS used FROM {connections} WHERE provider_id = ? LIMIT 1',
+            [id],
+          );
+          if (used !== undefined) return 'in_use' as const;
+          yield* run('DELETE FROM {providers} WHERE id = ?', [id]);
+          yield* deleteVault(vaultDeletes);
+          return 'deleted' as const;
+        })(),
+      ),
+
+    // ─── connections ───
+    getConnection: (id) => find(CONNECTIONS, 'SELECT * FROM {connections} WHERE id = ?', [id]),
+
+    listConnections: (query) => list(CONNECTIONS, connectionListQuery(query)),
+
+    insertConnection: (record, changes) =>
+      atomic(
+        (function* () {
+          // Key-share lock on the provider: a concurrent deleteProvider either sees this
+          // connection or waits for it.
+          if (locks) {
+            yield* get('SELECT 1 AS found FROM {providers} WHERE id = ?{lock FOR KEY SHARE}', [
+              record.providerId,
+            ]);
+          }
+          return yield* writeWithVault(
+            INSERT_CONNECTION,
+            CONNECTIONS.toRow(record),
+            changes,
+            record.updatedAt,
+          );
+        })(),
+      ),
+
+    // Concurrent writers from one version queue on the row lock; when the first commits,
+    // the others re-check the version and update nothing.
+    compareAndSetConnection: (record, expectedVersion, changes) =>
+      atomic(
+        writeWithVault(
+          UPDATE_CONNECTION,
+          [...CONNECTIONS.toRow(record), record.id, expectedVersion],
+          changes,
+          record.updatedAt,
+        ),
+      ),
+
+    deleteConnection: (id, vaultDeletes) =>
+      atomic(
+        (function* () {
+          yield* deleteVault(vaultDeletes);
+          return (yield* run('DELETE FROM {connections} WHERE id = ?', [id])) === 1;
+        })(),
+      ),
+
+    // ─── pending authorizations ───
+    insertPendingAuthorization: (record) =>
+      once(
+        (function* () {
+          yield* run(INSERT_PENDING, PENDING_AUTHORIZATIONS.toRow(record));
+        })(),
+      ),
+
+    // One statement: exactly one concurrent caller deletes the row and gets it back.
+    takePendingAuthorization: (stateHash, now) =>
+      find(
+        PENDING_AUTHORIZATIONS,
+        'DELETE FROM {pending_authorizations} WHERE state_hash = ? AND expires_at > ? RETURNING *',
+        [stateHash, now],
+      ),
+
+    // ─── vault ───
+    getVaultEntry: (kind, key) =>
+      find(VAULT_ENTRIES, 'SELECT * FROM {vault_entries} WHERE kind = ? AND key = ?', [kind, key]),
+
+    putVaultEntry: (write, now) => once(putVault(write, now)),
+
+    deleteVaultEntry: (kind, key) =>
+      once(
+        (function* () {
+          const sql = 'DELETE FROM {vault_entries} WHERE kind = ? AND key = ?';
+          return (yield* run(sql, [kind, key])) === 1;
+        })(),
+      ),
+
+    listVaultEntries: ({ kind, ...query }) =>
+      list(VAULT_ENTRIES, pathListQuery('vault_entries', 'key', query, { kind })),
+
+    listVaultEntriesNotUnderKey: (keyId, after, limit) =>
+      list(
+        VAULT_ENTRIES,
+        after === null
+          ? {
+              sql: 'SELECT * FROM {vault_entries} WHERE key_id <> ? ORDER BY kind, key LIMIT ?',
+              params: [keyId, limit],
+            }
+          : {
+              sql: 'SELECT * FROM {vault_entries} WHERE key_id <> ? AND (kind, key) > (?, ?) ORDER BY kind, key LIMIT ?',
+              params: [keyId, after.kind, after.key, limit],
+            },
+      ),
+
+    replaceVaultCiphertext: (kind, key, expected, next) =>
+      once(
+        (function* () {
+          const sql =
+            'UPDATE {vault_entries} SET ciphertext = ?, key_id = ? WHERE kind = ? AND key = ? AND ciphertext = ?';
+          return (yield* run(sql, [next.ciphertext, next.keyId, kind, key, expected])) === 1;
+        })(),
+      ),
+
+    // ─── leases ───
+    acquireLease: (key, owner, expiresAt, now) =>
+      once(
+        (function* () {
+          const sql = `INSERT INTO {leases} (key, owner, expires_at) VALUES (?, ?, ?)
+            ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+            WHERE {leases}.expires_at <= ? OR {leases}.owner = excluded.owner`;
+          return (yield* run(sql, [key, owner, expiresAt, now])) === 1;
+        })(),
+      ),
+
+    releaseLease: (key, owner) =>
+      once(
+        (function* () {
+          yield* run('DELETE FROM {leases} WHERE key = ? AND owner = ?', [key, owner]);
+        })(),
+      ),
+
+    // ─── counters ───
+    incrementCounter: (key, expiresAt, now) =>
+      once(
+        (function* () {
+          const sql = `INSERT INTO {counters} (key, count, expires_at) VALUES (?, 1, ?)
+            ON CONFLICT (key) DO UPDATE SET
+              count = CASE WHEN {counters}.expires_at <= ? THEN 1 ELSE {counters}.count + 1 END,
+              expires_at = CASE WHEN {counters}.expires_at <= ? THEN excluded.expires_at
+                                ELSE {counters}.expires_at END
+            RETURNING count, expires_at`;
+          const counter = counterOf(yield* get(sql, [key, expiresAt, now, now]));
+          return counter ?? { count: 1, expiresAt };
+        })(),
+      ),
+
+    getCounter: (key, now) =>
+      once(
+        (function* () {
+          const sql = 'SELECT count, expires_at FROM {counters} WHERE key = ? AND expires_at > ?';
+          return counterOf(yield* get(sql, [key, now]));
+        })(),
+      ),
+
+    // ─── maintenance ───
+    purgeExpired: (now, limit) =>
+      once(
+        (function* () {
+          let removed = 0;
+          for (const [table, key] of [
+            ['tokens', 'id_hash'],
+            ['pending_authorizations', 'state_hash'],
+            ['leases', 'key'],
+            ['counters', 'key'],
+          ] as const) {
+            // One short statement per table: a batch, never a long lock; on PostgreSQL,
+            // rows a request is working on are skipped and left for the next round.
+            removed += yield* run(
+              `DELETE FROM {${table}} WHERE ${key} IN (SELECT ${key} FROM {${table}} WHERE expires_at <= ? LIMIT ?{lock FOR UPDATE SKIP LOCKED})`,
+              [now, limit],
+            );
+          }
+          return removed;
+        })(),
+      ),
+  };
+}

@@ -1,0 +1,172 @@
+import { describe, expect, it } from 'vitest';
+import {
+  CODECS,
+  compile,
+  migrations,
+  pathListQuery,
+  postgresDialect,
+  SQLITE,
+  StoredRowError,
+  schemaColumns,
+} from '../src/index.js';
+
+describe('the schema and the codecs', () => {
+  it('each codec writes exactly the columns its table has after every migration', () => {
+    const tables = schemaColumns();
+    for (const codec of CODECS) {
+      expect([codec.table, codec.columns]).toEqual([codec.table, tables.get(codec.table)]);
+    }
+  });
+
+  it('writes each engine its own column types from one definition', () => {
+    const [sqlite] = migrations(SQLITE);
+    const [postgres] = migrations(postgresDialect('keyway'));
+    expect(sqlite).toContain(
+      'CREATE TABLE keyway_tokens (\n  id_hash TEXT PRIMARY KEY,\n  name TEXT NOT NULL UNIQUE,',
+    );
+    expect(sqlite).toContain('PRIMARY KEY (kind, key)\n) WITHOUT ROWID;');
+    expect(postgres).toContain(
+      'CREATE TABLE "keyway".keyway_tokens (\n  id_hash text PRIMARY KEY,\n  name text COLLATE "C" NOT NULL UNIQUE,',
+    );
+    expect(postgres).toContain('  expires_at bigint NOT NULL,');
+    expect(postgres).toContain(
+      'CREATE INDEX keyway_connections_provider ON "keyway".keyway_connections (provider_id, id);',
+    );
+    expect(migrations(SQLITE)).toHaveLength(2);
+  });
+});
+
+describe('compile()', () => {
+  const text = 'SELECT * FROM {tokens} WHERE name = ? AND expires_at > ?{lock FOR UPDATE}';
+
+  it('numbers parameters, qualifies tables and keeps row locks on PostgreSQL', () => {
+    expect(compile(postgresDialect('k'), text)).toBe(
+      'SELECT * FROM "k".keyway_tokens WHERE name = $1 AND expires_at > $2 FOR UPDATE',
+    );
+  });
+
+  it('keeps `?` and drops row locks on SQLite', () => {
+    expect(compile(SQLITE, text)).toBe(
+      'SELECT * FROM keyway_tokens WHERE name = ? AND expires_at > ?',
+    );
+  });
+
+  it('refuses a schema name that is not a plain identifier', () => {
+    expect(() => postgresDialect('a"; DROP TABLE x; --')).toThrow(
+      '"schema" must be a plain SQL identifier (letters, digits, _)',
+    );
+  });
+});
+
+describe('pathListQuery()', () => {
+  it('selects each subtree with two ranges, then the cursor, the filters and the limit', () => {
+    expect(
+      pathListQuery(
+        'connections',
+        'id',
+        { within: ['a', 'b/c'], after: 'a/x', limit: 3 },
+        {
+          status: 'active',
+          provider_id: undefined,
+        },
+      ),
+    ).toEqual({
+      sql: 'SELECT * FROM {connections} WHERE (id = ? OR (id >= ? AND id < ?) OR id = ? OR (id >= ? AND id < ?)) AND id > ? AND status = ? ORDER BY id LIMIT ?',
+      params: ['a', 'a/', 'a0', 'b/c', 'b/c/', 'b/c0', 'a/x', 'active', 3],
+    });
+  });
+
+  it('selects nothing for an empty list of subtrees', () => {
+    expect(pathListQuery('providers', 'id', { within: [], limit: 5 }).sql).toBe(
+      'SELECT * FROM {providers} WHERE FALSE ORDER BY id LIMIT ?',
+    );
+  });
+});
+
+describe('row codecs', () => {
+  const [tokens, providers, connections] = CODECS as [
+    (typeof CODECS)[0],
+    (typeof CODECS)[1],
+    (typeof CODECS)[2],
+  ];
+  const tokenRow = {
+    id_hash: 'ab',
+    name: 'ci',
+    scopes: '["acme/**"]',
+    expires_at: '1700000000000',
+    created_at: 1,
+    created_by: 'root',
+  };
+
+  it('reads 64-bit integers that drivers answer as strings', () => {
+    expect(tokens.fromRow(tokenRow)).toEqual({
+      idHash: 'ab',
+      name: 'ci',
+      scopes: ['acme/**'],
+      expiresAt: 1_700_000_000_000,
+      createdAt: 1,
+      createdBy: 'root',
+    });
+  });
+
+  it('refuses a corrupted row, naming the column and never the value', () => {
+    const cases: [() => unknown, string][] = [
+      [
+        () => tokens.fromRow({ ...tokenRow, scopes: '{"secret-value":1}' }),
+        'keyway_tokens.scopes is not a JSON array of strings',
+      ],
+      [
+        () => tokens.fromRow({ ...tokenRow, expires_at: 'secret-value' }),
+        'keyway_tokens.expires_at is not an integer',
+      ],
+      [
+        () =>
+          providers.fromRow({
+            id: 'p',
+            template: 'mcp',
+            state: 'secret-value{',
+            version: 1,
+            created_at: 0,
+            updated_at: 0,
+          }),
+        'keyway_providers.state is not JSON',
+      ],
+      [
+        () =>
+          connections.fromRow({
+            id: 'c',
+            provider_id: 'p',
+            status: 'secret-value',
+            state: '{}',
+            version: 1,
+            created_at: 0,
+            updated_at: 0,
+          }),
+        'keyway_connections.status is not pending, active or error',
+      ],
+      [
+        () =>
+          providers.fromRow({
+            id: 'p',
+            template: 'mcp',
+            state: '["secret-value"]',
+            version: 1,
+            created_at: 0,
+            updated_at: 0,
+          }),
+        'keyway_providers.state is not a JSON object',
+      ],
+    ];
+    for (const [read, message] of cases) {
+      let caught: unknown;
+      try {
+        read();
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(StoredRowError);
+      expect((caught as Error).message).toBe(message);
+      expect((caught as Error).message).not.toContain('secret-value');
+    }
+  });
+});
