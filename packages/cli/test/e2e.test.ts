@@ -1,6 +1,4 @@
-import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { type ConnectionTokens, connectionFetch, rootPrincipal } from '@keyway/core';
 import { toWebRequest, writeWebResponse } from '@keyway/http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -195,7 +193,8 @@ describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway s
       'acme/users/alice/e2e',
     );
     const tokens = JSON.parse(await keyway.broker.vault.open(entry as never)) as ConnectionTokens;
-    const secret = (await keyway.broker.providers.clientSecret('e2e', issuer)) as string;
+    const secretEntry = await keyway.broker.storage.getVaultEntry('client_secret', `e2e ${issuer}`);
+    const secret = await keyway.broker.vault.open(secretEntry as NonNullable<typeof secretEntry>);
     const introspect = async (token: string) => {
       const response = await fetch(`${issuer}/token/introspection`, {
         method: 'POST',

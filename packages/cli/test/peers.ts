@@ -120,7 +120,6 @@ export async function callApi(
   method: string,
   path: string,
   body?: unknown,
-  // biome-ignore lint/suspicious/noExplicitAny: test answers are read field by field
 ): Promise<{ status: number; body: any }> {
   const response = await fetch(`${base}${path}`, {
     method,

@@ -1,9 +1,11 @@
 import { type BrokerConfig, resolveBrokerConfig } from './config.js';
-import { ConnectionService } from './connections.js';
+import { ConnectionService } from './connections/service.js';
+import { ConnectionRecords } from './connections/state.js';
 import { KeywayError } from './errors.js';
 import type { OutboundFetch } from './outbound.js';
 import { assertCoversPath, type Principal } from './principal.js';
-import { ProviderService } from './providers.js';
+import { ProviderRegistry } from './providers/registry.js';
+import { ProviderService } from './providers/service.js';
 import { RateLimiter } from './rate-limit.js';
 import { clientMetadataDocument } from './registration.js';
 import { parseResourcePath } from './resource-path.js';
@@ -12,7 +14,11 @@ import type { Storage } from './storage/contract.js';
 import { type AuthenticationContext, TokenService } from './tokens.js';
 import type { Vault } from './vault.js';
 
-/** A Keyway broker: every operation of the HTTP contract, callable in process. */
+/**
+ * A Keyway broker: every operation of the HTTP contract, callable in process.
+ *
+ * @see API.md §1–§7 (each operation names its section); DESIGN.md "Core"
+ */
 export interface Broker {
   /** Broker tokens (API.md §3). */
   readonly tokens: TokenService;
@@ -80,6 +86,8 @@ const PURGE_BATCH = 500;
  *   name: 'alice',
  *   scopes: ['acme/users/alice'],
  * });
+ *
+ * @see API.md §1.1 (the root key), docs/README.md "Embedding"
  */
 export function createBroker(config: BrokerConfig): Broker {
   const resolved = resolveBrokerConfig(config);
@@ -94,31 +102,40 @@ export function createBroker(config: BrokerConfig): Broker {
     return resolved.vault;
   };
   const secrets = new SecretService({ storage, vault, now: resolved.now, emit });
-  const providers = new ProviderService({
+  const registry: ProviderRegistry = new ProviderRegistry({
     storage,
     vault,
     outbound: resolved.outbound,
     now: resolved.now,
-    management: resolved.providerManagement,
     allowedHosts: resolved.allowedHosts,
     profile: resolved.profile,
     declared: resolved.providers,
     emit,
-    onPartyChanged: (providerId) => connections.requireReauthorizationOf(providerId),
+    onPartyChanged: (providerId) => records.requireReauthorizationOf(providerId),
   });
-  const connections: ConnectionService = new ConnectionService({
+  const providers = new ProviderService({
+    storage,
+    outbound: resolved.outbound,
+    management: resolved.providerManagement,
+    allowedHosts: resolved.allowedHosts,
+    registry,
+    emit,
+  });
+  const records: ConnectionRecords = new ConnectionRecords({
     storage,
     vault,
     outbound: resolved.outbound,
-    providers,
+    providers: registry,
     now: resolved.now,
     randomBytes: resolved.randomBytes,
     redirectUri: resolved.profile?.redirectUri ?? null,
     allowedRedirects: resolved.allowedRedirects,
     allowedHosts: resolved.allowedHosts,
+    refreshMarginMs: resolved.refreshMarginMs,
     refreshLeaseMs: resolved.refreshLeaseMs,
     emit,
   });
+  const connections = new ConnectionService(records);
 
   async function purgeExpired(): Promise<number> {
     let total = 0;

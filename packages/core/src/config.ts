@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { createEmitter, type EmitEvent, type KeywayEvent } from './events.js';
 import { createOutboundFetch, type OutboundFetch, type Transport } from './outbound.js';
-import type { ProviderInput } from './providers.js';
 import type { RateLimitsConfig } from './rate-limit.js';
 import type { ClientProfile } from './registration.js';
+import type { ProviderInput } from './schemas.js';
 import { STORAGE_METHODS, type Storage } from './storage/contract.js';
 import { TOKEN_PREFIX } from './token-format.js';
 import { Vault } from './vault.js';
@@ -42,7 +42,11 @@ export function rootKeyWeakness(key: string): string | null {
 const WEAK_ROOT_KEY =
   'generate one with `openssl rand -base64 32`, or start `keyway serve` without KEYWAY_ROOT_KEY to have one printed';
 
-/** Options of {@link createBroker}. */
+/**
+ * Options of {@link createBroker}.
+ *
+ * @see API.md §1.1, §6, §12; docs/security.md
+ */
 export interface BrokerConfig {
   /**
    * The deployment secret: at least 32 characters. It can do everything, and every broker
@@ -110,6 +114,11 @@ export interface BrokerConfig {
    * yourself, e.g. from a cron job). Default 60000.
    */
   purgeIntervalMs?: number | false;
+  /**
+   * Refresh an access token when it expires within this many milliseconds (0–3600000).
+   * Default 60000.
+   */
+  refreshMarginMs?: number;
   /**
    * How long one instance holds a connection's refresh lease, in milliseconds; the lease is
    * renewed every third of it while the refresh runs, and another instance may take it
@@ -231,6 +240,12 @@ const BrokerConfigSchema = z.object({
       },
     )
     .optional(),
+  refreshMarginMs: z
+    .number()
+    .int('"refreshMarginMs" must be an integer from 0 to 3600000')
+    .min(0, '"refreshMarginMs" must be an integer from 0 to 3600000')
+    .max(3_600_000, '"refreshMarginMs" must be an integer from 0 to 3600000')
+    .optional(),
   refreshLeaseMs: z
     .number()
     .int('"refreshLeaseMs" must be an integer from 300 to 600000')
@@ -273,6 +288,7 @@ export interface ResolvedBrokerConfig {
   allowedRedirects: string[];
   emit: EmitEvent;
   purgeIntervalMs: number | false;
+  refreshMarginMs: number;
   refreshLeaseMs: number;
   rateLimits: RateLimitsConfig | false;
   onBackgroundError: (error: unknown) => void;
@@ -330,6 +346,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
       ...parsed.outbound,
     }),
     purgeIntervalMs: parsed.purgeIntervalMs ?? 60_000,
+    refreshMarginMs: parsed.refreshMarginMs ?? 60_000,
     refreshLeaseMs: parsed.refreshLeaseMs ?? 30_000,
     rateLimits: parsed.rateLimits ?? {},
     onBackgroundError,

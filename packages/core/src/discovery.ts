@@ -1,8 +1,14 @@
 import * as oauth from 'oauth4webapi';
 import { KeywayError } from './errors.js';
 import { allowedHostSet, endpointProblem, OutboundError, type OutboundFetch } from './outbound.js';
+import { oauthFetch } from './registration.js';
+import type { AuthorizationServerInfo, ResourceInfo } from './stored.js';
 
-/** One step of a discovery trace, as `POST /api/admin/discover` shows it. */
+/**
+ * One step of a discovery trace, as `POST /api/admin/discover` shows it.
+ *
+ * @see API.md §6 steps 1–5; RFC 9728 §3; RFC 8414 §3
+ */
 export interface DiscoveryStep {
   /**
    * `probe`, `resource_metadata`, `resource_match`, `authorization_server_metadata`,
@@ -16,31 +22,13 @@ export interface DiscoveryStep {
   note: string;
 }
 
-/** What Keyway keeps of the protected resource (RFC 9728). */
-export interface ResourceInfo {
-  /** The RFC 8707 `resource`: the metadata's, byte for byte; the resource URL when legacy. */
-  resource: string;
-  /** `null` for a 2025-03-26 server, which publishes no protected-resource metadata. */
-  resource_metadata_url: string | null;
-  scopes_supported: string[] | null;
-  authorization_servers: string[];
-}
+export type { AuthorizationServerInfo, ResourceInfo } from './stored.js';
 
-/** What Keyway keeps of the authorization server (RFC 8414 / OpenID Connect discovery). */
-export interface AuthorizationServerInfo {
-  issuer: string;
-  authorization_endpoint: string;
-  token_endpoint: string;
-  registration_endpoint: string | null;
-  revocation_endpoint: string | null;
-  scopes_supported: string[] | null;
-  code_challenge_methods_supported: string[];
-  token_endpoint_auth_methods_supported: string[] | null;
-  client_id_metadata_document_supported: boolean;
-  authorization_response_iss_parameter_supported: boolean;
-}
-
-/** The outcome of a discovery run: a trace, and the results when it succeeded. */
+/**
+ * The outcome of a discovery run: a trace, and the results when it succeeded.
+ *
+ * @see API.md §6; RFC 9728; RFC 8414
+ */
 export interface DiscoveryTrace {
   ok: boolean;
   steps: DiscoveryStep[];
@@ -254,8 +242,7 @@ export async function discoverResource(
         accept: 'application/json, text/event-stream',
       }),
       INITIALIZE,
-      // oauth4webapi's body type is wider than RequestInit's; it only passes what it got.
-      { [oauth.customFetch]: stripped as never, [oauth.allowInsecureRequests]: true },
+      { [oauth.customFetch]: oauthFetch(stripped), [oauth.allowInsecureRequests]: true },
     );
     probeStatus = response.status;
     const session = response.headers.get('mcp-session-id');

@@ -29,10 +29,18 @@ export const ERROR_STATUS = {
   internal_error: 500,
 } as const satisfies Record<string, number>;
 
-/** One of the stable error codes of API.md §1.2. Public API: `switch (err.code)` narrows. */
+/**
+ * One of the stable error codes of API.md §1.2. Public API: `switch (err.code)` narrows.
+ *
+ * @see API.md §1.2 (the table of codes)
+ */
 export type KeywayErrorCode = keyof typeof ERROR_STATUS;
 
-/** One entry of an error's `details`, e.g. `{ path: 'scopes.3', message: '…' }`. */
+/**
+ * One entry of an error's `details`, e.g. `{ path: 'scopes.3', message: '…' }`.
+ *
+ * @see API.md §1.2 ("details")
+ */
 export interface KeywayErrorDetail {
   path?: string;
   message?: string;
@@ -60,6 +68,8 @@ export interface KeywayErrorOptions {
  * } catch (err) {
  *   if (err instanceof KeywayError && err.code === 'conflict') console.log('name taken');
  * }
+ *
+ * @see API.md §1.2
  */
 export class KeywayError extends Error {
   override readonly name = 'KeywayError';
@@ -88,7 +98,11 @@ export class KeywayError extends Error {
   }
 }
 
-/** True when `err` is a {@link KeywayError}, optionally with the given code. */
+/**
+ * True when `err` is a {@link KeywayError}, optionally with the given code.
+ *
+ * @see API.md §1.2
+ */
 export function isKeywayError(err: unknown, code?: KeywayErrorCode): err is KeywayError {
   return err instanceof KeywayError && (code === undefined || err.code === code);
 }

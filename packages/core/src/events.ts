@@ -1,4 +1,8 @@
-/** What happened, as the `onEvent` hook receives it. */
+/**
+ * What happened, as the `onEvent` hook receives it.
+ *
+ * @see API.md §11
+ */
 export type KeywayEventType =
   | 'token.created'
   | 'token.narrowed'
@@ -20,6 +24,8 @@ export type KeywayEventType =
 /**
  * An event: what happened, when, who did it, and to which resource path (or token name).
  * Never a secret: no token, key, client secret, verifier or state.
+ *
+ * @see API.md §11
  */
 export interface KeywayEvent {
   type: KeywayEventType;

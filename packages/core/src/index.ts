@@ -1,47 +1,35 @@
-export { type AddressClass, classifyAddress, isIpLiteral } from './address.js';
+/**
+ * `@keyway/core`: the OAuth connection broker, runtime-agnostic. An embedding app needs
+ * {@link createBroker}, the principals its operations take, the errors they throw and the
+ * contract's types, all exported here. Storage adapters are written against
+ * `@keyway/core/storage`; the SSRF-guarded outbound fetch and its transports are in
+ * `@keyway/core/outbound`.
+ *
+ * @see API.md — the HTTP contract every operation implements.
+ * @module
+ */
+
+// ─── the broker ──────────────────────────────────────────────────────────────────────────
 export { type Broker, createBroker } from './broker.js';
+export type { BrokerConfig } from './config.js';
+export type { AuthorizeResult, CallbackOutcome } from './connections/authorization.js';
+export type { Credentials } from './connections/service.js';
+export type {
+  ConnectionErrorCode,
+  ConnectionFailure,
+  ConnectionView,
+} from './connections/state.js';
+export type { DiscoveryStep, DiscoveryTrace } from './discovery.js';
+// ─── errors ──────────────────────────────────────────────────────────────────────────────
 export {
-  type BrokerConfig,
-  MIN_ROOT_KEY_BITS,
-  MIN_ROOT_KEY_LENGTH,
-  rootKeyWeakness,
-} from './config.js';
-export {
-  type AuthorizeInput,
-  type AuthorizeResult,
-  type CallbackOutcome,
-  CONNECTION_TOKENS_KIND,
-  ConnectionService,
-  type ConnectionState,
-  type ConnectionTokens,
-  type ConnectionView,
-  type Credentials,
-  PENDING_AUTHORIZATION_TTL_MS,
-  PKCE_VERIFIER_KIND,
-} from './connections.js';
-export {
-  type AuthorizationServerInfo,
-  authorizationServerMetadataUrls,
-  type DiscoverOptions,
-  type Discovery,
-  type DiscoveryStep,
-  type DiscoveryTrace,
-  discover,
-  discoverOrThrow,
-  type ResourceInfo,
-  resourceMatches,
-  resourceMetadataUrls,
-  selectScopes,
-} from './discovery.js';
-export {
-  ERROR_STATUS,
   isKeywayError,
   KeywayError,
   type KeywayErrorCode,
   type KeywayErrorDetail,
-  type KeywayErrorOptions,
 } from './errors.js';
-export type { EmitEvent, KeywayEvent, KeywayEventType } from './events.js';
+// ─── events ──────────────────────────────────────────────────────────────────────────────
+export type { KeywayEvent, KeywayEventType } from './events.js';
+// ─── MCP clients ─────────────────────────────────────────────────────────────────────────
 export {
   type ConnectionFetchOptions,
   type CredentialSource,
@@ -50,147 +38,39 @@ export {
   InsufficientScopeError,
   remoteConnectionFetch,
 } from './mcp-fetch.js';
+export type { Transport } from './outbound.js';
+export { OutboundError, type OutboundFailure } from './outbound.js';
+export type { Page } from './pagination.js';
 export {
-  assertOutboundUrl,
-  createOutboundFetch,
-  normalizeHost,
-  OutboundError,
-  type OutboundFailure,
-  type OutboundFetch,
-  type OutboundOptions,
-  type Transport,
-} from './outbound.js';
-export { LIST_LIMIT, type ListOptions, type Page } from './pagination.js';
-export {
-  actorOf,
-  assertCoversPath,
-  assertManagesToken,
   type Principal,
   type RootPrincipal,
   rootPrincipal,
   type TokenPrincipal,
 } from './principal.js';
-export {
-  CLIENT_SECRET_KIND,
-  type ProviderInput,
-  ProviderService,
-  type ProviderState,
-  type ProviderView,
-  REGISTRATION_TOKEN_KIND,
-  type ResolvedProvider,
-} from './providers.js';
-export {
-  clientAddressKey,
-  DEFAULT_RATE_LIMITS,
-  instanceCounters,
-  parseRateLimits,
-  type RateLimit,
-  RateLimiter,
-  type RateLimitsConfig,
-} from './rate-limit.js';
-export {
-  applicationType,
-  type ClientProfile,
-  type ClientRegistration,
-  clientMetadataDocument,
-  customAuthMethod,
-  type RegisteredClient,
-  type RegistrationKind,
-  registerClient,
-  strongestAuthMethod,
-  type TokenEndpointAuthMethod,
-} from './registration.js';
-export {
-  compareCodePoints,
-  MAX_RESOURCE_PATH_LENGTH,
-  parseResourcePath,
-  type ResourcePathRule,
-  resourcePathFromUrl,
-} from './resource-path.js';
-export {
-  canonicalizeScopes,
-  coversPath,
-  coversScope,
-  intersectScopes,
-  isNarrowerOrEqual,
-  MAX_SCOPES,
-  parseScope,
-  ROOT_SCOPE,
-  reduceScopes,
-  type Scope,
-  setCoversPath,
-} from './scope.js';
-export {
-  type ListSecretsOptions,
-  listableSubtrees,
-  MAX_SECRET_BYTES,
-  type PutSecretInput,
-  SECRET_KIND,
-  SecretService,
-  type SecretView,
-  type SecretWithValue,
-} from './secrets.js';
-export {
-  type ConnectionRecord,
-  type ConnectionStatus,
-  type ConnectionStorage,
-  type CounterStorage,
-  type CounterValue,
-  isInSubtree,
-  type JsonObject,
-  type JsonValue,
-  type LeaseStorage,
-  type ListConnectionsQuery,
-  type ListPathsQuery,
-  type ListTokensQuery,
-  type ListVaultQuery,
-  type MaintenanceStorage,
-  type PendingAuthorizationRecord,
-  type PendingAuthorizationStorage,
-  type ProviderRecord,
-  type ProviderStorage,
-  STORAGE_METHODS,
-  type Storage,
-  type TokenRecord,
-  type TokenStorage,
-  type TokenTreeChanges,
-  type VaultChanges,
-  type VaultEntryRecord,
-  type VaultKey,
-  type VaultStorage,
-  type VaultWrite,
-} from './storage/contract.js';
-export {
-  createRootKeyCheck,
-  createTokenCodec,
-  hashTokenId,
-  TOKEN_ID_BYTES,
-  TOKEN_PREFIX,
-  type TokenCodec,
-} from './token-format.js';
-export {
-  isDescendantName,
-  MAX_TOKEN_LABEL_LENGTH,
-  MAX_TOKEN_NAME_LENGTH,
-  parseLifetime,
-  parseTokenName,
-  TOKEN_LIFETIME,
-} from './token-name.js';
-export {
-  type AuthenticationContext,
-  type IssuedToken,
-  type MintTokenInput,
-  type NarrowTokenInput,
-  TokenService,
-  type TokenView,
-} from './tokens.js';
-export {
-  createNodeFetch,
-  createResolvingFetch,
-  defaultTransport,
-  type Resolve,
-  type ResolvedAddress,
-  type ResolvingFetchOptions,
-  type RuntimeGlobals,
-} from './transport.js';
-export { generateVaultKey, parseVaultKeys, Vault } from './vault.js';
+export type { ProviderView } from './providers/state.js';
+export { parseRateLimits, type RateLimitsConfig } from './rate-limit.js';
+// ─── resource paths (API.md §2) ──────────────────────────────────────────────────────────
+export { parseResourcePath, resourcePathFromUrl } from './resource-path.js';
+export type {
+  AuthorizeInput,
+  ConnectionListQueryInput,
+  CredentialsQueryInput,
+  DiscoverInput,
+  ListQuery,
+  MintTokenInput,
+  NarrowTokenInput,
+  ProviderInput,
+  ProviderListQueryInput,
+  PutSecretInput,
+  SecretListQueryInput,
+  VerifyInput,
+} from './schemas.js';
+/** The request schemas (zod), one per body and query string: see `schemas.ts`. */
+export * as schemas from './schemas.js';
+export type { SecretView, SecretWithValue } from './secrets.js';
+export type { ConnectionStatus, Storage } from './storage/contract.js';
+export type { ConnectionTokens } from './stored.js';
+// ─── who acts ────────────────────────────────────────────────────────────────────────────
+// ─── the contract's types (API.md §3–§7) ─────────────────────────────────────────────────
+export type { AuthenticationContext, IssuedToken, TokenView } from './tokens.js';
+export { generateVaultKey } from './vault.js';

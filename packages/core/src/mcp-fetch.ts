@@ -2,8 +2,13 @@ import * as oauth from 'oauth4webapi';
 import type { Broker } from './broker.js';
 import { KeywayError, type KeywayErrorCode } from './errors.js';
 import type { Principal } from './principal.js';
+import { oauthFetch } from './registration.js';
 
-/** Where a connection's access token comes from. */
+/**
+ * Where a connection's access token comes from.
+ *
+ * @see API.md §5 "Credentials"
+ */
 export type CredentialSource = (options: {
   forceRefresh: boolean;
 }) => Promise<{ access_token: string }>;
@@ -11,10 +16,13 @@ export type CredentialSource = (options: {
 /**
  * The MCP server refused a call for lack of scope (`403`, `error="insufficient_scope"`):
  * re-authorize the connection with `scopes` (the challenge's `scope`) and try again.
+ *
+ * @see RFC 6750 §3.1; API.md §6 item 12 (step-up)
  */
 export class InsufficientScopeError extends Error {
   override readonly name = 'InsufficientScopeError';
-  readonly code = 'insufficient_scope';
+  /** The error code, as on {@link KeywayError} (API.md §1.2). */
+  readonly code = 'insufficient_scope' as const;
   constructor(
     /** The scopes the server challenged with; pass them to the authorize call. */
     readonly scopes: string[],
@@ -23,9 +31,26 @@ export class InsufficientScopeError extends Error {
   ) {
     super(`the MCP server needs more scope${scopes.length ? `: ${scopes.join(' ')}` : ''}`);
   }
+
+  /** The shape of every Keyway error body (API.md §1.2), the challenged scopes in `details`. */
+  toJSON(): {
+    error: 'insufficient_scope';
+    error_description: string;
+    details: [{ path: 'scope'; scopes: string[] }];
+  } {
+    return {
+      error: this.code,
+      error_description: this.message,
+      details: [{ path: 'scope', scopes: this.scopes }],
+    };
+  }
 }
 
-/** Options of {@link createConnectionFetch}. */
+/**
+ * Options of {@link createConnectionFetch}.
+ *
+ * @see API.md §5 "Credentials"; MCP authorization, "Access token usage"
+ */
 export interface ConnectionFetchOptions {
   /** The transport to the MCP server; default `globalThis.fetch`. */
   fetch?: (url: string, init: RequestInit) => Promise<Response>;
@@ -48,6 +73,8 @@ type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<
  * const transport = new StreamableHTTPClientTransport(new URL(resourceUrl), {
  *   fetch: connectionFetch({ broker, principal, connectionId: 'acme/users/alice/linear' }),
  * });
+ *
+ * @see RFC 6750 §2.1 and §3.1 (insufficient_scope); MCP authorization, "Step-up"
  */
 export function createConnectionFetch(
   source: CredentialSource,
@@ -66,11 +93,9 @@ export function createConnectionFetch(
       return oauth.protectedResourceRequest(access_token, method, url, new Headers(headers), body, {
         // The app chose this server; plain http is its call (local development).
         [oauth.allowInsecureRequests]: true,
-        [oauth.customFetch]: ((target: string, options: RequestInit) =>
-          transport(target, {
-            ...options,
-            ...(init.signal ? { signal: init.signal } : {}),
-          })) as never,
+        [oauth.customFetch]: oauthFetch((target, options) =>
+          transport(target, { ...options, ...(init.signal ? { signal: init.signal } : {}) }),
+        ),
       });
     };
     for (const forceRefresh of [false, true]) {
@@ -96,6 +121,8 @@ export function createConnectionFetch(
  *
  * @example
  * const fetch = connectionFetch({ broker, principal: rootPrincipal(), connectionId: 'acme/alice/linear' });
+ *
+ * @see API.md §5 "Credentials"; RFC 6750 §2.1
  */
 export function connectionFetch(options: {
   broker: Broker;
@@ -123,6 +150,8 @@ export function connectionFetch(options: {
  *   keywayUrl: 'https://keyway.internal', token: process.env.KEYWAY_TOKEN,
  *   connectionId: 'acme/users/alice/linear',
  * });
+ *
+ * @see API.md §5 "Credentials"
  */
 export function remoteConnectionFetch(options: {
   keywayUrl: string;

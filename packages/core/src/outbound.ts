@@ -1,7 +1,11 @@
 import { classifyAddress, isIpLiteral } from './address.js';
 import { defaultTransport } from './transport.js';
 
-/** Why an outbound request was refused or failed. */
+/**
+ * Why an outbound request was refused or failed.
+ *
+ * @see docs/security.md "Outbound requests"
+ */
 export type OutboundFailure =
   | 'invalid_url'
   | 'insecure_scheme'
@@ -15,19 +19,35 @@ export type OutboundFailure =
  * An outbound request that the guard refused or that failed on the way. The message names
  * the URL's origin and the reason, never a credential; callers turn it into the step of a
  * discovery trace or a `502` with `details`.
+ *
+ * @see docs/security.md "Outbound requests"; API.md §6 (502 details)
  */
 export class OutboundError extends Error {
   override readonly name = 'OutboundError';
-  constructor(
-    readonly reason: OutboundFailure,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
+  /** Why the request was refused or failed, as {@link KeywayError.code} is for API errors. */
+  readonly code: OutboundFailure;
+
+  constructor(code: OutboundFailure, message: string, options?: { cause?: unknown }) {
     super(message, options);
+    this.code = code;
+  }
+
+  /** The same as {@link OutboundError.code}; kept from the first release. */
+  get reason(): OutboundFailure {
+    return this.code;
+  }
+
+  /** The shape of every Keyway error body (API.md §1.2): code and description. */
+  toJSON(): { error: OutboundFailure; error_description: string } {
+    return { error: this.code, error_description: this.message };
   }
 }
 
-/** A `fetch`-compatible transport: the platform's, or one that resolves and pins (Node). */
+/**
+ * A `fetch`-compatible transport: the platform's, or one that resolves and pins (Node).
+ *
+ * @see docs/security.md "Outbound requests"
+ */
 export type Transport = (url: string, init: RequestInit) => Promise<Response>;
 
 /** The guarded fetch every remote call of Keyway goes through. */

@@ -6,15 +6,25 @@ import { isDescendantName } from './token-name.js';
  * Who is making a request, as established by `broker.authenticate()`. Every core operation
  * takes one and checks it itself, so an app that embeds core without the HTTP package gets
  * the same protection.
+ *
+ * @see API.md §1.1, §3.1
  */
 export type Principal = RootPrincipal | TokenPrincipal;
 
-/** The holder of the root key: may do everything. */
+/**
+ * The holder of the root key: may do everything.
+ *
+ * @see API.md §1.1
+ */
 export interface RootPrincipal {
   readonly kind: 'root';
 }
 
-/** The holder of a live broker token, as its record stood when the request was authenticated. */
+/**
+ * The holder of a live broker token, as its record stood when the request was authenticated.
+ *
+ * @see API.md §3
+ */
 export interface TokenPrincipal {
   readonly kind: 'token';
   readonly name: string;
@@ -28,6 +38,8 @@ const ROOT: RootPrincipal = Object.freeze({ kind: 'root' });
 /**
  * The root principal, for trusted server code that embeds core and acts with full rights
  * (the equivalent of presenting the root key).
+ *
+ * @see API.md §1.1
  */
 export function rootPrincipal(): RootPrincipal {
   return ROOT;

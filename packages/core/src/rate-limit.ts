@@ -13,6 +13,8 @@ export interface RateLimit {
  *
  * @example
  * createBroker({ ..., rateLimits: { auth: { limit: 50, windowSeconds: 60 }, shared: true } });
+ *
+ * @see API.md §12
  */
 export interface RateLimitsConfig {
   /** Failed authentications per client address. Default 20 per 60 s. */
@@ -160,6 +162,8 @@ export class RateLimiter {
  * in seconds; `auth=off` turns one off; a limit not named keeps its default).
  *
  * @throws {TypeError} naming what is wrong.
+ *
+ * @see API.md §12
  */
 export function parseRateLimits(text: string): RateLimitsConfig | false {
   const value = text.trim();

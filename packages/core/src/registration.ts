@@ -1,7 +1,7 @@
 import * as oauth from 'oauth4webapi';
-import type { AuthorizationServerInfo } from './discovery.js';
 import { KeywayError } from './errors.js';
 import { OutboundError, type OutboundFetch } from './outbound.js';
+import type { AuthorizationServerInfo } from './stored.js';
 
 /** How a client authenticates at the token endpoint. */
 export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'none';
@@ -102,9 +102,27 @@ function asServer(server: AuthorizationServerInfo): oauth.AuthorizationServer {
   };
 }
 
+/**
+ * A fetch as oauth4webapi calls it (`customFetch`), sending through `send`. Its body type is
+ * one of fetch's own (string, bytes, URLSearchParams, a stream), declared apart.
+ */
+export function oauthFetch(send: (url: string, init: RequestInit) => Promise<Response>) {
+  return <Method, Body>(url: string, options: oauth.CustomFetchOptions<Method, Body>) =>
+    send(url, {
+      method: String(options.method),
+      headers: options.headers,
+      body: options.body as BodyInit | null | undefined,
+      redirect: options.redirect,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
+}
+
 /** oauth4webapi options: our guarded fetch, whose policy decides http vs https. */
 export function libraryOptions(outbound: OutboundFetch) {
-  return { [oauth.customFetch]: outbound as never, [oauth.allowInsecureRequests]: true } as const;
+  return {
+    [oauth.customFetch]: oauthFetch(outbound),
+    [oauth.allowInsecureRequests]: true,
+  } as const;
 }
 
 function registrationFailed(message: string, cause?: unknown): KeywayError {

@@ -103,6 +103,8 @@ export function resourcePathProblem(
  * parseResourcePath('acme/users/alice'); // 'acme/users/alice'
  * parseResourcePath('cafe\u0301');        // 'café' (composed)
  * parseResourcePath('a//b');              // throws: segment 2 of "a//b" is empty
+ *
+ * @see API.md §2
  */
 export function parseResourcePath(input: unknown, field?: string): string {
   if (typeof input !== 'string') {
@@ -132,6 +134,8 @@ export function parseResourcePath(input: unknown, field?: string): string {
  * @example
  * resourcePathFromUrl('acme/users/caf%C3%A9'); // 'acme/users/café'
  * resourcePathFromUrl('a%2Fb');                // throws invalid_path (encoded_structure)
+ *
+ * @see API.md §2 (paths in URLs)
  */
 export function resourcePathFromUrl(raw: string): string {
   if (raw.length > MAX_RAW_UTF16_LENGTH * 3) {

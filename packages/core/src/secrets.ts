@@ -1,13 +1,13 @@
-import { z } from 'zod';
 import { utf8 } from './bytes.js';
 import { KeywayError } from './errors.js';
 import type { EmitEvent } from './events.js';
-import { type ListOptions, type Page, parseListOptions, toPage } from './pagination.js';
+import { listWindow, type Page, toPage } from './pagination.js';
 import { actorOf, assertCoversPath, type Principal } from './principal.js';
 import { parseResourcePath } from './resource-path.js';
+import { PutSecretBody, SecretListQuery } from './schemas.js';
 import { intersectScopes, ROOT_SCOPE } from './scope.js';
 import type { Storage, VaultEntryRecord } from './storage/contract.js';
-import { parseShape } from './validation.js';
+import { parseQuery, parseShape } from './validation.js';
 import type { Vault } from './vault.js';
 
 /** The vault kind of the secrets the vault endpoints manage; Keyway's own use other kinds. */
@@ -16,7 +16,11 @@ export const SECRET_KIND = 'secret';
 /** Largest secret value, in UTF-8 bytes (API.md §7). */
 export const MAX_SECRET_BYTES = 64 * 1024;
 
-/** A secret without its value, as lists and writes show it. */
+/**
+ * A secret without its value, as lists and writes show it.
+ *
+ * @see API.md §7
+ */
 export interface SecretView {
   path: string;
   version: number;
@@ -24,17 +28,16 @@ export interface SecretView {
   updated_at: string;
 }
 
-/** A secret with its value, as `GET /api/vault/secrets/<path>` answers. */
+/**
+ * A secret with its value, as `GET /api/vault/secrets/<path>` answers.
+ *
+ * @see API.md §7
+ */
 export interface SecretWithValue extends SecretView {
   value: string;
 }
 
-/** Body of `PUT /api/vault/secrets/<path>`. */
-export interface PutSecretInput {
-  value: string;
-}
-
-const PutShape = z.strictObject({ value: z.string() });
+export type { PutSecretInput } from './schemas.js';
 
 function toView(entry: VaultEntryRecord): SecretView {
   return {
@@ -58,12 +61,6 @@ export function listableSubtrees(
   const both = intersectScopes(held, wanted);
   if (both.includes(ROOT_SCOPE)) return undefined;
   return both.map((scope) => scope.slice(0, -'/**'.length));
-}
-
-/** Options of the vault list. */
-export interface ListSecretsOptions extends ListOptions {
-  /** Only secrets at or below this resource path. */
-  prefix?: string | undefined;
 }
 
 /**
@@ -98,10 +95,10 @@ export class SecretService {
   async put(
     principal: Principal,
     path: string,
-    input: PutSecretInput,
+    input: unknown,
   ): Promise<{ secret: SecretView; created: boolean }> {
     const valid = parseResourcePath(path);
-    const { value } = parseShape(PutShape, input);
+    const { value } = parseShape(PutSecretBody, input);
     if (utf8(value).length > MAX_SECRET_BYTES) {
       const message = `"value" is larger than ${MAX_SECRET_BYTES} bytes`;
       throw new KeywayError('invalid_request', message, { details: [{ path: 'value', message }] });
@@ -141,10 +138,11 @@ export class SecretService {
   }
 
   /** Lists the secrets the caller's scopes cover, without values, ordered by path. */
-  async list(principal: Principal, options: ListSecretsOptions = {}): Promise<Page<SecretView>> {
+  async list(principal: Principal, query?: unknown): Promise<Page<SecretView>> {
+    const options = parseQuery(SecretListQuery, query);
     const prefix =
       options.prefix === undefined ? undefined : parseResourcePath(options.prefix, 'prefix');
-    const { limit, after } = parseListOptions(options);
+    const { limit, after } = listWindow(options);
     const within = listableSubtrees(principal, prefix);
     const entries = await this.#storage.listVaultEntries({
       kind: SECRET_KIND,

@@ -1,7 +1,6 @@
-import { z } from 'zod';
 import { KeywayError } from './errors.js';
 import type { EmitEvent } from './events.js';
-import { type ListOptions, type Page, parseListOptions, toPage } from './pagination.js';
+import { listWindow, type Page, toPage } from './pagination.js';
 import {
   actorOf,
   assertManagesToken,
@@ -10,6 +9,7 @@ import {
   type TokenPrincipal,
 } from './principal.js';
 import type { RateLimiter } from './rate-limit.js';
+import { MintTokenBody, NarrowTokenBody, TokenListQuery } from './schemas.js';
 import { canonicalizeScopes, intersectScopes, isNarrowerOrEqual, type Scope } from './scope.js';
 import type { TokenRecord, TokenStorage } from './storage/contract.js';
 import {
@@ -19,23 +19,15 @@ import {
   TOKEN_PREFIX,
 } from './token-format.js';
 import { isDescendantName, parseLifetime, parseTokenName } from './token-name.js';
-import { parseShape } from './validation.js';
+import { parseQuery, parseShape } from './validation.js';
 
-/** Body of `POST /api/admin/tokens` (API.md §3.3). */
-export interface MintTokenInput {
-  name: string;
-  scopes: string[];
-  /** Seconds, 60–2592000; default 3600. */
-  expires_in?: number;
-}
+export type { MintTokenInput, NarrowTokenInput } from './schemas.js';
 
-/** Body of `PATCH /api/admin/tokens/<name>` (API.md §3.3): narrow only. */
-export interface NarrowTokenInput {
-  scopes?: string[];
-  expires_in?: number;
-}
-
-/** A newly minted token, as `POST /api/admin/tokens` answers: the only time it is shown. */
+/**
+ * A newly minted token, as `POST /api/admin/tokens` answers: the only time it is shown.
+ *
+ * @see API.md §3.3
+ */
 export interface IssuedToken {
   name: string;
   access_token: string;
@@ -45,7 +37,11 @@ export interface IssuedToken {
   expires_at: string;
 }
 
-/** A token as lists and reads show it: never the token itself. */
+/**
+ * A token as lists and reads show it: never the token itself.
+ *
+ * @see API.md §3.3
+ */
 export interface TokenView {
   name: string;
   scopes: Scope[];
@@ -54,18 +50,6 @@ export interface TokenView {
   /** `root` or `token:<name>`. */
   created_by: string;
 }
-
-// Shapes only: `expires_in` is checked by parseLifetime so that any bad value, whatever its
-// type, is `invalid_lifetime` (API.md §1.2).
-const MintShape = z.strictObject({
-  name: z.string(),
-  scopes: z.array(z.string()),
-  expires_in: z.unknown().optional(),
-});
-const NarrowShape = z.strictObject({
-  scopes: z.array(z.string()).optional(),
-  expires_in: z.unknown().optional(),
-});
 
 /** Dependencies of the token service, supplied by `createBroker`. */
 export interface TokenServiceOptions {
@@ -78,7 +62,11 @@ export interface TokenServiceOptions {
   limiter?: RateLimiter;
 }
 
-/** What a caller knows of the request a credential came with. */
+/**
+ * What a caller knows of the request a credential came with.
+ *
+ * @see API.md §12 (failed authentications)
+ */
 export interface AuthenticationContext {
   /**
    * The client's IP address, for the limit of failed authentications (API.md §12). Without
@@ -186,6 +174,7 @@ export class TokenService {
    * or earlier expiry (API.md §3.2). An omitted lifetime is 3600 s and is never silently
    * shortened to fit the caller.
    *
+   * @param input A {@link MintTokenInput}, checked here.
    * @throws {KeywayError} `invalid_request`, `invalid_name`, `invalid_scope`,
    *   `invalid_lifetime`, `delegation_denied`, `insufficient_scope`, `conflict`,
    *   `rate_limited` (a scoped caller beyond its minting limit).
@@ -193,9 +182,9 @@ export class TokenService {
    * const issued = await broker.tokens.mint(rootPrincipal(), { name: 'ci', scopes: ['acme'] });
    * issued.scopes; // ['acme/**']
    */
-  async mint(principal: Principal, input: MintTokenInput): Promise<IssuedToken> {
+  async mint(principal: Principal, input: unknown): Promise<IssuedToken> {
     if (principal.kind === 'token') await this.#limiter?.countMint(principal.name);
-    const shape = parseShape(MintShape, input);
+    const shape = parseShape(MintTokenBody, input);
     const name = parseTokenName(shape.name);
     const scopes = canonicalizeScopes(shape.scopes);
     const lifetime = parseLifetime(shape.expires_in);
@@ -249,8 +238,8 @@ export class TokenService {
    * Lists live tokens in name order: all of them for the root key, the token itself and its
    * descendants for a broker token. Never includes an `access_token`.
    */
-  async list(principal: Principal, options: ListOptions = {}): Promise<Page<TokenView>> {
-    const { limit, after } = parseListOptions(options);
+  async list(principal: Principal, query?: unknown): Promise<Page<TokenView>> {
+    const { limit, after } = listWindow(parseQuery(TokenListQuery, query));
     const records = await this.#storage.listLiveTokens({
       ...(principal.kind === 'token' ? { treeOf: principal.name } : {}),
       ...(after === undefined ? {} : { after }),
@@ -279,12 +268,13 @@ export class TokenService {
    * transaction: scopes intersected, expiry capped, and a descendant left with no scope is
    * deleted, so a delegated token never holds what an ancestor lacks.
    *
+   * @param input A {@link NarrowTokenInput}, checked here.
    * @throws {KeywayError} `invalid_request` (a widening), `invalid_name`, `invalid_scope`,
    *   `invalid_lifetime`, `delegation_denied`, `not_found`.
    */
-  async narrow(principal: Principal, name: string, input: NarrowTokenInput): Promise<TokenView> {
+  async narrow(principal: Principal, name: string, input: unknown): Promise<TokenView> {
     const valid = parseTokenName(name);
-    const shape = parseShape(NarrowShape, input);
+    const shape = parseShape(NarrowTokenBody, input);
     const scopes = shape.scopes === undefined ? undefined : canonicalizeScopes(shape.scopes);
     const lifetime = shape.expires_in === undefined ? undefined : parseLifetime(shape.expires_in);
     assertManagesToken(principal, valid);

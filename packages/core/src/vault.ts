@@ -37,7 +37,11 @@ export function parseVaultKeys(keys: readonly string[]): RingKey[] {
   return ring;
 }
 
-/** A new random vault key, base64url-encoded, for `vaultKeys` / `KEYWAY_VAULT_KEYS`. */
+/**
+ * A new random vault key, base64url-encoded, for `vaultKeys` / `KEYWAY_VAULT_KEYS`.
+ *
+ * @see docs/vault.md "Keys"
+ */
 export function generateVaultKey(): string {
   return toBase64Url(crypto.getRandomValues(new Uint8Array(32)));
 }

@@ -2,12 +2,12 @@ import { createTestWorld, type TestWorldOptions } from '@keyway/testing';
 import { describe, expect, it } from 'vitest';
 import {
   authorizationServerMetadataUrls,
-  createOutboundFetch,
   discover,
   discoverOrThrow,
   resourceMatches,
   selectScopes,
-} from '../src/index.js';
+} from '../src/discovery.js';
+import { createOutboundFetch } from '../src/outbound.js';
 
 function setup(options: TestWorldOptions = {}) {
   const world = createTestWorld(options);

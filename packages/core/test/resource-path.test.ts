@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  compareCodePoints,
-  KeywayError,
-  parseResourcePath,
-  resourcePathFromUrl,
-} from '../src/index.js';
+import { KeywayError } from '../src/errors.js';
+import { compareCodePoints, parseResourcePath, resourcePathFromUrl } from '../src/resource-path.js';
 
 function caught(fn: () => unknown): KeywayError {
   try {

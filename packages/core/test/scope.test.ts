@@ -8,7 +8,7 @@ import {
   isNarrowerOrEqual,
   parseScope,
   reduceScopes,
-} from '../src/index.js';
+} from '../src/scope.js';
 
 describe('parseScope()', () => {
   it('canonicalizes a path p to p/**', () => {

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { createRootKeyCheck, createTokenCodec, hashTokenId, TOKEN_PREFIX } from '../src/index.js';
+import {
+  createRootKeyCheck,
+  createTokenCodec,
+  hashTokenId,
+  TOKEN_PREFIX,
+} from '../src/token-format.js';
 
 const ROOT_KEY = 'root-key-for-tests-0123456789abcdef';
 const id = (fill: number) => new Uint8Array(16).fill(fill);

@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  createOutboundFetch,
-  defaultTransport,
-  OutboundError,
-  type RuntimeGlobals,
-} from '../src/index.js';
+import { createOutboundFetch, OutboundError } from '../src/outbound.js';
+import { defaultTransport, type RuntimeGlobals } from '../src/transport.js';
 
 // M3 (issue 8): the default transport checks what a host name resolves to on every runtime,
 // or refuses host names it cannot check.

@@ -1,4 +1,10 @@
-import { type Broker, KeywayError, type Principal, resourcePathFromUrl } from '@keyway/core';
+import {
+  type Broker,
+  KeywayError,
+  type Principal,
+  resourcePathFromUrl,
+  schemas,
+} from '@keyway/core';
 import { callbackResponse, invalidCallbackResponse } from './callback-page.js';
 import {
   bearerCredential,
@@ -106,9 +112,12 @@ function routes(broker: Broker): Route[] {
       match: 'exact',
       methods: {
         GET: async ({ request, principal }) =>
-          json(200, await broker.tokens.list(principal, readQuery(request, ['limit', 'cursor']))),
+          json(
+            200,
+            await broker.tokens.list(principal, readQuery(request, schemas.TokenListQuery)),
+          ),
         POST: async ({ principal, body }) =>
-          json(201, await broker.tokens.mint(principal, (await body()) as never)),
+          json(201, await broker.tokens.mint(principal, await body())),
       },
     },
     {
@@ -119,7 +128,7 @@ function routes(broker: Broker): Route[] {
           json(200, await broker.tokens.get(principal, tokenNameFrom(rest))),
         PATCH: async ({ principal, rest, body }) => {
           const name = tokenNameFrom(rest);
-          return json(200, await broker.tokens.narrow(principal, name, (await body()) as never));
+          return json(200, await broker.tokens.narrow(principal, name, await body()));
         },
         DELETE: async ({ principal, rest }) => {
           await broker.tokens.delete(principal, tokenNameFrom(rest));
@@ -134,10 +143,7 @@ function routes(broker: Broker): Route[] {
         GET: async ({ request, principal }) =>
           json(
             200,
-            await broker.providers.list(
-              principal,
-              readQuery(request, ['prefix', 'limit', 'cursor']),
-            ),
+            await broker.providers.list(principal, readQuery(request, schemas.ProviderListQuery)),
           ),
       },
     },
@@ -148,7 +154,7 @@ function routes(broker: Broker): Route[] {
         GET: async ({ principal, rest }) =>
           json(200, await broker.providers.get(principal, resourcePathFromUrl(rest))),
         PUT: async ({ principal, rest, body }) => {
-          const input = (await body()) as never;
+          const input = await body();
           const { provider, created } = await broker.providers.put(
             principal,
             resourcePathFromUrl(rest),
@@ -167,7 +173,7 @@ function routes(broker: Broker): Route[] {
       match: 'exact',
       methods: {
         POST: async ({ principal, body }) =>
-          json(200, await broker.providers.discover(principal, (await body()) as never)),
+          json(200, await broker.providers.discover(principal, await body())),
       },
     },
     {
@@ -195,7 +201,7 @@ function routes(broker: Broker): Route[] {
       match: 'rest',
       methods: {
         POST: async ({ principal, rest, body }) => {
-          const input = (await body()) as never;
+          const input = await body();
           return json(
             201,
             await broker.connections.authorize(principal, resourcePathFromUrl(rest), input),
@@ -227,7 +233,7 @@ function routes(broker: Broker): Route[] {
       match: 'exact',
       methods: {
         POST: async ({ principal, body }) =>
-          json(200, await broker.connections.verify(principal, (await body()) as never)),
+          json(200, await broker.connections.verify(principal, await body())),
       },
     },
     {
@@ -239,7 +245,7 @@ function routes(broker: Broker): Route[] {
             200,
             await broker.connections.list(
               principal,
-              readQuery(request, ['prefix', 'provider_id', 'status', 'limit', 'cursor']),
+              readQuery(request, schemas.ConnectionListQuery),
             ),
           ),
       },
@@ -266,7 +272,7 @@ function routes(broker: Broker): Route[] {
             await broker.connections.credentials(
               principal,
               resourcePathFromUrl(rest),
-              readQuery(request, ['force_refresh']),
+              readQuery(request, schemas.CredentialsQuery),
             ),
           ),
       },
@@ -278,7 +284,7 @@ function routes(broker: Broker): Route[] {
         GET: async ({ request, principal }) =>
           json(
             200,
-            await broker.secrets.list(principal, readQuery(request, ['prefix', 'limit', 'cursor'])),
+            await broker.secrets.list(principal, readQuery(request, schemas.SecretListQuery)),
           ),
       },
     },
@@ -289,7 +295,7 @@ function routes(broker: Broker): Route[] {
         GET: async ({ principal, rest }) =>
           json(200, await broker.secrets.get(principal, resourcePathFromUrl(rest))),
         PUT: async ({ principal, rest, body }) => {
-          const input = (await body()) as never;
+          const input = await body();
           const { secret, created } = await broker.secrets.put(
             principal,
             resourcePathFromUrl(rest),

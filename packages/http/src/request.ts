@@ -132,26 +132,51 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
   }
 }
 
+/** What a query schema of `@keyway/core` says about one parameter. */
+interface QueryField {
+  def: { type: string; innerType?: QueryField };
+}
+
+/** The type a parameter's schema expects, looking through `.optional()`. */
+function expectedType(field: QueryField): string {
+  return field.def.type === 'optional' && field.def.innerType !== undefined
+    ? expectedType(field.def.innerType)
+    : field.def.type;
+}
+
 /**
- * The query parameters of a request as single strings. Only the named parameters are
- * allowed, each at most once.
+ * A query string value as the type its schema expects: digits as a number, `true` and
+ * `false` as booleans. Anything else stays a string, for core's schema to refuse with its
+ * own message (API.md §1.2).
  */
-export function readQuery<K extends string>(
+function typed(value: string, type: string): unknown {
+  if (type === 'number') return /^[0-9]{1,15}$/.test(value) ? Number(value) : value;
+  if (type === 'boolean') return value === 'true' ? true : value === 'false' ? false : value;
+  return value;
+}
+
+/**
+ * The query parameters of a request, typed for a query schema of `@keyway/core`
+ * (`schemas.ConnectionListQuery`, …): only the schema's parameters are allowed, each at
+ * most once; core then checks the values.
+ */
+export function readQuery(
   request: Request,
-  allowed: readonly K[],
-): Partial<Record<K, string>> {
+  schema: { shape: Record<string, QueryField> },
+): Record<string, unknown> {
   const params = new URL(request.url).searchParams;
-  const query: Partial<Record<K, string>> = {};
+  const query: Record<string, unknown> = {};
   for (const [key, value] of params) {
-    if (!(allowed as readonly string[]).includes(key)) {
+    const field = Object.hasOwn(schema.shape, key) ? schema.shape[key] : undefined;
+    if (field === undefined) {
       const message = `unknown query parameter ${JSON.stringify(key.slice(0, 64))}`;
       throw new KeywayError('invalid_request', message, { details: [{ path: key, message }] });
     }
-    if (key in query) {
+    if (Object.hasOwn(query, key)) {
       const message = `query parameter "${key}" is given more than once`;
       throw new KeywayError('invalid_request', message, { details: [{ path: key, message }] });
     }
-    query[key as K] = value;
+    query[key] = typed(value, expectedType(field));
   }
   return query;
 }

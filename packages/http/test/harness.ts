@@ -264,3 +264,16 @@ export async function connectThroughConsent(
   const back = new URL(world.consent(started.body.authorization_url));
   return h.call('GET', `${back.pathname}${back.search}`, { token: null });
 }
+
+/**
+ * The client secret a provider keeps for its client at an issuer, read from the vault as
+ * an operator with database access and the vault keys could: `null` when there is none.
+ */
+export async function storedClientSecret(
+  broker: Broker,
+  providerId: string,
+  issuer: string,
+): Promise<string | null> {
+  const entry = await broker.storage.getVaultEntry('client_secret', `${providerId} ${issuer}`);
+  return entry === null ? null : broker.vault.open(entry);
+}

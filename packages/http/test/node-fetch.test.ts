@@ -1,5 +1,5 @@
 import type { LookupAddress } from 'node:dns';
-import { createOutboundFetch, OutboundError } from '@keyway/core';
+import { createOutboundFetch, OutboundError } from '@keyway/core/outbound';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNodeFetch } from '../src/index.js';
 import { listenOnLoopback } from './harness.js';

@@ -1,7 +1,14 @@
-import type { BrokerConfig } from '@keyway/core';
+import { type BrokerConfig, rootPrincipal } from '@keyway/core';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Harness, type Reply, ROOT_KEY, START, storageFactories } from './harness.js';
+import {
+  Harness,
+  type Reply,
+  ROOT_KEY,
+  START,
+  storageFactories,
+  storedClientSecret,
+} from './harness.js';
 
 const BASE = 'https://keyway.example.test';
 const CALLBACK = `${BASE}/api/oauth/callback`;
@@ -117,7 +124,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
         updated_at: iso(START),
       });
       expect((await h.call('GET', '/api/admin/providers/linear')).body).toEqual(reply.body);
-      const secret = await h.broker.providers.clientSecret('linear', 'https://auth.example.test');
+      const secret = await storedClientSecret(h.broker, 'linear', 'https://auth.example.test');
       expect(secret).toBe(client?.client_secret);
     });
 
@@ -166,7 +173,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
       const back = await put('linear', mcp());
       expect(back.body.credentials.client_id).toBe(first.body.credentials.client_id);
       expect(original.stats.registrations).toBe(1);
-      expect(await h.broker.providers.clientSecret('linear', 'https://auth.example.test')).toBe(
+      expect(await storedClientSecret(h.broker, 'linear', 'https://auth.example.test')).toBe(
         original.clients.get(first.body.credentials.client_id)?.client_secret,
       );
     });
@@ -285,7 +292,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
       expect(world.stats.registrations).toBe(0);
       const kept = await put('linear', mcp({ mode: 'custom', client_id: 'my-app' }));
       expect(kept.body.credentials.client_secret_set).toBe(true);
-      expect(await h.broker.providers.clientSecret('linear', world.issuer)).toBe(
+      expect(await storedClientSecret(h.broker, 'linear', world.issuer)).toBe(
         'custom-secret-value',
       );
       const other = await put('linear', mcp({ mode: 'custom', client_id: 'public-app' }));
@@ -293,7 +300,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
         client_secret_set: false,
         token_endpoint_auth_method: 'none',
       });
-      expect(await h.broker.providers.clientSecret('linear', world.issuer)).toBeNull();
+      expect(await storedClientSecret(h.broker, 'linear', world.issuer)).toBeNull();
     });
 
     it('authenticates with client_secret_post when the server does not list basic', async () => {
@@ -407,14 +414,17 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
           },
         },
       });
-      const resolved = await h.broker.providers.resolve('linear');
-      expect(resolved.state.label).toBe('Linear');
-      expect(resolved.client.registration).toBe('dynamic');
-      await h.broker.providers.resolve('linear');
-      expect(world.stats.registrations).toBe(1);
-      await expect(h.broker.providers.resolve('unknown')).rejects.toMatchObject({
-        code: 'not_found',
+      await h.broker.connections.authorize(rootPrincipal(), 'linear', { connection_id: 'c/1' });
+      const stored = await h.storage.getProvider('linear');
+      expect(stored?.state).toMatchObject({ label: 'Linear', declared: true });
+      expect(stored?.state.registrations).toMatchObject({
+        [world.issuer]: { registration: 'dynamic' },
       });
+      await h.broker.connections.authorize(rootPrincipal(), 'linear', { connection_id: 'c/2' });
+      expect(world.stats.registrations).toBe(1);
+      await expect(
+        h.broker.connections.authorize(rootPrincipal(), 'unknown', { connection_id: 'c/3' }),
+      ).rejects.toMatchObject({ code: 'not_found' });
     });
   });
 

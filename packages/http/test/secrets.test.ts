@@ -1,4 +1,5 @@
-import { generateVaultKey, type VaultEntryRecord } from '@keyway/core';
+import { generateVaultKey } from '@keyway/core';
+import type { VaultEntryRecord } from '@keyway/core/storage';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Harness, ROOT_KEY, START, storageFactories, VAULT_KEY } from './harness.js';
 

@@ -27,6 +27,13 @@ export type JsonValue =
 /** A JSON object. */
 export type JsonObject = { [key: string]: JsonValue };
 
+/**
+ * The `state` of a provider, connection or pending authorization: a JSON object whose shape
+ * core owns. Adapters store it as JSON text and hand back what they read; core checks it
+ * against its schema on every read.
+ */
+export type StoredState = { [key: string]: unknown };
+
 // ─── Broker tokens ──────────────────────────────────────────────────────────────────────
 
 /**
@@ -162,14 +169,18 @@ export interface ProviderRecord {
   /** The provider identifier, a resource path; the primary key. */
   id: string;
   template: string;
-  state: JsonObject;
+  state: StoredState;
   /** Starts at 1 and grows by one with each write: the compare-and-set token. */
   version: number;
   createdAt: number;
   updatedAt: number;
 }
 
-/** Connection status (API.md §5). */
+/**
+ * Connection status (API.md §5).
+ *
+ * @see API.md §5
+ */
 export type ConnectionStatus = 'pending' | 'active' | 'error';
 
 /**
@@ -181,7 +192,7 @@ export interface ConnectionRecord {
   id: string;
   providerId: string;
   status: ConnectionStatus;
-  state: JsonObject;
+  state: StoredState;
   /** Starts at 1 and grows by one with each write: the compare-and-set token. */
   version: number;
   createdAt: number;
@@ -204,7 +215,7 @@ export interface PendingAuthorizationRecord {
   connectionId: string;
   providerId: string;
   /** Core's data: the encrypted PKCE verifier, redirect target, scopes, issuer… */
-  state: JsonObject;
+  state: StoredState;
   expiresAt: number;
   createdAt: number;
 }
@@ -410,7 +421,11 @@ export interface MaintenanceStorage {
   purgeExpired(now: number, limit: number): Promise<number>;
 }
 
-/** Everything a Keyway storage adapter provides. */
+/**
+ * Everything a Keyway storage adapter provides.
+ *
+ * @see docs/storage.md; `@keyway/core/storage`
+ */
 export interface Storage
   extends TokenStorage,
     ProviderStorage,

@@ -1,0 +1,410 @@
+import { sha256 } from '@noble/hashes/sha2.js';
+import { bytesToHex } from '@noble/hashes/utils.js';
+import * as oauth from 'oauth4webapi';
+import { toBase64Url, utf8 } from '../bytes.js';
+import { quoted, selectScopes } from '../discovery.js';
+import { KeywayError } from '../errors.js';
+import { allowedHostSet, endpointProblem } from '../outbound.js';
+import { actorOf, assertCoversPath, type Principal } from '../principal.js';
+import { noBaseUrl } from '../providers/registry.js';
+import { libraryOptions } from '../registration.js';
+import { parseResourcePath } from '../resource-path.js';
+import { AuthorizeBody, VerifyBody } from '../schemas.js';
+import type { ConnectionRecord } from '../storage/contract.js';
+import {
+  type ConnectionState,
+  type ConnectionTokens,
+  ConnectionTokensSchema,
+  PendingRecordStateSchema,
+  type PendingState,
+  readSealed,
+  readStored,
+} from '../stored.js';
+import { parseShape } from '../validation.js';
+import {
+  currentParty,
+  describeOAuthFailure,
+  oauthErrorCode,
+  oauthPartyOf,
+  ResponseRefused,
+  tokensFrom,
+} from './party.js';
+import {
+  type ConnectionFailure,
+  type ConnectionRecords,
+  type ConnectionView,
+  connectionFailure,
+  connectionState,
+  connectionView,
+  FORGOTTEN_CLIENT,
+  PENDING_AUTHORIZATION_TTL_MS,
+  PKCE_VERIFIER_KIND,
+  VERIFICATION_TOKENS_KIND,
+} from './state.js';
+
+/**
+ * The answer of an authorize call (API.md §5).
+ *
+ * @see API.md §5 "Authorize"
+ */
+export interface AuthorizeResult {
+  connection_id: string;
+  provider_id: string;
+  authorization_url: string;
+  expires_at: string;
+}
+
+/**
+ * The outcome of a callback, for the HTTP layer to redirect or render.
+ *
+ * @see API.md §5 "Callback"; RFC 6749 §4.1.2
+ */
+export interface CallbackOutcome {
+  connection_id: string;
+  /** `verification_required`: consent succeeded; the app must confirm `flow_id`. */
+  status: 'active' | 'error' | 'verification_required';
+  error: ConnectionFailure | null;
+  redirect_to: string | null;
+  /** With `verification_required`: the one-time id to confirm with `POST /api/oauth/verify`. */
+  flow_id?: string;
+}
+
+const hashState = (state: string) => bytesToHex(sha256(utf8(state)));
+// Another domain than states: a flow id is never taken as a state, nor a state as a flow id.
+const hashFlowId = (flowId: string) => bytesToHex(sha256(utf8(`keyway-flow:${flowId}`)));
+
+/**
+ * The authorization flow (API.md §5): authorize (consent URL, PKCE, state), callback (code
+ * exchange at the party the authorization started with), and user verification.
+ */
+export class AuthorizationFlow {
+  readonly #allowedHosts: ReadonlySet<string>;
+
+  constructor(readonly records: ConnectionRecords) {
+    this.#allowedHosts = allowedHostSet(records.o.allowedHosts);
+  }
+
+  #redirectUri(): string {
+    const { redirectUri } = this.records.o;
+    if (redirectUri === null) throw noBaseUrl();
+    return redirectUri;
+  }
+
+  #redirectTarget(text: string | undefined): string | null {
+    if (text === undefined) return null;
+    let url: URL | null = null;
+    try {
+      url = new URL(text);
+    } catch {
+      url = null;
+    }
+    if (
+      url === null ||
+      !this.records.o.allowedRedirects.includes(url.origin) ||
+      url.username ||
+      url.password
+    ) {
+      throw new KeywayError(
+        'invalid_redirect',
+        '"redirect_to" is not an allowed origin of this deployment',
+        {
+          details: [{ path: 'redirect_to', message: 'not an allowed origin' }],
+        },
+      );
+    }
+    return url.href;
+  }
+
+  async authorize(
+    principal: Principal,
+    providerId: string,
+    input: unknown,
+  ): Promise<AuthorizeResult> {
+    const { o } = this.records;
+    const provider = parseResourcePath(providerId);
+    const shape = parseShape(AuthorizeBody, input);
+    const connectionId = parseResourcePath(shape.connection_id, 'connection_id');
+    const redirectTo = this.#redirectTarget(shape.redirect_to);
+    const verifyUser = shape.verify_user === true;
+    if (verifyUser && redirectTo === null) {
+      const message = '"verify_user" needs a "redirect_to": the app confirms the flow there';
+      throw new KeywayError('invalid_request', message, {
+        details: [{ path: 'redirect_to', message }],
+      });
+    }
+    assertCoversPath(principal, connectionId);
+    assertCoversPath(principal, provider);
+    const redirectUri = this.#redirectUri();
+    const known = await this.records.get(connectionId);
+    if (known !== null && known.providerId !== provider) {
+      throw new KeywayError(
+        'conflict',
+        `connection ${JSON.stringify(connectionId)} belongs to provider ${JSON.stringify(known.providerId)}`,
+      );
+    }
+    // Re-reads the resource's metadata: a move to another authorization server registers
+    // there first (and may put this connection in error: its tokens are the old server's).
+    const resolved = await o.providers.forAuthorization(provider);
+    const existing = await this.records.get(connectionId);
+
+    const { state: providerState } = resolved;
+    const server = providerState.authorization_server;
+    const party = currentParty(providerState);
+    if (party === null)
+      throw new KeywayError('internal_error', `provider ${provider} has no client`);
+    // The consent address is built only from a checked endpoint, also for records stored
+    // before every endpoint was checked at discovery.
+    const problem = endpointProblem(server.authorization_endpoint, this.#allowedHosts);
+    if (problem !== null) {
+      const message = `authorization_endpoint ${problem}`;
+      throw new KeywayError('unsupported_authorization_server', message, {
+        details: [{ path: 'authorization_endpoint', message }],
+      });
+    }
+    const chosen = selectScopes(
+      shape.scopes ?? providerState.configuration.scopes,
+      providerState.challenge_scope,
+      providerState.resource.scopes_supported,
+      server.scopes_supported,
+    );
+    // API.md §6 item 12: without `scopes`, a connection that already holds granted scopes
+    // asks for them too, so a step-up never loses one.
+    const existingState = existing === null ? null : connectionState(existing);
+    const granted =
+      shape.scopes === undefined && existingState !== null && existingState.authorized_at !== null
+        ? existingState.scopes
+        : [];
+    const scopes = [...new Set([...chosen, ...granted])];
+    const now = o.now();
+    const state = toBase64Url(o.randomBytes(32));
+    const stateHash = hashState(state);
+    const verifier = oauth.generateRandomCodeVerifier();
+    const challenge = await oauth.calculatePKCECodeChallenge(verifier);
+    const expiresAt = now + PENDING_AUTHORIZATION_TTL_MS;
+
+    if (existing === null) {
+      const record: ConnectionRecord = {
+        id: connectionId,
+        providerId: provider,
+        status: 'pending',
+        state: {
+          scopes,
+          token_expires_at: null,
+          authorized_at: null,
+          last_refreshed_at: null,
+          error: null,
+          generation: 0,
+        } satisfies ConnectionState,
+        version: 1,
+        createdAt: now,
+        updatedAt: now,
+      };
+      if (await o.storage.insertConnection(record)) {
+        o.emit({ type: 'connection.created', actor: actorOf(principal), resource: connectionId });
+      } else {
+        const raced = await this.records.get(connectionId);
+        if (raced !== null && raced.providerId !== provider) {
+          throw new KeywayError(
+            'conflict',
+            `connection ${JSON.stringify(connectionId)} belongs to another provider`,
+          );
+        }
+      }
+    }
+    const verifierEntry = await o
+      .vault()
+      .seal({ kind: PKCE_VERIFIER_KIND, key: stateHash }, verifier);
+    await o.storage.insertPendingAuthorization({
+      stateHash,
+      connectionId,
+      providerId: provider,
+      state: {
+        verifier: verifierEntry.ciphertext,
+        redirect_uri: redirectUri,
+        redirect_to: redirectTo,
+        scopes,
+        party: { ...party },
+        verify_user: verifyUser,
+      } satisfies PendingState,
+      expiresAt,
+      createdAt: now,
+    });
+
+    const url = new URL(server.authorization_endpoint);
+    url.searchParams.set('response_type', 'code');
+    url.searchParams.set('client_id', party.client_id);
+    url.searchParams.set('redirect_uri', redirectUri);
+    url.searchParams.set('state', state);
+    url.searchParams.set('code_challenge', challenge);
+    url.searchParams.set('code_challenge_method', 'S256');
+    if (scopes.length > 0) url.searchParams.set('scope', scopes.join(' '));
+    url.searchParams.set('resource', party.resource);
+    o.emit({
+      type: 'connection.authorization_started',
+      actor: actorOf(principal),
+      resource: connectionId,
+    });
+    return {
+      connection_id: connectionId,
+      provider_id: provider,
+      authorization_url: url.href,
+      expires_at: new Date(expiresAt).toISOString(),
+    };
+  }
+
+  async callback(query: URLSearchParams): Promise<CallbackOutcome> {
+    const { o } = this.records;
+    const state = query.get('state');
+    if (state === null || state === '' || query.getAll('state').length > 1) {
+      throw new KeywayError('invalid_request', 'the callback carries no single state');
+    }
+    const stateHash = hashState(state);
+    const pending = await o.storage.takePendingAuthorization(stateHash, o.now());
+    const taken =
+      pending === null
+        ? null
+        : readStored(PendingRecordStateSchema, pending.state, 'pending authorization');
+    if (pending === null || taken === null || taken.kind === 'verification') {
+      throw new KeywayError(
+        'invalid_request',
+        'this authorization is unknown, expired or already used',
+      );
+    }
+    const saved = taken;
+    const verifier = await o.vault().open({
+      kind: PKCE_VERIFIER_KIND,
+      key: stateHash,
+      ciphertext: saved.verifier,
+      keyId: '',
+    });
+    const outcome = (
+      status: CallbackOutcome['status'],
+      error: { code: string; description: string } | null,
+      flowId?: string,
+    ): CallbackOutcome => ({
+      connection_id: pending.connectionId,
+      status,
+      error: error === null ? null : connectionFailure(error),
+      redirect_to: saved.redirect_to,
+      ...(flowId === undefined ? {} : { flow_id: flowId }),
+    });
+
+    let tokens: Omit<ConnectionTokens, 'generation'>;
+    try {
+      const auth = await this.records.authenticationOf(pending.providerId, saved.party, 'current');
+      if (auth === null) {
+        throw new KeywayError(
+          'invalid_request',
+          'the provider moved to another authorization server or client meanwhile',
+        );
+      }
+      // RFC 9207 §2.4: a present `iss` is compared with the recorded issuer by simple string
+      // comparison, before any other parameter is acted on (an empty one too).
+      const iss = query.getAll('iss');
+      if (iss.length > 0 && (iss.length > 1 || iss[0] !== saved.party.issuer)) {
+        throw new ResponseRefused(
+          'invalid_response',
+          `the authorization response's "iss" ${quoted(iss.join(', '))} is not the issuer ${quoted(saved.party.issuer)} exactly (RFC 9207): refused`,
+        );
+      }
+      const { as, client } = oauthPartyOf(saved.party);
+      const params = oauth.validateAuthResponse(as, client, query, state);
+      const response = await oauth.authorizationCodeGrantRequest(
+        as,
+        client,
+        auth,
+        params,
+        // RFC 6749 §4.1.3: the same redirect_uri as the authorization request.
+        saved.redirect_uri,
+        verifier,
+        {
+          ...libraryOptions(o.outbound),
+          additionalParameters: { resource: saved.party.resource },
+        },
+      );
+      const result = await oauth.processAuthorizationCodeResponse(as, client, response);
+      tokens = tokensFrom(result, { refresh_token: null, party: saved.party }, o.now());
+    } catch (error) {
+      const forgotten =
+        (await oauthErrorCode(error)) === 'invalid_client' &&
+        (await o.providers.markRegistrationStale(
+          pending.providerId,
+          saved.party.issuer,
+          saved.party.client_id,
+        ));
+      const failure = forgotten ? FORGOTTEN_CLIENT : describeOAuthFailure(error);
+      const status = await this.records.recordFailure(pending.connectionId, failure);
+      o.emit({
+        type: 'connection.authorization_failed',
+        actor: 'system',
+        resource: pending.connectionId,
+      });
+      return outcome(status, failure);
+    }
+
+    if (saved.verify_user) {
+      // Consent succeeded, but the app has not yet said the right user gave it: hold the
+      // tokens with a one-time flow id until it does, for as long as the state would live.
+      const flowId = toBase64Url(o.randomBytes(32));
+      const flowHash = hashFlowId(flowId);
+      const sealed = await o
+        .vault()
+        .seal({ kind: VERIFICATION_TOKENS_KIND, key: flowHash }, JSON.stringify(tokens));
+      await o.storage.insertPendingAuthorization({
+        stateHash: flowHash,
+        connectionId: pending.connectionId,
+        providerId: pending.providerId,
+        state: { kind: 'verification', tokens: sealed.ciphertext, scopes: saved.scopes },
+        expiresAt: pending.expiresAt,
+        createdAt: o.now(),
+      });
+      return outcome('verification_required', null, flowId);
+    }
+    const written = await this.records.activate(pending.connectionId, tokens, saved.scopes);
+    if (written === null) {
+      return outcome('error', {
+        code: 'connection_deleted',
+        description: 'the connection was deleted meanwhile',
+      });
+    }
+    o.emit({ type: 'connection.authorized', actor: 'system', resource: pending.connectionId });
+    return outcome('active', null);
+  }
+
+  async verify(principal: Principal, input: unknown): Promise<ConnectionView> {
+    const { o } = this.records;
+    const { flow_id } = parseShape(VerifyBody, input);
+    const flowHash = hashFlowId(flow_id);
+    const taken = await o.storage.takePendingAuthorization(flowHash, o.now());
+    const flow =
+      taken === null
+        ? null
+        : readStored(PendingRecordStateSchema, taken.state, 'verification flow');
+    if (taken === null || flow === null || flow.kind !== 'verification') {
+      const message = 'this flow is unknown, expired or already used';
+      throw new KeywayError('invalid_request', message, {
+        details: [{ path: 'flow_id', message }],
+      });
+    }
+    assertCoversPath(principal, taken.connectionId);
+    const tokens = readSealed(
+      ConnectionTokensSchema.omit({ generation: true }),
+      await o.vault().open({
+        kind: VERIFICATION_TOKENS_KIND,
+        key: flowHash,
+        ciphertext: flow.tokens,
+        keyId: '',
+      }),
+      'verification tokens',
+    );
+    const written = await this.records.activate(taken.connectionId, tokens, flow.scopes);
+    if (written === null)
+      throw new KeywayError('not_found', `no connection ${JSON.stringify(taken.connectionId)}`);
+    o.emit({
+      type: 'connection.authorized',
+      actor: actorOf(principal),
+      resource: taken.connectionId,
+    });
+    return connectionView(written);
+  }
+}

@@ -1,0 +1,164 @@
+import * as oauth from 'oauth4webapi';
+import { OutboundError } from '../outbound.js';
+import type { TokenEndpointAuthMethod } from '../registration.js';
+import type { ConnectionTokens, OAuthParty, ProviderState } from '../stored.js';
+
+/*
+ * The OAuth party of an authorization (API.md §5 "Connections keep their party"): the
+ * authorization server and client its tokens came from, how Keyway authenticates as that
+ * client, and what a failure there means. Refresh and revocation talk to the party only: a
+ * provider re-pointed at another server never receives an existing connection's tokens.
+ */
+
+/** The party a new authorization through a provider gets: its current server and client. */
+export function currentParty(state: ProviderState): OAuthParty | null {
+  const server = state.authorization_server;
+  const client = state.registrations[server.issuer];
+  if (client === undefined) return null;
+  return {
+    issuer: server.issuer,
+    token_endpoint: server.token_endpoint,
+    revocation_endpoint: server.revocation_endpoint,
+    client_id: client.client_id,
+    token_endpoint_auth_method: client.token_endpoint_auth_method,
+    // RFC 8707 `resource`: exactly as the protected-resource metadata publishes it (a
+    // pathless `http://host:port` stays without a `/`), else the configured URL.
+    resource: state.resource.resource || state.configuration.resource_url,
+    iss_parameter_supported: server.authorization_response_iss_parameter_supported,
+  };
+}
+
+/**
+ * Whether a provider still uses the server and client of a party. When it does not, the
+ * party's connections must be authorized again: their tokens never go to the new server.
+ */
+export function providerKeepsParty(state: ProviderState, party: OAuthParty): boolean {
+  const issuer = state.authorization_server.issuer;
+  return issuer === party.issuer && state.registrations[issuer]?.client_id === party.client_id;
+}
+
+/** The oauth4webapi view of a party: its server and its client. */
+export function oauthPartyOf(party: OAuthParty): {
+  as: oauth.AuthorizationServer;
+  client: oauth.Client;
+} {
+  return {
+    as: {
+      issuer: party.issuer,
+      token_endpoint: party.token_endpoint,
+      ...(party.revocation_endpoint === null
+        ? {}
+        : { revocation_endpoint: party.revocation_endpoint }),
+      ...(party.iss_parameter_supported
+        ? { authorization_response_iss_parameter_supported: true }
+        : {}),
+    },
+    client: { client_id: party.client_id },
+  };
+}
+
+/**
+ * The `application/x-www-form-urlencoded` serialization of one value: letters, digits and
+ * `*-._` stay, a space becomes `+`, everything else (UTF-8) is percent-encoded.
+ */
+export function formEncode(value: string): string {
+  return new URLSearchParams([['', value]]).toString().slice(1);
+}
+
+/**
+ * `client_secret_basic` as RFC 6749 §2.3.1 says: id and secret form-encoded, then Basic
+ * (API.md §6 item 10). Servers that compare the raw id and servers that decode both
+ * accept `pre-registered-client`, which a percent-encoding of `-` would break.
+ */
+function formEncodedBasic(secret: string): oauth.ClientAuth {
+  return (_as, client, _body, headers) => {
+    const credentials = `${formEncode(client.client_id)}:${formEncode(secret)}`;
+    headers.set('authorization', `Basic ${btoa(credentials)}`);
+  };
+}
+
+/** The oauth4webapi client authentication for a method and the client's secret. */
+export function clientAuthentication(
+  method: TokenEndpointAuthMethod,
+  secret: string | null,
+): oauth.ClientAuth {
+  if (method === 'client_secret_basic' && secret !== null) return formEncodedBasic(secret);
+  if (method === 'client_secret_post' && secret !== null) return oauth.ClientSecretPost(secret);
+  return oauth.None();
+}
+
+/** An authorization response refused before anything of it is used (RFC 9207 `iss`). */
+export class ResponseRefused extends Error {
+  override readonly name = 'ResponseRefused';
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The OAuth `error` code of a failed token request, also when the server sent it with a
+ * `WWW-Authenticate` challenge (a 401 `invalid_client` often comes with `Basic`).
+ */
+export async function oauthErrorCode(error: unknown): Promise<string | null> {
+  if (error instanceof oauth.ResponseBodyError) return error.error;
+  if (error instanceof oauth.WWWAuthenticateChallengeError) {
+    const body: unknown = await error.response
+      .clone()
+      .json()
+      .catch(() => null);
+    if (typeof body === 'object' && body !== null && 'error' in body) {
+      if (typeof body.error === 'string') return body.error;
+    }
+    const parameter = error.cause.find((challenge) => challenge.parameters.error)?.parameters.error;
+    return parameter ?? null;
+  }
+  return null;
+}
+
+/** Describes what went wrong talking to an authorization server: never a secret. */
+export function describeOAuthFailure(error: unknown): { code: string; description: string } {
+  if (error instanceof ResponseRefused) return { code: error.code, description: error.message };
+  if (
+    error instanceof oauth.AuthorizationResponseError ||
+    error instanceof oauth.ResponseBodyError
+  ) {
+    return { code: error.error, description: error.error_description ?? error.error };
+  }
+  if (error instanceof OutboundError)
+    return { code: 'server_unreachable', description: error.message };
+  if (error instanceof oauth.OperationProcessingError) {
+    // oauth4webapi reads error bodies of 4xx answers only; a 5xx is the server's trouble.
+    const status = error.cause instanceof Response ? error.cause.status : 0;
+    if (status >= 500) {
+      return {
+        code: 'server_error',
+        description: `the authorization server answered HTTP ${status}`,
+      };
+    }
+    return { code: 'invalid_response', description: error.message };
+  }
+  return { code: 'server_error', description: 'the authorization server could not be used' };
+}
+
+/** The tokens to keep from a token response; an unrotated refresh token is kept. */
+export function tokensFrom(
+  result: oauth.TokenEndpointResponse,
+  previous: { refresh_token: string | null; party: OAuthParty; generation?: number },
+  now: number,
+): ConnectionTokens {
+  return {
+    access_token: result.access_token,
+    token_type: result.token_type,
+    refresh_token: result.refresh_token ?? previous.refresh_token,
+    expires_at: typeof result.expires_in === 'number' ? now + result.expires_in * 1000 : null,
+    scope:
+      typeof result.scope === 'string' && result.scope.trim() !== ''
+        ? result.scope.trim().split(/\s+/)
+        : [],
+    generation: previous.generation ?? 0,
+    party: previous.party,
+  };
+}

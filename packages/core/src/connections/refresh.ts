@@ -1,0 +1,216 @@
+import * as oauth from 'oauth4webapi';
+import { toBase64Url } from '../bytes.js';
+import { KeywayError } from '../errors.js';
+import { libraryOptions } from '../registration.js';
+import type { ConnectionState, ConnectionTokens } from '../stored.js';
+import { describeOAuthFailure, oauthErrorCode, oauthPartyOf, tokensFrom } from './party.js';
+import {
+  type ConnectionRecords,
+  connectionState,
+  FORGOTTEN_CLIENT,
+  notFound,
+  PARTY_CHANGED,
+} from './state.js';
+
+/** Waits `ms` milliseconds. */
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Refresh (API.md §5): single flight per connection, in this process (concurrent callers
+ * join the running refresh) and across every instance sharing the storage (a lease).
+ */
+export class Refresher {
+  /** Refreshes in flight in this process, by connection: concurrent callers share one. */
+  readonly #refreshing = new Map<string, Promise<ConnectionTokens>>();
+  /** This instance's name on leases. */
+  readonly #owner: string;
+
+  constructor(readonly records: ConnectionRecords) {
+    this.#owner = toBase64Url(records.o.randomBytes(12));
+  }
+
+  /** Whether tokens are due: they expire within the refresh margin. */
+  due(tokens: ConnectionTokens): boolean {
+    const { o } = this.records;
+    return tokens.expires_at !== null && tokens.expires_at - o.now() <= o.refreshMarginMs;
+  }
+
+  /** One refresh per connection in this process: later callers join the running one. */
+  refreshOnce(id: string, seen: ConnectionTokens): Promise<ConnectionTokens> {
+    let running = this.#refreshing.get(id);
+    if (running === undefined) {
+      running = this.#acrossInstances(id, seen).finally(() => this.#refreshing.delete(id));
+      this.#refreshing.set(id, running);
+    }
+    return running;
+  }
+
+  /**
+   * One refresh per connection across instances: take the storage lease, re-read the
+   * tokens (another instance may have refreshed while we waited), refresh only if still
+   * needed, release. Without the lease, wait for its holder's result, at most one lease
+   * period and a margin by the broker's clock. The lease is renewed while the refresh runs,
+   * so a slow server (or the discovery of a provider declared in code) never lets a second
+   * instance start the same refresh.
+   */
+  async #acrossInstances(id: string, seen: ConnectionTokens): Promise<ConnectionTokens> {
+    const { o } = this.records;
+    const leaseMs = o.refreshLeaseMs;
+    const key = `refresh:${id}`;
+    const deadline = o.now() + leaseMs + 5_000;
+    for (let wait = 10; ; wait = Math.min(wait * 2, 200)) {
+      const now = o.now();
+      if (await o.storage.acquireLease(key, this.#owner, now + leaseMs, now)) {
+        const renewal = setInterval(
+          () => {
+            const at = o.now();
+            o.storage.acquireLease(key, this.#owner, at + leaseMs, at).catch(() => {});
+          },
+          Math.max(Math.floor(leaseMs / 3), 1),
+        );
+        (renewal as { unref?: () => void }).unref?.();
+        try {
+          const current = await this.records.currentTokens(id);
+          if (current === null)
+            throw new KeywayError(
+              'connection_not_active',
+              `connection ${JSON.stringify(id)} has no tokens`,
+            );
+          // Someone refreshed while we waited for the lease: theirs is our result.
+          if (current.access_token !== seen.access_token) return current;
+          return await this.#refresh(id, current);
+        } finally {
+          clearInterval(renewal);
+          await o.storage.releaseLease(key, this.#owner).catch(() => {});
+        }
+      }
+      const current = await this.records.currentTokens(id);
+      if (current !== null && current.access_token !== seen.access_token) return current;
+      if (o.now() > deadline) {
+        throw new KeywayError(
+          'upstream_error',
+          'another instance is refreshing this connection and has not finished',
+        );
+      }
+      await sleep(wait);
+    }
+  }
+
+  async #refresh(id: string, tokens: ConnectionTokens): Promise<ConnectionTokens> {
+    const { o } = this.records;
+    const record = await this.records.get(id);
+    if (record === null) throw notFound(id);
+    const now = o.now();
+    const stillValid = tokens.expires_at === null || tokens.expires_at > now;
+    if (tokens.refresh_token === null) {
+      // Nothing to refresh with: a valid token is still the best answer, even when forced.
+      if (stillValid) return tokens;
+      throw await this.records.requireReauthorization(
+        id,
+        {
+          code: 'token_expired',
+          description: 'the access token expired and there is no refresh token',
+        },
+        'the access token expired and cannot be refreshed: authorize again',
+      );
+    }
+    // The refresh token goes only to the server and client it came from, and only while
+    // the provider still uses them: a provider re-pointed elsewhere never receives it.
+    const auth = await this.records.authenticationOf(record.providerId, tokens.party, 'current');
+    if (auth === null) {
+      throw await this.records.requireReauthorization(id, PARTY_CHANGED, PARTY_CHANGED.description);
+    }
+    let next: ConnectionTokens;
+    try {
+      const { as, client } = oauthPartyOf(tokens.party);
+      const response = await oauth.refreshTokenGrantRequest(
+        as,
+        client,
+        auth,
+        tokens.refresh_token,
+        {
+          ...libraryOptions(o.outbound),
+          additionalParameters: { resource: tokens.party.resource },
+        },
+      );
+      const result = await oauth.processRefreshTokenResponse(as, client, response);
+      next = tokensFrom(result, tokens, o.now());
+    } catch (error) {
+      o.emit({ type: 'connection.refresh_failed', actor: 'system', resource: id });
+      const code = await oauthErrorCode(error);
+      if (
+        code === 'invalid_client' &&
+        (await o.providers.markRegistrationStale(
+          record.providerId,
+          tokens.party.issuer,
+          tokens.party.client_id,
+        ))
+      ) {
+        throw await this.records.requireReauthorization(
+          id,
+          FORGOTTEN_CLIENT,
+          'the authorization server no longer knows the registered client: authorize again',
+        );
+      }
+      if (code === 'invalid_grant') {
+        throw await this.records.requireReauthorization(
+          id,
+          {
+            code: 'invalid_grant',
+            description:
+              (error instanceof oauth.ResponseBodyError ? error.error_description : undefined) ??
+              'the refresh token was rejected',
+          },
+          'the authorization server rejected the refresh token: authorize again',
+        );
+      }
+      // A transient failure while the current token is still valid: keep using it.
+      if (stillValid) return tokens;
+      const failure = describeOAuthFailure(error);
+      throw new KeywayError(
+        'upstream_error',
+        `the token could not be refreshed: ${failure.code} (${failure.description})`,
+        { cause: error },
+      );
+    }
+    const refreshedAt = o.now();
+    let superseded = false;
+    const written = await this.records.update(id, (current) => {
+      const state = connectionState(current);
+      // A newer authorization (or a provider change) happened while we refreshed: its
+      // tokens win, and ours are dropped.
+      if (current.status !== 'active' || state.generation !== tokens.generation) {
+        superseded = true;
+        return null;
+      }
+      return {
+        record: {
+          ...current,
+          status: 'active',
+          state: {
+            ...state,
+            ...(next.scope.length > 0 ? { scopes: next.scope } : {}),
+            token_expires_at: next.expires_at,
+            last_refreshed_at: refreshedAt,
+            error: null,
+          } satisfies ConnectionState,
+        },
+        tokens: next,
+      };
+    });
+    if (written === null)
+      throw new KeywayError('not_found', `connection ${JSON.stringify(id)} was deleted meanwhile`);
+    if (superseded) {
+      const current = written.status === 'active' ? await this.records.tokensOf(written) : null;
+      if (current === null) {
+        throw new KeywayError(
+          'connection_not_active',
+          `connection ${JSON.stringify(id)} changed while it was refreshed: it is ${written.status}`,
+        );
+      }
+      return current;
+    }
+    o.emit({ type: 'connection.refreshed', actor: 'system', resource: id });
+    return next;
+  }
+}

@@ -1,0 +1,225 @@
+import * as oauth from 'oauth4webapi';
+import { KeywayError } from '../errors.js';
+import { listWindow, type Page, toPage } from '../pagination.js';
+import { actorOf, assertCoversPath, type Principal } from '../principal.js';
+import { libraryOptions } from '../registration.js';
+import { parseResourcePath } from '../resource-path.js';
+import { ConnectionListQuery, CredentialsQuery } from '../schemas.js';
+import { listableSubtrees } from '../secrets.js';
+import type { ConnectionTokens } from '../stored.js';
+import { parseQuery } from '../validation.js';
+import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
+import { oauthPartyOf } from './party.js';
+import { Refresher } from './refresh.js';
+import {
+  CONNECTION_TOKENS_KIND,
+  type ConnectionRecords,
+  type ConnectionView,
+  connectionState,
+  connectionView,
+  notFound,
+} from './state.js';
+
+/**
+ * What `GET /api/oauth/credentials/<path>` answers (API.md §5).
+ *
+ * @see API.md §5 "Credentials"
+ */
+export interface Credentials {
+  connection_id: string;
+  access_token: string;
+  token_type: 'Bearer';
+  expires_at: string | null;
+  scopes: string[];
+}
+
+/**
+ * Connections (API.md §5): authorize, callback, user verification, credentials with
+ * refresh, read, list and delete. Reached as `broker.connections`; every operation but the
+ * callback (whose credential is its single-use `state`) takes the acting principal.
+ */
+export class ConnectionService {
+  readonly #records: ConnectionRecords;
+  readonly #flow: AuthorizationFlow;
+  readonly #refresher: Refresher;
+
+  /** @param records The connection records `createBroker` shares with the provider registry. */
+  constructor(records: ConnectionRecords) {
+    this.#records = records;
+    this.#flow = new AuthorizationFlow(this.#records);
+    this.#refresher = new Refresher(this.#records);
+  }
+
+  /**
+   * Starts an authorization: stores the pending authorization (hash of a fresh `state`,
+   * the PKCE verifier encrypted in the vault, the party the code will be exchanged with,
+   * expiry) and, for a new connection, a `pending` connection; answers the consent address.
+   * An active connection stays active with its tokens until the new authorization
+   * completes. With `verify_user`, the app must confirm the completed consent
+   * ({@link ConnectionService.verify}) before the connection uses it.
+   *
+   * @param input An {@link AuthorizeInput}, checked here.
+   * @throws {KeywayError} `invalid_request`, `invalid_path`, `invalid_redirect`,
+   *   `insufficient_scope`, `not_found`, `conflict`, `unsupported_authorization_server`
+   *   (a stored endpoint that is no longer acceptable).
+   * @see API.md §5; RFC 7636 (PKCE); RFC 8707 (`resource`)
+   */
+  authorize(principal: Principal, providerId: string, input: unknown): Promise<AuthorizeResult> {
+    return this.#flow.authorize(principal, providerId, input);
+  }
+
+  /**
+   * Completes an authorization from the browser's return to the callback: takes the
+   * pending authorization (once, before expiry), checks the response (state, RFC 9207
+   * `iss`), exchanges the code with the PKCE verifier and `resource` at the server the
+   * authorization was started with, and stores the tokens encrypted with that party. An
+   * unknown, expired or replayed `state` changes nothing. With user verification, the
+   * tokens are held for the app's confirmation instead.
+   *
+   * @throws {KeywayError} `invalid_request` for an unknown, expired or replayed state.
+   * @see API.md §5; RFC 6749 §4.1.2; RFC 9207 §2.4
+   */
+  callback(query: URLSearchParams): Promise<CallbackOutcome> {
+    return this.#flow.callback(query);
+  }
+
+  /**
+   * Confirms a user-verification flow (API.md §5, opt-in with `verify_user`): the app,
+   * which knows who is signed in, says the consent came from the right user. The flow id
+   * is single-use, also when the confirmation is refused; only then does the connection
+   * use the new tokens.
+   *
+   * @param input `{ flow_id }`, checked here.
+   * @throws {KeywayError} `invalid_request` (unknown, expired or used flow id),
+   *   `insufficient_scope` (the credential does not cover the connection), `not_found`.
+   */
+  verify(principal: Principal, input: unknown): Promise<ConnectionView> {
+    return this.#flow.verify(principal, input);
+  }
+
+  /**
+   * A connection's access token, for trusted server code or an MCP client (API.md §5):
+   * refreshed first when it expires within the refresh margin or when `force_refresh` is
+   * set. Refresh is single-flight per connection, in this process and across every
+   * instance sharing the storage: concurrent callers wait for the one refresh and get its
+   * result.
+   *
+   * @param query `{ force_refresh?: boolean }`, checked here.
+   * @throws {KeywayError} `invalid_request`, `invalid_path`, `insufficient_scope`,
+   *   `not_found`, `connection_not_active`, `reauthorization_required` (the refresh token
+   *   was rejected, or the provider moved to another server or client; the connection is
+   *   now in `error`), `upstream_error` (refresh failed and the current token has expired).
+   */
+  async credentials(principal: Principal, id: string, query?: unknown): Promise<Credentials> {
+    const connectionId = parseResourcePath(id);
+    const force = parseQuery(CredentialsQuery, query).force_refresh === true;
+    assertCoversPath(principal, connectionId);
+    const record = await this.#records.get(connectionId);
+    if (record === null) throw notFound(connectionId);
+    let tokens = record.status === 'active' ? await this.#records.tokensOf(record) : null;
+    if (tokens === null) {
+      throw new KeywayError(
+        'connection_not_active',
+        `connection ${JSON.stringify(connectionId)} is ${record.status}: authorize it first`,
+      );
+    }
+    if (force || this.#refresher.due(tokens)) {
+      tokens = await this.#refresher.refreshOnce(connectionId, tokens);
+    }
+    return {
+      connection_id: connectionId,
+      access_token: tokens.access_token,
+      token_type: 'Bearer',
+      expires_at: tokens.expires_at === null ? null : new Date(tokens.expires_at).toISOString(),
+      scopes: tokens.scope.length > 0 ? tokens.scope : connectionState(record).scopes,
+    };
+  }
+
+  /**
+   * Reads a connection (never a token).
+   *
+   * @throws {KeywayError} `invalid_path`, `insufficient_scope`, `not_found`.
+   */
+  async get(principal: Principal, id: string): Promise<ConnectionView> {
+    const connectionId = parseResourcePath(id);
+    assertCoversPath(principal, connectionId);
+    const record = await this.#records.get(connectionId);
+    if (record === null) throw notFound(connectionId);
+    return connectionView(record);
+  }
+
+  /**
+   * Lists the connections the caller's scopes cover, by prefix, provider and status.
+   *
+   * @param query `{ prefix?, provider_id?, status?, limit?, cursor? }`, checked here.
+   */
+  async list(principal: Principal, query?: unknown): Promise<Page<ConnectionView>> {
+    const options = parseQuery(ConnectionListQuery, query);
+    const prefix =
+      options.prefix === undefined ? undefined : parseResourcePath(options.prefix, 'prefix');
+    const providerId =
+      options.provider_id === undefined
+        ? undefined
+        : parseResourcePath(options.provider_id, 'provider_id');
+    const { limit, after } = listWindow(options);
+    const within = listableSubtrees(principal, prefix);
+    const records = await this.#records.o.storage.listConnections({
+      ...(within === undefined ? {} : { within }),
+      ...(after === undefined ? {} : { after }),
+      ...(providerId === undefined ? {} : { providerId }),
+      ...(options.status === undefined ? {} : { status: options.status }),
+      limit: limit + 1,
+    });
+    return toPage(records, limit, (record) => record.id, connectionView);
+  }
+
+  /**
+   * Deletes a connection: revokes its tokens at the authorization server they came from
+   * when it offers revocation (RFC 7009, best effort: a failure there does not keep the
+   * connection), then removes its tokens and record.
+   *
+   * @throws {KeywayError} `invalid_path`, `insufficient_scope`, `not_found`.
+   */
+  async delete(principal: Principal, id: string): Promise<void> {
+    const connectionId = parseResourcePath(id);
+    assertCoversPath(principal, connectionId);
+    const record = await this.#records.get(connectionId);
+    if (record === null) throw notFound(connectionId);
+    const tokens = await this.#records.tokensOf(record).catch(() => null);
+    if (tokens !== null) await this.#revoke(record.providerId, tokens);
+    await this.#records.o.storage.deleteConnection(connectionId, [
+      { kind: CONNECTION_TOKENS_KIND, key: connectionId },
+    ]);
+    this.#records.o.emit({
+      type: 'connection.deleted',
+      actor: actorOf(principal),
+      resource: connectionId,
+    });
+  }
+
+  /** Revokes at the party the tokens came from, never at the provider's current server. */
+  async #revoke(providerId: string, tokens: ConnectionTokens): Promise<void> {
+    try {
+      const { party } = tokens;
+      if (party.revocation_endpoint === null) return;
+      const auth = await this.#records.authenticationOf(providerId, party, 'any');
+      // The provider no longer holds that client's secret: nothing to authenticate with.
+      if (auth === null) return;
+      const { as, client } = oauthPartyOf(party);
+      // The refresh token first: revoking it ends the grant (RFC 7009 §2.1).
+      for (const [token, hint] of [
+        [tokens.refresh_token, 'refresh_token'],
+        [tokens.access_token, 'access_token'],
+      ] as const) {
+        if (token === null) continue;
+        const response = await oauth.revocationRequest(as, client, auth, token, {
+          ...libraryOptions(this.#records.o.outbound),
+          additionalParameters: { token_type_hint: hint },
+        });
+        await oauth.processRevocationResponse(response);
+      }
+    } catch {
+      // Best effort (API.md §5): the connection is deleted whatever the server says.
+    }
+  }
+}

@@ -1,0 +1,407 @@
+import * as oauth from 'oauth4webapi';
+import { KeywayError } from '../errors.js';
+import type { EmitEvent } from '../events.js';
+import type { OutboundFetch } from '../outbound.js';
+import type { ProviderRegistry } from '../providers/registry.js';
+import type { ConnectionRecord, ConnectionStatus, Storage } from '../storage/contract.js';
+import {
+  type ConnectionState,
+  ConnectionStateSchema,
+  type ConnectionTokens,
+  type OAuthParty,
+  readSealed,
+  readStored,
+  SealedTokensSchema,
+} from '../stored.js';
+import type { Vault } from '../vault.js';
+import { clientAuthentication, currentParty, providerKeepsParty } from './party.js';
+
+/** Vault kinds of what connections keep. */
+export const CONNECTION_TOKENS_KIND = 'connection_tokens';
+export const PKCE_VERIFIER_KIND = 'pkce_verifier';
+/** Vault kind of the tokens a user-verification flow holds. */
+export const VERIFICATION_TOKENS_KIND = 'verification_tokens';
+
+/** How long an authorization may take from authorize to callback. */
+export const PENDING_AUTHORIZATION_TTL_MS = 10 * 60 * 1000;
+
+/**
+ * Why a connection failed, as its view shows it.
+ *
+ * @see API.md §5 "Connection view"
+ */
+export interface ConnectionFailure {
+  code: ConnectionErrorCode;
+  description: string;
+}
+
+/**
+ * The `error.code` of a connection or a callback outcome (API.md §5): the authorization
+ * server's OAuth error code (RFC 6749 §4.1.2.1, §5.2; OpenID Connect), or Keyway's own.
+ * A server's code outside this list is recorded as `server_error`, its code kept in the
+ * description.
+ *
+ * @see RFC 6749 §4.1.2.1 and §5.2; OpenID Connect Core §3.1.2.6; API.md §5
+ */
+export type ConnectionErrorCode =
+  // RFC 6749 §4.1.2.1 (authorization response) and §5.2 (token response)
+  | 'invalid_request'
+  | 'unauthorized_client'
+  | 'access_denied'
+  | 'unsupported_response_type'
+  | 'invalid_scope'
+  | 'server_error'
+  | 'temporarily_unavailable'
+  | 'invalid_client'
+  | 'invalid_grant'
+  | 'unsupported_grant_type'
+  | 'invalid_target'
+  // OpenID Connect Core §3.1.2.6
+  | 'interaction_required'
+  | 'login_required'
+  | 'account_selection_required'
+  | 'consent_required'
+  // Keyway's own
+  | 'invalid_response'
+  | 'server_unreachable'
+  | 'token_expired'
+  | 'reauthorization_required'
+  | 'connection_deleted';
+
+const SERVER_CODES: ReadonlySet<string> = new Set([
+  'invalid_request',
+  'unauthorized_client',
+  'access_denied',
+  'unsupported_response_type',
+  'invalid_scope',
+  'server_error',
+  'temporarily_unavailable',
+  'invalid_client',
+  'invalid_grant',
+  'unsupported_grant_type',
+  'invalid_target',
+  'interaction_required',
+  'login_required',
+  'account_selection_required',
+  'consent_required',
+  'invalid_response',
+  'server_unreachable',
+  'token_expired',
+  'reauthorization_required',
+  'connection_deleted',
+] satisfies ConnectionErrorCode[]);
+
+/** A failure with a code from {@link ConnectionErrorCode}; another code is kept in words. */
+export function connectionFailure(failure: {
+  code: string;
+  description: string;
+}): ConnectionFailure {
+  if (SERVER_CODES.has(failure.code)) {
+    return { code: failure.code as ConnectionErrorCode, description: failure.description };
+  }
+  return {
+    code: 'server_error',
+    description: `${JSON.stringify(failure.code.slice(0, 64))}: ${failure.description}`,
+  };
+}
+
+/**
+ * A connection as the API shows it (API.md §5): never a token.
+ *
+ * @see API.md §5 "Connection view"
+ */
+export interface ConnectionView {
+  connection_id: string;
+  provider_id: string;
+  status: ConnectionStatus;
+  scopes: string[];
+  token_expires_at: string | null;
+  created_at: string;
+  updated_at: string;
+  authorized_at: string | null;
+  last_refreshed_at: string | null;
+  error: ConnectionFailure | null;
+}
+
+/** The failure a connection records when its provider left the party it was authorized with. */
+export const PARTY_CHANGED: ConnectionFailure = {
+  code: 'reauthorization_required',
+  description:
+    'the provider moved to another authorization server or client since this connection was authorized: authorize again',
+};
+
+export const FORGOTTEN_CLIENT: ConnectionFailure = {
+  code: 'reauthorization_required',
+  description:
+    'the authorization server no longer knows the registered client (invalid_client): authorize again, a new client is registered first',
+};
+
+/** The state of a connection record, checked. @throws {KeywayError} `internal_error`. */
+export function connectionState(record: ConnectionRecord): ConnectionState {
+  return readStored(ConnectionStateSchema, record.state, `state of connection ${record.id}`);
+}
+
+export function connectionView(record: ConnectionRecord): ConnectionView {
+  const state = connectionState(record);
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+  return {
+    connection_id: record.id,
+    provider_id: record.providerId,
+    status: record.status,
+    scopes: state.scopes,
+    token_expires_at: iso(state.token_expires_at),
+    created_at: new Date(record.createdAt).toISOString(),
+    updated_at: new Date(record.updatedAt).toISOString(),
+    authorized_at: iso(state.authorized_at),
+    last_refreshed_at: iso(state.last_refreshed_at),
+    error: state.error === null ? null : connectionFailure(state.error),
+  };
+}
+
+export const notFound = (id: string) =>
+  new KeywayError('not_found', `no connection ${JSON.stringify(id)}`);
+
+/** Options of the connection service, supplied by `createBroker`. */
+export interface ConnectionServiceOptions {
+  storage: Storage;
+  vault: () => Vault;
+  outbound: OutboundFetch;
+  providers: ProviderRegistry;
+  now: () => number;
+  randomBytes: (length: number) => Uint8Array;
+  /** The OAuth callback, `{baseUrl}/api/oauth/callback`, or `null` without a base URL. */
+  redirectUri: string | null;
+  /** Origins `redirect_to` may point to. */
+  allowedRedirects: readonly string[];
+  /** Hosts that may be reached over plain http and on private addresses (development). */
+  allowedHosts: readonly string[];
+  emit: EmitEvent;
+  /** Refresh when the access token expires within this many ms. */
+  refreshMarginMs: number;
+  /**
+   * How long one instance holds a connection's refresh lease before another may take it;
+   * renewed every third of it while the refresh runs.
+   */
+  refreshLeaseMs: number;
+}
+
+/** A change {@link ConnectionRecords.update} writes, or `null` to write nothing. */
+type ConnectionChange = { record: ConnectionRecord; tokens?: ConnectionTokens } | null;
+
+/**
+ * Connection records and their sealed tokens, as the flows read and change them: every
+ * write a compare-and-set with the tokens in the same transaction, every read checked.
+ */
+export class ConnectionRecords {
+  constructor(readonly o: ConnectionServiceOptions) {}
+
+  /** The connection, or `null`. */
+  get(id: string): Promise<ConnectionRecord | null> {
+    return this.o.storage.getConnection(id);
+  }
+
+  /**
+   * Applies a change to a connection by compare-and-set, re-reading and re-applying on a
+   * concurrent write; the tokens, when given, are written in the same transaction. A change
+   * that answers `null` writes nothing.
+   *
+   * @returns the record as written (or as it stands, when the change wrote nothing), or
+   *   `null` when the connection does not exist.
+   */
+  async update(
+    id: string,
+    change: (record: ConnectionRecord) => ConnectionChange,
+  ): Promise<ConnectionRecord | null> {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const current = await this.o.storage.getConnection(id);
+      if (current === null) return null;
+      const planned = change(current);
+      if (planned === null) return current;
+      const next = { ...planned.record, version: current.version + 1, updatedAt: this.o.now() };
+      const vault =
+        planned.tokens === undefined
+          ? undefined
+          : {
+              put: [
+                await this.o
+                  .vault()
+                  .seal({ kind: CONNECTION_TOKENS_KIND, key: id }, JSON.stringify(planned.tokens)),
+              ],
+            };
+      if (await this.o.storage.compareAndSetConnection(next, current.version, vault)) return next;
+    }
+    throw new KeywayError(
+      'conflict',
+      `connection ${JSON.stringify(id)} is changing too often; retry`,
+    );
+  }
+
+  /** The tokens of a connection, from the vault, or `null`. */
+  async tokensOf(record: ConnectionRecord): Promise<ConnectionTokens | null> {
+    const entry = await this.o.storage.getVaultEntry(CONNECTION_TOKENS_KIND, record.id);
+    if (entry === null) return null;
+    const stored = readSealed(
+      SealedTokensSchema,
+      await this.o.vault().open(entry),
+      `tokens of connection ${record.id}`,
+    );
+    const { issuer, client_id, party, ...tokens } = stored;
+    if (party !== undefined) return { ...tokens, party };
+    return { ...tokens, party: await this.#legacyParty(record.providerId, issuer, client_id) };
+  }
+
+  /** The current tokens of a connection, read again, or `null` when it has none. */
+  async currentTokens(id: string): Promise<ConnectionTokens | null> {
+    const record = await this.o.storage.getConnection(id);
+    return record === null ? null : this.tokensOf(record);
+  }
+
+  /**
+   * The party of tokens stored before parties were kept (only issuer and client id): the
+   * provider's current server, when it is still that issuer with that client, since its
+   * endpoints come from that issuer's own metadata. Otherwise a party no provider matches,
+   * so the connection must be authorized again.
+   */
+  async #legacyParty(
+    providerId: string,
+    issuer: string | undefined,
+    clientId: string | undefined,
+  ): Promise<OAuthParty> {
+    const { state } = await this.o.providers.resolve(providerId);
+    const party = currentParty(state);
+    if (party !== null && party.issuer === issuer && party.client_id === clientId) return party;
+    return {
+      issuer: issuer ?? '',
+      token_endpoint: '',
+      revocation_endpoint: null,
+      client_id: clientId ?? '',
+      token_endpoint_auth_method: 'none',
+      resource: state.configuration.resource_url,
+      iss_parameter_supported: false,
+    };
+  }
+
+  /**
+   * How Keyway authenticates as a party's client: with the secret the provider keeps for
+   * that client at that issuer. `null` when the provider no longer holds that client (it
+   * registered another one there), or, with `current`, when the provider no longer uses
+   * that server and client at all (it moved): their tokens are never sent anywhere then.
+   * Without `current` (revocation), a public client can still be used at its old server.
+   */
+  async authenticationOf(
+    providerId: string,
+    party: OAuthParty,
+    current: 'current' | 'any',
+  ): Promise<oauth.ClientAuth | null> {
+    const { state } = await this.o.providers.resolve(providerId);
+    if (current === 'current' && !providerKeepsParty(state, party)) return null;
+    if (state.registrations[party.issuer]?.client_id !== party.client_id) {
+      return party.token_endpoint_auth_method === 'none' ? oauth.None() : null;
+    }
+    const secret = await this.o.providers.clientSecret(providerId, party.issuer);
+    return clientAuthentication(party.token_endpoint_auth_method, secret);
+  }
+
+  /**
+   * Records a failure on a connection. `keep-active`: a failed authorization leaves an
+   * active connection active (a pending one goes to `error`); `error`: the connection can
+   * no longer be used (its refresh failed for good).
+   */
+  async recordFailure(
+    id: string,
+    failure: { code: string; description: string },
+    mode: 'keep-active' | 'error' = 'keep-active',
+  ): Promise<'active' | 'error'> {
+    const error = connectionFailure(failure);
+    const written = await this.update(id, (record) => ({
+      record: {
+        ...record,
+        status: mode === 'keep-active' && record.status === 'active' ? 'active' : 'error',
+        state: { ...connectionState(record), error } satisfies ConnectionState,
+      },
+    }));
+    return written?.status === 'active' ? 'active' : 'error';
+  }
+
+  /** Puts a connection in `error` for good and answers the error the caller gets. */
+  async requireReauthorization(
+    id: string,
+    failure: { code: string; description: string },
+    message: string,
+  ): Promise<KeywayError> {
+    await this.recordFailure(id, failure, 'error');
+    this.o.emit({ type: 'connection.reauthorization_required', actor: 'system', resource: id });
+    return new KeywayError('reauthorization_required', message);
+  }
+
+  /** Writes the tokens of a completed authorization: a new generation, active. */
+  async activate(
+    id: string,
+    tokens: Omit<ConnectionTokens, 'generation'>,
+    requestedScopes: string[],
+  ): Promise<ConnectionRecord | null> {
+    const now = this.o.now();
+    return this.update(id, (record) => {
+      const generation = connectionState(record).generation + 1;
+      return {
+        record: {
+          ...record,
+          status: 'active',
+          state: {
+            scopes: tokens.scope.length > 0 ? tokens.scope : requestedScopes,
+            token_expires_at: tokens.expires_at,
+            authorized_at: now,
+            last_refreshed_at: null,
+            error: null,
+            generation,
+          } satisfies ConnectionState,
+        },
+        tokens: { ...tokens, generation },
+      };
+    });
+  }
+
+  /**
+   * Puts every active connection of a provider in `error` with `reauthorization_required`,
+   * after the provider moved to another authorization server or client: their tokens
+   * belong to the old one, and are never sent to the new one.
+   *
+   * @returns how many connections were affected.
+   */
+  async requireReauthorizationOf(providerId: string): Promise<number> {
+    let affected = 0;
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.o.storage.listConnections({
+        providerId,
+        status: 'active',
+        limit: 200,
+        ...(after === undefined ? {} : { after }),
+      });
+      for (const record of page) {
+        const written = await this.update(record.id, (current) =>
+          current.status !== 'active'
+            ? null
+            : {
+                record: {
+                  ...current,
+                  status: 'error',
+                  state: { ...connectionState(current), error: PARTY_CHANGED },
+                },
+              },
+        );
+        if (written?.status === 'error' && written.version > record.version) {
+          affected++;
+          this.o.emit({
+            type: 'connection.reauthorization_required',
+            actor: 'system',
+            resource: record.id,
+          });
+        }
+      }
+      const last = page[page.length - 1];
+      if (page.length < 200 || last === undefined) return affected;
+      after = last.id;
+    }
+  }
+}

@@ -1,0 +1,29 @@
+/**
+ * `@keyway/core/outbound`: the SSRF-guarded fetch every outbound request of Keyway goes
+ * through, and the transports under it (a resolving, address-pinning fetch for Node, Deno
+ * and Bun). For apps that want the same guard on their own outbound calls, and for runtime
+ * adapters.
+ *
+ * @see docs/security.md, "Outbound requests".
+ * @module
+ */
+export { type AddressClass, classifyAddress, isIpLiteral } from './address.js';
+export {
+  assertOutboundUrl,
+  createOutboundFetch,
+  normalizeHost,
+  OutboundError,
+  type OutboundFailure,
+  type OutboundFetch,
+  type OutboundOptions,
+  type Transport,
+} from './outbound.js';
+export {
+  createNodeFetch,
+  createResolvingFetch,
+  defaultTransport,
+  type Resolve,
+  type ResolvedAddress,
+  type ResolvingFetchOptions,
+  type RuntimeGlobals,
+} from './transport.js';

@@ -1,0 +1,454 @@
+import {
+  discoverAuthorizationServer,
+  discoverOrThrow,
+  discoverResource,
+  resourceMismatched,
+  throwUnlessDiscovered,
+} from '../discovery.js';
+import { KeywayError } from '../errors.js';
+import type { EmitEvent } from '../events.js';
+import { normalizeHost, type OutboundFetch } from '../outbound.js';
+import { actorOf, assertCoversPath, type Principal, rootPrincipal } from '../principal.js';
+import { type ClientProfile, customAuthMethod, registerClient } from '../registration.js';
+import { ProviderBody, type ProviderInput } from '../schemas.js';
+import type { ProviderRecord, Storage, VaultKey, VaultWrite } from '../storage/contract.js';
+import type { AuthorizationServerInfo, ProviderState, StoredRegistration } from '../stored.js';
+import { parseShape } from '../validation.js';
+import type { Vault } from '../vault.js';
+import {
+  CLIENT_SECRET_KIND,
+  currentClient,
+  notePartyChange,
+  providerState,
+  REGISTRATION_TOKEN_KIND,
+  type ResolvedProvider,
+  registrationUsable,
+  secretKey,
+} from './state.js';
+
+/** Options of the provider registry, supplied by `createBroker`. */
+export interface ProviderRegistryOptions {
+  storage: Storage;
+  vault: () => Vault;
+  outbound: OutboundFetch;
+  now: () => number;
+  allowedHosts: readonly string[];
+  /** The deployment as authorization servers see it; `null` when `baseUrl` is not set. */
+  profile: ClientProfile | null;
+  declared: Record<string, ProviderInput>;
+  emit: EmitEvent;
+  /**
+   * Called after a provider moved to another authorization server or client: puts its
+   * active connections in `error` and answers how many.
+   */
+  onPartyChanged?: (providerId: string) => Promise<number>;
+}
+
+function invalid(path: string, message: string): KeywayError {
+  return new KeywayError('invalid_request', message, { details: [{ path, message }] });
+}
+
+/** The error of an operation that needs the OAuth callback on a broker without `baseUrl`. */
+export function noBaseUrl(): KeywayError {
+  return new KeywayError(
+    'internal_error',
+    'the broker has no baseUrl, so it has no OAuth callback',
+  );
+}
+
+/**
+ * The providers as the rest of core uses them, without a principal: discovery,
+ * registration and storage of providers, their secrets, and their use by connections
+ * (re-discovery on authorize, clients the server forgot). Internal: `broker.providers`
+ * ({@link ProviderService}) is the public face, where every operation takes a principal.
+ */
+export class ProviderRegistry {
+  readonly #o: ProviderRegistryOptions;
+  readonly #ensuring = new Map<string, Promise<unknown>>();
+
+  constructor(options: ProviderRegistryOptions) {
+    this.#o = options;
+  }
+
+  profile(): ClientProfile {
+    if (this.#o.profile === null) throw noBaseUrl();
+    return this.#o.profile;
+  }
+
+  /** Validates a resource URL: absolute https, no fragment or user info (http for allowed hosts). */
+  resourceUrl(text: string): string {
+    let url: URL;
+    try {
+      url = new URL(text);
+    } catch {
+      throw invalid('configuration.resource_url', '"resource_url" must be an absolute URL');
+    }
+    const allowed = this.#o.allowedHosts.map(normalizeHost).includes(normalizeHost(url.hostname));
+    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && allowed)) {
+      throw invalid(
+        'configuration.resource_url',
+        '"resource_url" must use https (plain http only for allowed hosts)',
+      );
+    }
+    if (url.hash !== '' || text.includes('#'))
+      throw invalid('configuration.resource_url', '"resource_url" must not have a fragment');
+    if (url.username !== '' || url.password !== '') {
+      throw invalid('configuration.resource_url', '"resource_url" must not contain user info');
+    }
+    return url.href;
+  }
+
+  /** The stored provider, a declared one stored first; `null` when there is none. */
+  async read(id: string): Promise<ProviderRecord | null> {
+    await this.ensureDeclared(id);
+    return this.#o.storage.getProvider(id);
+  }
+
+  /**
+   * Creates or replaces a provider: validates the input, runs discovery and (mode
+   * `register`) registration, and only then stores the record and its secrets together.
+   * If any step fails, nothing changes.
+   */
+  async write(
+    principal: Principal,
+    providerId: string,
+    input: unknown,
+    declared: boolean,
+  ): Promise<{ record: ProviderRecord; created: boolean }> {
+    const shape = parseShape(ProviderBody, input);
+    if (shape.template !== 'mcp')
+      throw invalid(
+        'template',
+        `unknown template ${JSON.stringify(shape.template.slice(0, 40))}; the only one is "mcp"`,
+      );
+    const resourceUrl = this.resourceUrl(shape.configuration.resource_url);
+    const mode = shape.credentials?.mode ?? 'register';
+    const clientId = shape.credentials?.client_id;
+    const clientSecret = shape.credentials?.client_secret;
+    if (mode === 'custom' && clientId === undefined)
+      throw invalid('credentials.client_id', 'mode "custom" needs a "client_id"');
+    if (mode === 'register' && (clientId !== undefined || clientSecret !== undefined)) {
+      throw invalid(
+        'credentials',
+        'mode "register" takes no client_id or client_secret; use mode "custom"',
+      );
+    }
+    assertCoversPath(principal, providerId);
+    this.profile();
+    const configuredScopes = shape.configuration.scopes ?? [];
+
+    const existing = await this.#o.storage.getProvider(providerId);
+    const previous = existing === null ? null : providerState(existing);
+
+    const discovery = await discoverOrThrow(this.#o.outbound, resourceUrl, {
+      scopes: configuredScopes,
+      allowedHosts: this.#o.allowedHosts,
+    });
+    const issuer = discovery.authorization_server.issuer;
+    const now = this.#o.now();
+    const vault = this.#o.vault();
+    const puts: VaultWrite[] = [];
+    const deletes: VaultKey[] = [];
+    const registrations: ProviderState['registrations'] = { ...(previous?.registrations ?? {}) };
+    const key = secretKey(providerId, issuer);
+
+    if (mode === 'custom' && clientId !== undefined) {
+      const before = previous?.mode === 'custom' ? previous.registrations[issuer] : undefined;
+      const keepSecret =
+        clientSecret === undefined &&
+        before?.client_id === clientId &&
+        before?.client_secret_set === true;
+      const hasSecret = clientSecret !== undefined || keepSecret;
+      if (clientSecret !== undefined)
+        puts.push(await vault.seal({ kind: CLIENT_SECRET_KIND, key }, clientSecret));
+      else if (!keepSecret) deletes.push({ kind: CLIENT_SECRET_KIND, key });
+      registrations[issuer] = {
+        issuer,
+        client_id: clientId,
+        registration: 'manual',
+        token_endpoint_auth_method: customAuthMethod(
+          discovery.authorization_server.token_endpoint_auth_methods_supported,
+          hasSecret,
+        ),
+        client_secret_expires_at: null,
+        registration_client_uri: null,
+        client_secret_set: hasSecret,
+      };
+    } else {
+      const before = previous?.mode === 'register' ? previous.registrations[issuer] : undefined;
+      const reusable =
+        before !== undefined &&
+        previous?.configuration.resource_url === resourceUrl &&
+        registrationUsable(before, now);
+      if (!reusable) {
+        const registered = await this.#register(providerId, discovery.authorization_server);
+        puts.push(...registered.puts);
+        deletes.push(...registered.deletes);
+        registrations[issuer] = registered.registration;
+      }
+    }
+
+    const state: ProviderState = {
+      label: shape.label ?? previous?.label ?? providerId,
+      configuration: { resource_url: resourceUrl, scopes: configuredScopes },
+      mode,
+      resource: discovery.resource,
+      authorization_server: discovery.authorization_server,
+      challenge_scope: discovery.challenge_scope,
+      registrations,
+      declared,
+      last_party_change: previous?.last_party_change ?? null,
+      ...(discovery.legacy ? { legacy: true } : {}),
+    };
+    const moved = notePartyChange(previous, state, now);
+    const record: ProviderRecord = {
+      id: providerId,
+      template: 'mcp',
+      state,
+      version: (existing?.version ?? 0) + 1,
+      createdAt: existing?.createdAt ?? now,
+      updatedAt: now,
+    };
+    const changes = {
+      put: puts,
+      delete: deletes.filter((d) => !puts.some((p) => p.kind === d.kind && p.key === d.key)),
+    };
+    const written =
+      existing === null
+        ? await this.#o.storage.insertProvider(record, changes)
+        : await this.#o.storage.compareAndSetProvider(record, existing.version, changes);
+    if (!written) {
+      throw new KeywayError(
+        'conflict',
+        `provider ${JSON.stringify(providerId)} was changed concurrently; retry`,
+      );
+    }
+    this.#o.emit({
+      type: existing === null ? 'provider.created' : 'provider.updated',
+      actor: actorOf(principal),
+      resource: providerId,
+    });
+    const final = moved ? await this.#recordPartyChange(record, state) : record;
+    return { record: final, created: existing === null };
+  }
+
+  /**
+   * Registers a client at a server (client-ID metadata document or RFC 7591), with the
+   * vault writes of its secrets under the provider and that server's issuer.
+   */
+  async #register(
+    providerId: string,
+    server: AuthorizationServerInfo,
+  ): Promise<{ registration: StoredRegistration; puts: VaultWrite[]; deletes: VaultKey[] }> {
+    const client = await registerClient(this.#o.outbound, server, this.profile());
+    const vault = this.#o.vault();
+    const key = secretKey(providerId, server.issuer);
+    const puts: VaultWrite[] = [];
+    const deletes: VaultKey[] = [];
+    if (client.client_secret !== null)
+      puts.push(await vault.seal({ kind: CLIENT_SECRET_KIND, key }, client.client_secret));
+    else deletes.push({ kind: CLIENT_SECRET_KIND, key });
+    if (client.registration_access_token !== null) {
+      puts.push(
+        await vault.seal({ kind: REGISTRATION_TOKEN_KIND, key }, client.registration_access_token),
+      );
+    } else {
+      deletes.push({ kind: REGISTRATION_TOKEN_KIND, key });
+    }
+    const { client_secret, registration_access_token, ...registration } = client;
+    return {
+      registration: { ...registration, client_secret_set: client_secret !== null },
+      puts,
+      deletes,
+    };
+  }
+
+  /**
+   * The provider as a new authorization must use it (API.md §6 items 4, 11): the
+   * protected-resource metadata is read again (the probe and the metadata document); when
+   * it names another authorization server, that server is discovered and a client
+   * registered there before any consent URL is built, and the provider's connections of
+   * the old server need authorizing again. A registration the server forgot, or whose
+   * secret expired, is replaced. A read that fails for a transient reason keeps what is
+   * stored; a metadata `resource` that no longer matches stops the authorization.
+   *
+   * @throws {KeywayError} `not_found`, `discovery_failed`, `unsupported_authorization_server`,
+   *   `registration_unsupported`, `registration_failed`, `conflict` (a `custom` provider
+   *   whose resource moved: its client belongs to the old server).
+   */
+  async forAuthorization(id: string): Promise<ResolvedProvider> {
+    for (let attempt = 0; ; attempt++) {
+      const record = await this.read(id);
+      if (record === null) throw new KeywayError('not_found', `no provider ${JSON.stringify(id)}`);
+      const state = providerState(record);
+      const next: ProviderState = { ...state, registrations: { ...state.registrations } };
+      if (state.legacy !== true) {
+        const found = await discoverResource(this.#o.outbound, state.configuration.resource_url);
+        if (resourceMismatched(found)) throwUnlessDiscovered(found);
+        if (found.resource !== null && !found.legacy) {
+          next.resource = found.resource;
+          next.challenge_scope = found.challenge_scope;
+          const moved =
+            found.resource.authorization_servers[0] !== state.resource.authorization_servers[0];
+          if (moved) {
+            const server = throwUnlessDiscovered(
+              await discoverAuthorizationServer(this.#o.outbound, found, {
+                scopes: state.configuration.scopes,
+                allowedHosts: this.#o.allowedHosts,
+              }),
+            );
+            next.authorization_server = server.authorization_server;
+          }
+        }
+      }
+      const issuer = next.authorization_server.issuer;
+      const now = this.#o.now();
+      const client = next.registrations[issuer];
+      const puts: VaultWrite[] = [];
+      const deletes: VaultKey[] = [];
+      if (client === undefined || !registrationUsable(client, now)) {
+        if (state.mode === 'custom') {
+          throw new KeywayError(
+            'conflict',
+            `the resource of provider ${JSON.stringify(id)} moved to the authorization server ${issuer}; its custom client belongs to ${state.authorization_server.issuer}: PUT the provider with credentials for the new server`,
+          );
+        }
+        const registered = await this.#register(id, next.authorization_server);
+        puts.push(...registered.puts);
+        deletes.push(...registered.deletes);
+        next.registrations[issuer] = registered.registration;
+      }
+      if (JSON.stringify(next) === JSON.stringify(state)) {
+        return { id, state, client: currentClient(id, state) };
+      }
+      const partyMoved = notePartyChange(state, next, now);
+      const written: ProviderRecord = {
+        ...record,
+        state: next,
+        version: record.version + 1,
+        updatedAt: now,
+      };
+      if (
+        !(await this.#o.storage.compareAndSetProvider(written, record.version, {
+          put: puts,
+          delete: deletes,
+        }))
+      ) {
+        // Another authorization or a PUT changed it meanwhile: start again from theirs.
+        if (attempt < 3) continue;
+        throw new KeywayError(
+          'conflict',
+          `provider ${JSON.stringify(id)} was changed concurrently; retry`,
+        );
+      }
+      this.#o.emit({ type: 'provider.updated', actor: 'system', resource: id });
+      const final = partyMoved ? await this.#recordPartyChange(written, next) : written;
+      const finalState = providerState(final);
+      return { id, state: finalState, client: currentClient(id, finalState) };
+    }
+  }
+
+  /**
+   * Marks a dynamically registered client as forgotten by its server (the token endpoint
+   * answered `invalid_client`), so the next authorization registers a new one (API.md §6
+   * item 11). A manual client is an operator's, and is left alone.
+   *
+   * @returns whether the registration was dynamic (and is now stale).
+   */
+  async markRegistrationStale(
+    providerId: string,
+    issuer: string,
+    clientId: string,
+  ): Promise<boolean> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const record = await this.#o.storage.getProvider(providerId);
+      if (record === null) return false;
+      const state = providerState(record);
+      const client = state.registrations[issuer];
+      if (client === undefined || client.client_id !== clientId || client.registration === 'manual')
+        return false;
+      if (client.stale === true) return true;
+      const next: ProviderRecord = {
+        ...record,
+        state: {
+          ...state,
+          registrations: { ...state.registrations, [issuer]: { ...client, stale: true } },
+        } satisfies ProviderState,
+        version: record.version + 1,
+        updatedAt: this.#o.now(),
+      };
+      if (await this.#o.storage.compareAndSetProvider(next, record.version)) return true;
+    }
+    return true;
+  }
+
+  /**
+   * After a move to another server or client: the provider's active connections go to
+   * `error` (their tokens stay with the old party), and the count is kept on the provider.
+   */
+  async #recordPartyChange(record: ProviderRecord, state: ProviderState): Promise<ProviderRecord> {
+    const affected = (await this.#o.onPartyChanged?.(record.id)) ?? 0;
+    if (affected === 0 || !state.last_party_change) return record;
+    const next: ProviderRecord = {
+      ...record,
+      state: {
+        ...state,
+        last_party_change: {
+          ...state.last_party_change,
+          connections_reauthorization_required: affected,
+        },
+      } satisfies ProviderState,
+      version: record.version + 1,
+    };
+    // A concurrent PUT wins: it recorded its own change.
+    return (await this.#o.storage.compareAndSetProvider(next, record.version)) ? next : record;
+  }
+
+  /**
+   * The provider and its client at its current authorization server, for connections.
+   * Declared providers are discovered and registered on first use.
+   *
+   * @throws {KeywayError} `not_found` and the errors of discovery and registration.
+   */
+  async resolve(id: string): Promise<ResolvedProvider> {
+    const record = await this.read(id);
+    if (record === null) throw new KeywayError('not_found', `no provider ${JSON.stringify(id)}`);
+    const state = providerState(record);
+    return { id: record.id, state, client: currentClient(id, state) };
+  }
+
+  /** The client secret of a provider at an issuer, from the vault, or `null`. */
+  async clientSecret(providerId: string, issuer: string): Promise<string | null> {
+    const entry = await this.#o.storage.getVaultEntry(
+      CLIENT_SECRET_KIND,
+      secretKey(providerId, issuer),
+    );
+    return entry === null ? null : this.#o.vault().open(entry);
+  }
+
+  /** The ids of the providers declared in code. */
+  declaredIds(): string[] {
+    return Object.keys(this.#o.declared);
+  }
+
+  /** Stores a provider declared in code the first time it is needed. */
+  async ensureDeclared(id: string): Promise<void> {
+    const input = this.#o.declared[id];
+    if (input === undefined) return;
+    const existing = await this.#o.storage.getProvider(id);
+    const state = existing === null ? undefined : providerState(existing);
+    if (
+      state !== undefined &&
+      state.configuration.resource_url === new URL(input.configuration.resource_url).href
+    )
+      return;
+    let pending = this.#ensuring.get(id);
+    if (pending === undefined) {
+      pending = this.write(rootPrincipal(), id, input, true).finally(() =>
+        this.#ensuring.delete(id),
+      );
+      this.#ensuring.set(id, pending);
+    }
+    await pending;
+  }
+}

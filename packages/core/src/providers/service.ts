@@ -1,0 +1,159 @@
+import { type DiscoveryTrace, discover } from '../discovery.js';
+import { KeywayError } from '../errors.js';
+import type { EmitEvent } from '../events.js';
+import type { OutboundFetch } from '../outbound.js';
+import { listWindow, type Page, toPage } from '../pagination.js';
+import { actorOf, assertCoversPath, type Principal } from '../principal.js';
+import { parseResourcePath } from '../resource-path.js';
+import { DiscoverBody, ProviderListQuery } from '../schemas.js';
+import { listableSubtrees } from '../secrets.js';
+import type { Storage } from '../storage/contract.js';
+import { parseQuery, parseShape } from '../validation.js';
+import type { ProviderRegistry } from './registry.js';
+import {
+  CLIENT_SECRET_KIND,
+  type ProviderView,
+  providerState,
+  providerView,
+  REGISTRATION_TOKEN_KIND,
+  secretKey,
+} from './state.js';
+
+/** Options of the provider service, supplied by `createBroker`. */
+export interface ProviderServiceOptions {
+  storage: Storage;
+  outbound: OutboundFetch;
+  management: boolean;
+  allowedHosts: readonly string[];
+  registry: ProviderRegistry;
+  emit: EmitEvent;
+}
+
+/**
+ * Providers (API.md §4): created from the `mcp` template by discovering a remote MCP
+ * endpoint and registering a client with its authorization server, before anything is
+ * stored. Reached as `broker.providers`; every operation takes the acting principal and
+ * needs provider management (`providerManagement: true`).
+ */
+export class ProviderService {
+  readonly #o: ProviderServiceOptions;
+
+  constructor(options: ProviderServiceOptions) {
+    this.#o = options;
+  }
+
+  #assertManagement(): void {
+    if (!this.#o.management) {
+      throw new KeywayError(
+        'provider_management_disabled',
+        'provider management is disabled in this deployment’s configuration',
+      );
+    }
+  }
+
+  /**
+   * Creates or replaces a provider: validates, checks scope, runs discovery and (mode
+   * `register`) registration, and only then stores the record and its secrets together.
+   * If any step fails, nothing changes. A PUT that keeps the resource URL and mode reuses
+   * the registration; in `custom` mode an omitted secret keeps the stored one while the
+   * `client_id` is unchanged.
+   *
+   * @param input A {@link ProviderInput}, checked here.
+   * @throws {KeywayError} `provider_management_disabled`, `invalid_path`,
+   *   `invalid_request`, `insufficient_scope`, `discovery_failed`,
+   *   `unsupported_authorization_server`, `registration_unsupported`,
+   *   `registration_failed`, `conflict`.
+   * @see API.md §4, §6
+   */
+  async put(
+    principal: Principal,
+    id: string,
+    input: unknown,
+  ): Promise<{ provider: ProviderView; created: boolean }> {
+    this.#assertManagement();
+    const providerId = parseResourcePath(id);
+    const { record, created } = await this.#o.registry.write(principal, providerId, input, false);
+    return { provider: providerView(record), created };
+  }
+
+  /**
+   * Reads a provider.
+   *
+   * @throws {KeywayError} `provider_management_disabled`, `invalid_path`,
+   *   `insufficient_scope`, `not_found`.
+   */
+  async get(principal: Principal, id: string): Promise<ProviderView> {
+    this.#assertManagement();
+    const providerId = parseResourcePath(id);
+    assertCoversPath(principal, providerId);
+    const record = await this.#o.registry.read(providerId);
+    if (record === null)
+      throw new KeywayError('not_found', `no provider ${JSON.stringify(providerId)}`);
+    return providerView(record);
+  }
+
+  /**
+   * Lists the providers the caller's scopes cover, ordered by id.
+   *
+   * @param query `{ prefix?, limit?, cursor? }`, checked here.
+   */
+  async list(principal: Principal, query?: unknown): Promise<Page<ProviderView>> {
+    this.#assertManagement();
+    const options = parseQuery(ProviderListQuery, query);
+    const prefix =
+      options.prefix === undefined ? undefined : parseResourcePath(options.prefix, 'prefix');
+    const { limit, after } = listWindow(options);
+    for (const id of this.#o.registry.declaredIds()) await this.#o.registry.ensureDeclared(id);
+    const within = listableSubtrees(principal, prefix);
+    const records = await this.#o.storage.listProviders({
+      ...(within === undefined ? {} : { within }),
+      ...(after === undefined ? {} : { after }),
+      limit: limit + 1,
+    });
+    return toPage(records, limit, (record) => record.id, providerView);
+  }
+
+  /**
+   * Deletes a provider and its secrets.
+   *
+   * @throws {KeywayError} `provider_management_disabled`, `invalid_path`,
+   *   `insufficient_scope`, `not_found`, `conflict` (connections still use it).
+   */
+  async delete(principal: Principal, id: string): Promise<void> {
+    this.#assertManagement();
+    const providerId = parseResourcePath(id);
+    assertCoversPath(principal, providerId);
+    const record = await this.#o.storage.getProvider(providerId);
+    if (record === null)
+      throw new KeywayError('not_found', `no provider ${JSON.stringify(providerId)}`);
+    const state = providerState(record);
+    const keys = Object.keys(state.registrations).flatMap((issuer) => [
+      { kind: CLIENT_SECRET_KIND, key: secretKey(providerId, issuer) },
+      { kind: REGISTRATION_TOKEN_KIND, key: secretKey(providerId, issuer) },
+    ]);
+    const outcome = await this.#o.storage.deleteProvider(providerId, keys);
+    if (outcome === 'not_found')
+      throw new KeywayError('not_found', `no provider ${JSON.stringify(providerId)}`);
+    if (outcome === 'in_use') {
+      throw new KeywayError(
+        'conflict',
+        `provider ${JSON.stringify(providerId)} still has connections; delete them first`,
+      );
+    }
+    this.#o.emit({ type: 'provider.deleted', actor: actorOf(principal), resource: providerId });
+  }
+
+  /**
+   * Runs discovery (API.md §6 steps 1–5) for a resource URL without storing anything, and
+   * answers the trace the inspector shows. Needs provider management and any credential.
+   *
+   * @param input `{ resource_url }`, checked here.
+   */
+  async discover(_principal: Principal, input: unknown): Promise<DiscoveryTrace> {
+    this.#assertManagement();
+    const { resource_url } = parseShape(DiscoverBody, input);
+    return discover(this.#o.outbound, this.#o.registry.resourceUrl(resource_url), {
+      allowedHosts: this.#o.allowedHosts,
+    });
+  }
+}

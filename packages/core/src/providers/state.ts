@@ -1,0 +1,162 @@
+import { currentParty, providerKeepsParty } from '../connections/party.js';
+import type { ProviderRecord } from '../storage/contract.js';
+import {
+  type AuthorizationServerInfo,
+  type ProviderState,
+  ProviderStateSchema,
+  readStored,
+  type StoredRegistration,
+} from '../stored.js';
+
+/** Vault kinds of the secrets Keyway keeps for providers. */
+export const CLIENT_SECRET_KIND = 'client_secret';
+export const REGISTRATION_TOKEN_KIND = 'registration_access_token';
+
+/** The vault key of a provider's secrets at one issuer. */
+export const secretKey = (providerId: string, issuer: string): string => `${providerId} ${issuer}`;
+
+/**
+ * The provider view every provider endpoint answers with (API.md §4). Never a secret.
+ *
+ * @see API.md §4 "Provider view"
+ */
+export interface ProviderView {
+  id: string;
+  template: 'mcp';
+  label: string;
+  configuration: { resource_url: string; scopes: string[] };
+  credentials: {
+    mode: 'register' | 'custom';
+    client_id: string;
+    registration: StoredRegistration['registration'];
+    token_endpoint_auth_method: StoredRegistration['token_endpoint_auth_method'];
+    client_secret_set: boolean;
+    client_secret_expires_at: string | null;
+  };
+  resource: {
+    resource: string;
+    resource_metadata_url: string | null;
+    scopes_supported: string[] | null;
+  };
+  authorization_server: Pick<
+    AuthorizationServerInfo,
+    | 'issuer'
+    | 'authorization_endpoint'
+    | 'token_endpoint'
+    | 'registration_endpoint'
+    | 'revocation_endpoint'
+    | 'scopes_supported'
+  >;
+  /**
+   * The last time the provider moved to another authorization server or client, and how
+   * many active connections that put in `error` with `reauthorization_required` (their
+   * tokens belong to the previous party and are never sent to the new one); `null` when it
+   * never moved.
+   */
+  last_party_change: {
+    at: string;
+    previous_issuer: string;
+    previous_client_id: string;
+    connections_reauthorization_required: number;
+  } | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A provider ready for use by connections: its state and the client at its current server. */
+export interface ResolvedProvider {
+  id: string;
+  state: ProviderState;
+  client: StoredRegistration;
+}
+
+/** The state of a provider record, checked. @throws {KeywayError} `internal_error`. */
+export function providerState(record: ProviderRecord): ProviderState {
+  return readStored(ProviderStateSchema, record.state, `state of provider ${record.id}`);
+}
+
+/** The client of a state at its current server. @throws {KeywayError} `internal_error`. */
+export function currentClient(id: string, state: ProviderState): StoredRegistration {
+  return readStored(
+    ProviderStateSchema.shape.registrations.valueType,
+    state.registrations[state.authorization_server.issuer],
+    `client of provider ${id} at its authorization server`,
+  );
+}
+
+export function providerView(record: ProviderRecord): ProviderView {
+  const state = providerState(record);
+  const client = currentClient(record.id, state);
+  const server = state.authorization_server;
+  const change = state.last_party_change;
+  return {
+    id: record.id,
+    template: 'mcp',
+    label: state.label,
+    configuration: state.configuration,
+    credentials: {
+      mode: state.mode,
+      client_id: client.client_id,
+      registration: client.registration,
+      token_endpoint_auth_method: client.token_endpoint_auth_method,
+      client_secret_set: client.client_secret_set,
+      client_secret_expires_at:
+        client.client_secret_expires_at === null
+          ? null
+          : new Date(client.client_secret_expires_at).toISOString(),
+    },
+    resource: {
+      resource: state.resource.resource,
+      resource_metadata_url: state.resource.resource_metadata_url,
+      scopes_supported: state.resource.scopes_supported,
+    },
+    authorization_server: {
+      issuer: server.issuer,
+      authorization_endpoint: server.authorization_endpoint,
+      token_endpoint: server.token_endpoint,
+      registration_endpoint: server.registration_endpoint,
+      revocation_endpoint: server.revocation_endpoint,
+      scopes_supported: server.scopes_supported,
+    },
+    last_party_change:
+      change === undefined || change === null
+        ? null
+        : { ...change, at: new Date(change.at).toISOString() },
+    created_at: new Date(record.createdAt).toISOString(),
+    updated_at: new Date(record.updatedAt).toISOString(),
+  };
+}
+
+/**
+ * Records on `next` that the provider moved to another authorization server or client
+ * since `previous`, when it did.
+ *
+ * @returns whether it moved (its connections then need authorizing again).
+ */
+export function notePartyChange(
+  previous: ProviderState | null,
+  next: ProviderState,
+  now: number,
+): boolean {
+  const before = previous === null ? null : currentParty(previous);
+  if (before === null || providerKeepsParty(next, before)) return false;
+  next.last_party_change = {
+    at: now,
+    previous_issuer: before.issuer,
+    previous_client_id: before.client_id,
+    connections_reauthorization_required: 0,
+  };
+  return true;
+}
+
+/**
+ * Whether a registered client can still be used: it is not a client the server forgot,
+ * and its secret (if it expires) has not expired. A manual client is always used as is.
+ */
+export function registrationUsable(registration: StoredRegistration, now: number): boolean {
+  if (registration.registration === 'manual') return true;
+  if (registration.stale === true) return false;
+  return (
+    registration.client_secret_expires_at === null || registration.client_secret_expires_at > now
+  );
+}

@@ -1,0 +1,222 @@
+import { z } from 'zod';
+import { LIST_LIMIT } from './pagination.js';
+
+/**
+ * The request schemas of the HTTP contract, one per body and query string, by concept: the
+ * single source for validating what callers send (core operations parse their `unknown`
+ * input with these) and for documenting it. Query strings arrive here already typed: the
+ * HTTP layer turns `"10"` into `10` and `"true"` into `true`; core never parses a string
+ * as a number.
+ *
+ * Body shapes come first, the specific checks (paths, scopes, names, lifetimes) after, so
+ * that a type error always wins (API.md §1.2 precedence).
+ */
+
+// ─── lists (API.md §1.4) ─────────────────────────────────────────────────────────────────
+
+const LIMIT = `"limit" must be an integer from 1 to ${LIST_LIMIT.max}`;
+
+const listFields = {
+  /** 1–500, default 100. */
+  limit: z
+    .number({ error: LIMIT })
+    .int({ error: LIMIT })
+    .min(1, { error: LIMIT })
+    .max(LIST_LIMIT.max, { error: LIMIT })
+    .optional(),
+  /** The `next_cursor` of the previous page. */
+  cursor: z.string().optional(),
+};
+
+/** `GET /api/admin/tokens` (API.md §3.3). */
+export const TokenListQuery = z.strictObject(listFields);
+
+/** `prefix`: only records at or below this resource path. */
+const prefix = z.string().optional();
+
+/** `GET /api/admin/providers` (API.md §4). */
+export const ProviderListQuery = z.strictObject({ prefix, ...listFields });
+
+/** `GET /api/vault/secrets` (API.md §7). */
+export const SecretListQuery = z.strictObject({ prefix, ...listFields });
+
+const STATUS = '"status" must be pending, active or error';
+
+/** `GET /api/oauth/connections` (API.md §5). */
+export const ConnectionListQuery = z.strictObject({
+  prefix,
+  provider_id: z.string().optional(),
+  status: z.enum(['pending', 'active', 'error'], { error: STATUS }).optional(),
+  ...listFields,
+});
+
+const FORCE_REFRESH = '"force_refresh" must be true or false';
+
+/** `GET /api/oauth/credentials/<path>` (API.md §5). */
+export const CredentialsQuery = z.strictObject({
+  /** Refresh first, even when the access token is not due. */
+  force_refresh: z.boolean({ error: FORCE_REFRESH }).optional(),
+});
+
+// ─── tokens (API.md §3) ──────────────────────────────────────────────────────────────────
+
+// `expires_in` is checked by parseLifetime, so that any bad value, whatever its type, is
+// `invalid_lifetime` (API.md §1.2).
+
+/** Body of `POST /api/admin/tokens` (API.md §3.3). */
+export const MintTokenBody = z.strictObject({
+  name: z.string(),
+  scopes: z.array(z.string()),
+  /** Seconds, 60–2592000; default 3600. */
+  expires_in: z.unknown().optional(),
+});
+
+/** Body of `PATCH /api/admin/tokens/<name>` (API.md §3.3): narrow only. */
+export const NarrowTokenBody = z.strictObject({
+  scopes: z.array(z.string()).optional(),
+  expires_in: z.unknown().optional(),
+});
+
+// ─── providers (API.md §4, §6) ───────────────────────────────────────────────────────────
+
+/** Body of `PUT /api/admin/providers/<id>` (API.md §4), template `mcp`. */
+export const ProviderBody = z.strictObject({
+  template: z.string(),
+  label: z.string().min(1).max(200).optional(),
+  configuration: z.strictObject({
+    resource_url: z.string(),
+    scopes: z.array(z.string().min(1).max(200)).max(64).optional(),
+  }),
+  credentials: z
+    .strictObject({
+      mode: z.enum(['register', 'custom']).optional(),
+      client_id: z.string().min(1).max(2048).optional(),
+      client_secret: z.string().min(1).max(4096).optional(),
+    })
+    .optional(),
+});
+
+/** Body of `POST /api/admin/discover` (API.md §6). */
+export const DiscoverBody = z.strictObject({ resource_url: z.string() });
+
+// ─── connections (API.md §5) ─────────────────────────────────────────────────────────────
+
+/** Body of `POST /api/oauth/authorize/<provider_id>` (API.md §5). */
+export const AuthorizeBody = z.strictObject({
+  connection_id: z.string(),
+  scopes: z
+    .array(
+      z
+        .string()
+        .regex(
+          /^[\x21\x23-\x5b\x5d-\x7e]+$/,
+          'a scope is printable ASCII without spaces, quotes or backslashes',
+        ),
+    )
+    .max(64)
+    .optional(),
+  redirect_to: z.string().optional(),
+  /** Hold the completed consent until the app confirms it (API.md §5 user verification). */
+  verify_user: z.boolean().optional(),
+});
+
+/** Body of `POST /api/oauth/verify` (API.md §5 user verification). */
+export const VerifyBody = z.strictObject({ flow_id: z.string().min(1).max(200) });
+
+// ─── secrets (API.md §7) ─────────────────────────────────────────────────────────────────
+
+/** Body of `PUT /api/vault/secrets/<path>`. */
+export const PutSecretBody = z.strictObject({ value: z.string() });
+
+// ─── the input types, as callers write them ──────────────────────────────────────────────
+
+/**
+ * The query of every list: `{ limit?, cursor? }`.
+ *
+ * @see API.md §1.4
+ */
+export type ListQuery = z.input<typeof TokenListQuery>;
+/**
+ * What to mint: a name, scopes and an optional lifetime in seconds.
+ *
+ * @example
+ * await broker.tokens.mint(rootPrincipal(), { name: 'ci', scopes: ['acme/**'], expires_in: 3600 });
+ * @see API.md §3.3
+ */
+export type MintTokenInput = Omit<z.input<typeof MintTokenBody>, 'expires_in'> & {
+  /** Seconds, 60–2592000; default 3600. */
+  expires_in?: number;
+};
+/**
+ * How to narrow a token: equal or narrower scopes, an equal or earlier expiry.
+ *
+ * @see API.md §3.3 (PATCH)
+ */
+export type NarrowTokenInput = Omit<z.input<typeof NarrowTokenBody>, 'expires_in'> & {
+  expires_in?: number;
+};
+/**
+ * A provider to create or replace, from the `mcp` template.
+ *
+ * @example
+ * await broker.providers.put(rootPrincipal(), 'linear', {
+ *   template: 'mcp',
+ *   configuration: { resource_url: 'https://mcp.linear.app/mcp' },
+ * });
+ * @see API.md §4, §6
+ */
+export type ProviderInput = z.input<typeof ProviderBody>;
+/**
+ * The resource URL to run discovery for, without storing anything.
+ *
+ * @see API.md §6, §8
+ */
+export type DiscoverInput = z.input<typeof DiscoverBody>;
+/**
+ * What to authorize: the connection, optionally the scopes, where to send the user after
+ * consent, and whether the app confirms the user first.
+ *
+ * @example
+ * const { authorization_url } = await broker.connections.authorize(principal, 'linear', {
+ *   connection_id: 'acme/users/alice/linear',
+ *   redirect_to: 'https://app.example.com/settings',
+ * });
+ * @see API.md §5 "Authorize"
+ */
+export type AuthorizeInput = z.input<typeof AuthorizeBody>;
+/**
+ * The flow id of a user-verification flow to confirm.
+ *
+ * @see API.md §5 "User verification"
+ */
+export type VerifyInput = z.input<typeof VerifyBody>;
+/**
+ * A secret's new value.
+ *
+ * @see API.md §7
+ */
+export type PutSecretInput = z.input<typeof PutSecretBody>;
+/**
+ * The provider list's query: `{ prefix?, limit?, cursor? }`.
+ *
+ * @see API.md §4, §1.4
+ */
+export type ProviderListQueryInput = z.input<typeof ProviderListQuery>;
+/**
+ * The secret list's query: `{ prefix?, limit?, cursor? }`.
+ *
+ * @see API.md §7, §1.4
+ */
+export type SecretListQueryInput = z.input<typeof SecretListQuery>;
+/**
+ * The connection list's query: `{ prefix?, provider_id?, status?, limit?, cursor? }`.
+ *
+ * @see API.md §5, §1.4
+ */
+export type ConnectionListQueryInput = z.input<typeof ConnectionListQuery>;
+/**
+ * The credentials query: `{ force_refresh? }`.
+ *
+ * @see API.md §5 "Credentials"
+ */
+export type CredentialsQueryInput = z.input<typeof CredentialsQuery>;

@@ -1,0 +1,213 @@
+import { z } from 'zod';
+import { KeywayError } from './errors.js';
+
+/**
+ * The schemas of every JSON state Keyway keeps in storage, parsed on every read: a row
+ * another version wrote, or someone edited by hand, is an `internal_error` (reported through
+ * the handler's `onInternalError`), never a crash and never a value of the wrong type
+ * flowing on. The TypeScript types of these states are inferred from here.
+ */
+
+const nullableStrings = z.array(z.string()).nullable();
+
+/** What Keyway keeps of the protected resource (RFC 9728). */
+export const ResourceInfoSchema = z.object({
+  /** The RFC 8707 `resource`: the metadata's, byte for byte; the resource URL when legacy. */
+  resource: z.string(),
+  /** `null` for a 2025-03-26 server, which publishes no protected-resource metadata. */
+  resource_metadata_url: z.string().nullable(),
+  scopes_supported: nullableStrings,
+  authorization_servers: z.array(z.string()),
+});
+
+/** What Keyway keeps of the authorization server (RFC 8414 / OpenID Connect discovery). */
+export const AuthorizationServerInfoSchema = z.object({
+  issuer: z.string(),
+  authorization_endpoint: z.string(),
+  token_endpoint: z.string(),
+  registration_endpoint: z.string().nullable(),
+  revocation_endpoint: z.string().nullable(),
+  scopes_supported: nullableStrings,
+  code_challenge_methods_supported: z.array(z.string()),
+  token_endpoint_auth_methods_supported: nullableStrings,
+  client_id_metadata_document_supported: z.boolean(),
+  authorization_response_iss_parameter_supported: z.boolean(),
+});
+
+const AuthMethodSchema = z.enum(['client_secret_basic', 'client_secret_post', 'none']);
+
+/** A client at one authorization server (its secrets are vault entries). */
+export const StoredRegistrationSchema = z.object({
+  issuer: z.string(),
+  client_id: z.string(),
+  /** How Keyway came to hold the client (API.md §4 `registration`). */
+  registration: z.enum(['dynamic', 'metadata_document', 'manual']),
+  token_endpoint_auth_method: AuthMethodSchema,
+  /** Epoch ms; `null` when the secret does not expire (or there is none). */
+  client_secret_expires_at: z.number().nullable(),
+  registration_client_uri: z.string().nullable(),
+  client_secret_set: z.boolean(),
+  /**
+   * The server answered `invalid_client` for this dynamically registered client: it forgot
+   * it. The next authorization registers a new client first (API.md §6 item 11).
+   */
+  stale: z.boolean().optional(),
+});
+
+/** What `state` of a provider record holds (secrets live in the vault). */
+export const ProviderStateSchema = z.object({
+  label: z.string(),
+  configuration: z.object({ resource_url: z.string(), scopes: z.array(z.string()) }),
+  mode: z.enum(['register', 'custom']),
+  resource: ResourceInfoSchema,
+  authorization_server: AuthorizationServerInfoSchema,
+  challenge_scope: z.string().nullable(),
+  /** Registrations by issuer: a resource that moves to another server registers again there. */
+  registrations: z.record(z.string(), StoredRegistrationSchema),
+  /** A server of the 2025-03-26 revision, without protected-resource metadata. */
+  legacy: z.boolean().optional(),
+  /** Declared in code (`createBroker({ providers })`) rather than through the API. */
+  declared: z.boolean(),
+  /** The last move to another server or client; times in epoch ms. Absent: never moved. */
+  last_party_change: z
+    .object({
+      at: z.number(),
+      previous_issuer: z.string(),
+      previous_client_id: z.string(),
+      connections_reauthorization_required: z.number().int().nonnegative(),
+    })
+    .nullable()
+    .optional(),
+});
+
+/**
+ * The OAuth party of one authorization: the authorization server and the client a
+ * connection's tokens were obtained from. Sealed with the tokens: refresh and revocation
+ * talk to it only (API.md §5 "Connections keep their party").
+ */
+export const OAuthPartySchema = z.object({
+  issuer: z.string(),
+  token_endpoint: z.string(),
+  revocation_endpoint: z.string().nullable(),
+  client_id: z.string(),
+  token_endpoint_auth_method: AuthMethodSchema,
+  /** The RFC 8707 `resource` of the authorization, repeated on every refresh. */
+  resource: z.string(),
+  /** RFC 9207: the server promised `iss` in its authorization responses. */
+  iss_parameter_supported: z.boolean(),
+});
+
+const FailureSchema = z.object({ code: z.string(), description: z.string() });
+
+/** What `state` of a connection record holds. */
+export const ConnectionStateSchema = z.object({
+  scopes: z.array(z.string()),
+  token_expires_at: z.number().nullable(),
+  authorized_at: z.number().nullable(),
+  last_refreshed_at: z.number().nullable(),
+  error: FailureSchema.nullable(),
+  /**
+   * Grows by one with each completed authorization. A refresh writes its tokens only while
+   * the generation it refreshed is still the current one, so a slow refresh never
+   * overwrites the tokens of a newer authorization. Records written before generations
+   * existed are generation 0.
+   */
+  generation: z.number().int().nonnegative().default(0),
+});
+
+/** What a connection's vault entry holds (sealed), as written before parties were kept too. */
+export const SealedTokensSchema = z.object({
+  access_token: z.string(),
+  token_type: z.string(),
+  refresh_token: z.string().nullable(),
+  expires_at: z.number().nullable(),
+  scope: z.array(z.string()),
+  /** The connection state's `generation` of the authorization these tokens belong to. */
+  generation: z.number().int().nonnegative().default(0),
+  /** The server and client they came from: refresh and revocation go there only. */
+  party: OAuthPartySchema.optional(),
+  // Written before the party was kept: only the issuer and client id.
+  issuer: z.string().optional(),
+  client_id: z.string().optional(),
+});
+
+/** Sealed tokens with their party, as every write since parties were kept has them. */
+export const ConnectionTokensSchema = SealedTokensSchema.omit({
+  issuer: true,
+  client_id: true,
+}).required({ party: true });
+
+/** What a pending authorization holds between the authorize call and the callback. */
+export const PendingStateSchema = z.object({
+  kind: z.literal('authorization').optional(),
+  /** The PKCE verifier, sealed. */
+  verifier: z.string(),
+  /** The redirect_uri of the authorization request: the code exchange must repeat it. */
+  redirect_uri: z.string(),
+  redirect_to: z.string().nullable(),
+  scopes: z.array(z.string()),
+  party: OAuthPartySchema,
+  verify_user: z.boolean().default(false),
+});
+
+/** What a user-verification flow holds until the app confirms it. */
+export const VerificationStateSchema = z.object({
+  kind: z.literal('verification'),
+  /** The tokens of the completed consent, sealed. */
+  tokens: z.string(),
+  scopes: z.array(z.string()),
+});
+
+/** A pending authorization's state: an authorization in flight, or a flow to verify. */
+export const PendingRecordStateSchema = z.union([VerificationStateSchema, PendingStateSchema]);
+
+export type ResourceInfo = z.infer<typeof ResourceInfoSchema>;
+export type AuthorizationServerInfo = z.infer<typeof AuthorizationServerInfoSchema>;
+export type StoredRegistration = z.infer<typeof StoredRegistrationSchema>;
+export type ProviderState = z.infer<typeof ProviderStateSchema>;
+export type OAuthParty = z.infer<typeof OAuthPartySchema>;
+export type ConnectionState = z.infer<typeof ConnectionStateSchema>;
+/**
+ * What a connection's vault entry holds (sealed): its OAuth tokens and the party they came from.
+ *
+ * @see API.md §5 "Connections keep their party"; docs/vault.md
+ */
+export type ConnectionTokens = z.infer<typeof ConnectionTokensSchema>;
+export type PendingState = z.infer<typeof PendingStateSchema>;
+export type VerificationState = z.infer<typeof VerificationStateSchema>;
+
+/**
+ * Reads a stored value through its schema.
+ *
+ * @throws {KeywayError} `internal_error` naming what failed and where (never the value); the
+ *   zod error is the cause, for the operator's log.
+ */
+export function readStored<S extends z.ZodType>(
+  schema: S,
+  value: unknown,
+  what: string,
+): z.infer<S> {
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    const where = result.error.issues[0]?.path.join('.') ?? '';
+    throw new KeywayError(
+      'internal_error',
+      `stored ${what} is not valid${where ? ` (at ${where})` : ''}`,
+      {
+        cause: result.error,
+      },
+    );
+  }
+  return result.data;
+}
+
+/** Parses a sealed JSON value opened from the vault through its schema. */
+export function readSealed<S extends z.ZodType>(schema: S, text: string, what: string): z.infer<S> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new KeywayError('internal_error', `stored ${what} is not JSON`);
+  }
+  return readStored(schema, value, what);
+}

@@ -1,0 +1,106 @@
+import ts from 'typescript';
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import type {
+  Broker,
+  BrokerConfig,
+  ConnectionErrorCode,
+  Credentials,
+  KeywayErrorCode,
+  Page,
+  Principal,
+  ProviderView,
+  TokenView,
+} from '../src/index.js';
+import * as core from '../src/index.js';
+
+/**
+ * The public surface of `@keyway/core`, held still: a change to it is a visible diff here.
+ * Type-only exports are checked by `expectTypeOf` and by the TSDoc check below.
+ */
+describe('the root entry of @keyway/core', () => {
+  it('exports exactly these values', () => {
+    expect(Object.keys(core).sort()).toEqual([
+      'InsufficientScopeError',
+      'KeywayError',
+      'OutboundError',
+      'connectionFetch',
+      'createBroker',
+      'createConnectionFetch',
+      'generateVaultKey',
+      'isKeywayError',
+      'parseRateLimits',
+      'parseResourcePath',
+      'remoteConnectionFetch',
+      'resourcePathFromUrl',
+      'rootPrincipal',
+      'schemas',
+    ]);
+  });
+
+  it('has the signatures an embedding app relies on', () => {
+    expectTypeOf(core.createBroker).parameters.toEqualTypeOf<[BrokerConfig]>();
+    expectTypeOf(core.createBroker).returns.toEqualTypeOf<Broker>();
+    expectTypeOf<Broker['authenticate']>().returns.toEqualTypeOf<Promise<Principal>>();
+    expectTypeOf<Broker['authorize']>().parameters.toEqualTypeOf<[Principal, string]>();
+    // Core operations take the acting principal and unknown input, which they parse.
+    expectTypeOf<Broker['tokens']['mint']>().parameters.toEqualTypeOf<[Principal, unknown]>();
+    expectTypeOf<Broker['tokens']['list']>().returns.toEqualTypeOf<Promise<Page<TokenView>>>();
+    expectTypeOf<Broker['providers']['put']>().parameters.toEqualTypeOf<
+      [Principal, string, unknown]
+    >();
+    expectTypeOf<Broker['providers']['get']>().returns.toEqualTypeOf<Promise<ProviderView>>();
+    expectTypeOf<Broker['connections']['credentials']>().parameters.toEqualTypeOf<
+      [Principal, string, unknown?]
+    >();
+    expectTypeOf<Broker['connections']['credentials']>().returns.toEqualTypeOf<
+      Promise<Credentials>
+    >();
+    expectTypeOf<Broker['secrets']['put']>().parameters.toEqualTypeOf<
+      [Principal, string, unknown]
+    >();
+    // What never takes a principal is not there.
+    expectTypeOf<Broker['providers']>().not.toHaveProperty('resolve');
+    expectTypeOf<Broker['providers']>().not.toHaveProperty('clientSecret');
+    expectTypeOf<Broker['connections']>().not.toHaveProperty('requireReauthorizationOf');
+  });
+
+  it('names every error with a code from a closed union', () => {
+    expectTypeOf<core.KeywayError['code']>().toEqualTypeOf<KeywayErrorCode>();
+    expectTypeOf<core.InsufficientScopeError['code']>().toEqualTypeOf<'insufficient_scope'>();
+    expectTypeOf<core.OutboundError['code']>().toEqualTypeOf<core.OutboundFailure>();
+    expectTypeOf<core.ConnectionView['error']>().toEqualTypeOf<{
+      code: ConnectionErrorCode;
+      description: string;
+    } | null>();
+    expectTypeOf<'access_denied'>().toExtend<ConnectionErrorCode>();
+    expectTypeOf<'upstream_error'>().toExtend<KeywayErrorCode>();
+  });
+
+  it('documents every export with a summary and a reference to what it implements', () => {
+    const entry = new URL('../src/index.ts', import.meta.url).pathname;
+    const program = ts.createProgram([entry], {
+      module: ts.ModuleKind.ESNext,
+      moduleResolution: ts.ModuleResolutionKind.Bundler,
+      target: ts.ScriptTarget.ES2022,
+      noEmit: true,
+    });
+    const checker = program.getTypeChecker();
+    const source = program.getSourceFile(entry);
+    if (source === undefined) throw new Error('no entry');
+    const moduleSymbol = checker.getSymbolAtLocation(source);
+    if (moduleSymbol === undefined) throw new Error('no module');
+    const undocumented: string[] = [];
+    const exports = checker.getExportsOfModule(moduleSymbol);
+    for (const exported of exports) {
+      const symbol =
+        exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported;
+      const summary = ts.displayPartsToString(symbol.getDocumentationComment(checker)).trim();
+      const tags = symbol.getJsDocTags(checker).map((tag) => tag.name);
+      if (exported.name === 'schemas') continue; // a namespace: its members are documented
+      if (summary === '') undocumented.push(`${exported.name}: no summary`);
+      if (!tags.includes('see')) undocumented.push(`${exported.name}: no @see`);
+    }
+    expect(exports.length).toBeLessThanOrEqual(60);
+    expect(undocumented).toEqual([]);
+  });
+});
