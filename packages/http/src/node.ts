@@ -76,7 +76,24 @@ export function toWebRequest(req: NodeRequest, options: NodeHandlerOptions = {})
   return request;
 }
 
-/** Writes a Web `Response` to a Node response, streaming its body. */
+/** Resolves when a Node response can take more (`drain`) or is gone (`close`). */
+function writable(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
+/**
+ * Writes a Web `Response` to a Node response, streaming its body with backpressure: the
+ * next chunk is read only once the socket has taken the last one, so a slow reader never
+ * makes the server buffer a large body. A client that goes away cancels the body.
+ */
 export async function writeWebResponse(res: ServerResponse, response: Response): Promise<void> {
   res.statusCode = response.status;
   response.headers.forEach((value, key) => {
@@ -87,10 +104,18 @@ export async function writeWebResponse(res: ServerResponse, response: Response):
     return;
   }
   const reader = response.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    res.write(value);
+  try {
+    for (;;) {
+      if (res.destroyed) {
+        await reader.cancel().catch(() => {});
+        return;
+      }
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (!res.write(value)) await writable(res);
+    }
+  } finally {
+    reader.releaseLock();
   }
   res.end();
 }

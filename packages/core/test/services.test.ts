@@ -1,0 +1,256 @@
+import { memoryStorage } from '@keyway/store-memory';
+import { createTestWorld, type TestWorld } from '@keyway/testing';
+import { beforeEach, describe, expect, it } from 'vitest';
+import {
+  type Broker,
+  createBroker,
+  InsufficientScopeError,
+  type KeywayEvent,
+  OutboundError,
+  rootPrincipal,
+} from '../src/index.js';
+
+const ROOT_KEY = 'core-services-root-key-0123456789-abcdefgh';
+const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
+const START = Date.UTC(2026, 10, 22, 8, 0, 0);
+const root = rootPrincipal();
+
+/**
+ * Core's services through the broker API, in memory: what the HTTP suite proves over the
+ * wire, proved here without it.
+ */
+describe('the broker in process', () => {
+  let now: number;
+  let world: TestWorld;
+  let events: KeywayEvent[];
+  let broker: Broker;
+
+  beforeEach(() => {
+    now = START;
+    events = [];
+    world = createTestWorld({ now: () => now, accessTokenLifetime: 3600 });
+    broker = createBroker({
+      rootKey: ROOT_KEY,
+      storage: memoryStorage(),
+      now: () => now,
+      vaultKeys: [VAULT_KEY],
+      fetch: world.fetch,
+      baseUrl: 'https://keyway.example.test',
+      providerManagement: true,
+      purgeIntervalMs: false,
+      refreshMarginMs: 120_000,
+      onEvent: (event) => {
+        events.push(event);
+      },
+    });
+  });
+
+  async function connect(connectionId: string, decision: 'approve' | 'deny' = 'approve') {
+    const started = await broker.connections.authorize(root, 'linear', {
+      connection_id: connectionId,
+    });
+    const back = new URL(world.consent(started.authorization_url, decision));
+    return broker.connections.callback(back.searchParams);
+  }
+
+  describe('tokens', () => {
+    it('mints, authenticates, delegates, narrows with its tree and deletes', async () => {
+      const issued = await broker.tokens.mint(root, { name: 'ci', scopes: ['acme'] });
+      expect(issued).toMatchObject({ name: 'ci', token_type: 'Bearer', scopes: ['acme/**'] });
+      const ci = await broker.authenticate(issued.access_token);
+      expect(ci).toMatchObject({ kind: 'token', name: 'ci', scopes: ['acme/**'] });
+      const child = await broker.tokens.mint(ci, { name: 'ci.job', scopes: ['acme/repo'] });
+      await expect(
+        broker.tokens.mint(ci, { name: 'other', scopes: ['acme'] }),
+      ).rejects.toMatchObject({ code: 'delegation_denied' });
+      const narrowed = await broker.tokens.narrow(root, 'ci', { scopes: ['acme/web'] });
+      expect(narrowed.scopes).toEqual(['acme/web/**']);
+      // The child held only acme/repo: nothing of it is left under acme/web, so it is gone.
+      await expect(broker.authenticate(child.access_token)).rejects.toMatchObject({
+        code: 'invalid_token',
+      });
+      expect((await broker.tokens.list(root, { limit: 10 })).items.map((t) => t.name)).toEqual([
+        'ci',
+      ]);
+      await broker.tokens.delete(root, 'ci');
+      await expect(broker.tokens.get(root, 'ci')).rejects.toMatchObject({ code: 'not_found' });
+      expect(events.map((e) => e.type)).toEqual([
+        'token.created',
+        'token.created',
+        'token.narrowed',
+        'token.deleted',
+      ]);
+    });
+
+    it('takes typed input only: a query string is the HTTP layer’s to convert', async () => {
+      await expect(broker.tokens.list(root, { limit: '10' })).rejects.toMatchObject({
+        code: 'invalid_request',
+        message: '"limit" must be an integer from 1 to 500',
+      });
+      await expect(broker.tokens.mint(root, 'ci')).rejects.toMatchObject({
+        code: 'invalid_request',
+        message: 'the body must be a JSON object',
+      });
+      await expect(broker.tokens.list(root, { limit: 1, extra: true })).rejects.toMatchObject({
+        code: 'invalid_request',
+      });
+    });
+  });
+
+  describe('secrets', () => {
+    it('writes, reads, lists within scope and deletes', async () => {
+      const alice = await broker.authenticate(
+        (await broker.tokens.mint(root, { name: 'alice', scopes: ['acme/users/alice'] }))
+          .access_token,
+      );
+      const written = await broker.secrets.put(alice, 'acme/users/alice/api-key', { value: 's3' });
+      expect(written).toMatchObject({ created: true, secret: { version: 1 } });
+      expect(await broker.secrets.get(alice, 'acme/users/alice/api-key')).toMatchObject({
+        value: 's3',
+      });
+      await expect(
+        broker.secrets.put(alice, 'acme/users/bob/api-key', { value: 'x' }),
+      ).rejects.toMatchObject({ code: 'insufficient_scope' });
+      await broker.secrets.put(root, 'acme/users/bob/api-key', { value: 'b' });
+      expect((await broker.secrets.list(alice)).items.map((s) => s.path)).toEqual([
+        'acme/users/alice/api-key',
+      ]);
+      await broker.secrets.delete(alice, 'acme/users/alice/api-key');
+      await expect(broker.secrets.get(alice, 'acme/users/alice/api-key')).rejects.toMatchObject({
+        code: 'not_found',
+      });
+    });
+  });
+
+  describe('providers', () => {
+    it('creates from discovery, reads, lists, refuses to delete in use, then deletes', async () => {
+      const { provider, created } = await broker.providers.put(root, 'linear', {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+      });
+      expect(created).toBe(true);
+      expect(provider.authorization_server.issuer).toBe(world.issuer);
+      expect(provider.credentials).toMatchObject({ mode: 'register', registration: 'dynamic' });
+      expect((await broker.providers.list(root, { prefix: 'linear' })).items).toHaveLength(1);
+      await connect('acme/alice/linear');
+      await expect(broker.providers.delete(root, 'linear')).rejects.toMatchObject({
+        code: 'conflict',
+      });
+      await broker.connections.delete(root, 'acme/alice/linear');
+      await broker.providers.delete(root, 'linear');
+      await expect(broker.providers.get(root, 'linear')).rejects.toMatchObject({
+        code: 'not_found',
+      });
+      const types = events.map((e) => e.type);
+      expect(types.at(-1)).toBe('provider.deleted');
+      expect(events.at(-1)).toMatchObject({ actor: 'root', resource: 'linear' });
+    });
+  });
+
+  describe('connections', () => {
+    beforeEach(async () => {
+      await broker.providers.put(root, 'linear', {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+      });
+    });
+
+    it('authorizes, hands out credentials, refreshes within the configured margin', async () => {
+      expect(await connect('acme/alice/linear')).toMatchObject({
+        connection_id: 'acme/alice/linear',
+        status: 'active',
+        error: null,
+      });
+      const first = await broker.connections.credentials(root, 'acme/alice/linear');
+      expect(world.isValidAccessToken(first.access_token)).toBe(true);
+      expect(world.stats.refreshes).toBe(0);
+      // Two minutes before expiry: inside the 120 s margin configured above.
+      now = START + 3600_000 - 119_000;
+      const second = await broker.connections.credentials(root, 'acme/alice/linear');
+      expect(world.stats.refreshes).toBe(1);
+      expect(second.access_token).not.toBe(first.access_token);
+      const forced = await broker.connections.credentials(root, 'acme/alice/linear', {
+        force_refresh: true,
+      });
+      expect(world.stats.refreshes).toBe(2);
+      expect(forced.access_token).not.toBe(second.access_token);
+      await expect(
+        broker.connections.credentials(root, 'acme/alice/linear', { force_refresh: 'true' }),
+      ).rejects.toMatchObject({
+        code: 'invalid_request',
+        message: '"force_refresh" must be true or false',
+      });
+    });
+
+    it('lists by status and reads a connection with a typed error code', async () => {
+      await connect('acme/alice/linear');
+      const denied = await connect('acme/bob/linear', 'deny');
+      expect(denied.status).toBe('error');
+      expect(denied.error?.code).toBe('access_denied');
+      const active = await broker.connections.list(root, { status: 'active' });
+      expect(active.items.map((c) => c.connection_id)).toEqual(['acme/alice/linear']);
+      await expect(broker.connections.list(root, { status: 'done' })).rejects.toMatchObject({
+        code: 'invalid_request',
+        message: '"status" must be pending, active or error',
+      });
+      expect(await broker.connections.get(root, 'acme/bob/linear')).toMatchObject({
+        status: 'error',
+        error: { code: 'access_denied' },
+      });
+    });
+
+    it('needs a principal that covers the connection and the provider', async () => {
+      const bob = await broker.authenticate(
+        (await broker.tokens.mint(root, { name: 'bob', scopes: ['acme/bob'] })).access_token,
+      );
+      await expect(
+        broker.connections.authorize(bob, 'linear', { connection_id: 'acme/bob/linear' }),
+      ).rejects.toMatchObject({ code: 'insufficient_scope' });
+      await connect('acme/alice/linear');
+      await expect(broker.connections.get(bob, 'acme/alice/linear')).rejects.toMatchObject({
+        code: 'insufficient_scope',
+      });
+    });
+  });
+});
+
+describe('refresh timing options', () => {
+  it('refuses a refresh margin or lease out of range, naming the option', () => {
+    const base = { rootKey: ROOT_KEY, storage: memoryStorage(), purgeIntervalMs: false as const };
+    expect(() => createBroker({ ...base, refreshMarginMs: -1 })).toThrow(
+      new TypeError(
+        'invalid broker configuration: "refreshMarginMs" must be an integer from 0 to 3600000',
+      ),
+    );
+    expect(() => createBroker({ ...base, refreshLeaseMs: 10 })).toThrow(
+      new TypeError(
+        'invalid broker configuration: "refreshLeaseMs" must be an integer from 300 to 600000',
+      ),
+    );
+  });
+});
+
+describe('errors a caller can catch share one shape', () => {
+  it('OutboundError carries a code and the API body shape', () => {
+    const error = new OutboundError('blocked_address', 'https://10.0.0.1 is a private address');
+    expect(error.code).toBe('blocked_address');
+    expect(error.reason).toBe('blocked_address');
+    expect(error.toJSON()).toEqual({
+      error: 'blocked_address',
+      error_description: 'https://10.0.0.1 is a private address',
+    });
+  });
+
+  it('InsufficientScopeError carries its code and the challenged scopes', () => {
+    const error = new InsufficientScopeError(
+      ['read', 'write'],
+      new Response(null, { status: 403 }),
+    );
+    expect(error.code).toBe('insufficient_scope');
+    expect(error.toJSON()).toEqual({
+      error: 'insufficient_scope',
+      error_description: 'the MCP server needs more scope: read write',
+      details: [{ path: 'scope', scopes: ['read', 'write'] }],
+    });
+  });
+});
