@@ -19,7 +19,7 @@ export type {
   ConnectionFailure,
   ConnectionView,
 } from './connections/state.js';
-export type { DiscoveryStep, DiscoveryTrace } from './discovery.js';
+export type { DiscoveryStep, DiscoveryTrace } from './discovery/index.js';
 // ─── errors ──────────────────────────────────────────────────────────────────────────────
 export {
   isKeywayError,

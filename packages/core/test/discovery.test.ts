@@ -6,7 +6,7 @@ import {
   discoverOrThrow,
   resourceMatches,
   selectScopes,
-} from '../src/discovery.js';
+} from '../src/discovery/index.js';
 import { createOutboundFetch } from '../src/outbound.js';
 
 function setup(options: TestWorldOptions = {}) {

@@ -2,7 +2,7 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import * as oauth from 'oauth4webapi';
 import { toBase64Url, utf8 } from '../bytes.js';
-import { quoted, selectScopes } from '../discovery.js';
+import { quoted, selectScopes } from '../discovery/index.js';
 import { KeywayError } from '../errors.js';
 import { allowedHostSet, endpointProblem } from '../outbound.js';
 import { actorOf, assertCoversPath, type Principal } from '../principal.js';

@@ -4,7 +4,7 @@ import {
   discoverResource,
   resourceMismatched,
   throwUnlessDiscovered,
-} from '../discovery.js';
+} from '../discovery/index.js';
 import { KeywayError } from '../errors.js';
 import type { EmitEvent } from '../events.js';
 import { normalizeHost, type OutboundFetch } from '../outbound.js';

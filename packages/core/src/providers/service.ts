@@ -1,4 +1,4 @@
-import { type DiscoveryTrace, discover } from '../discovery.js';
+import { type DiscoveryTrace, discover } from '../discovery/index.js';
 import { KeywayError } from '../errors.js';
 import type { EmitEvent } from '../events.js';
 import type { OutboundFetch } from '../outbound.js';

@@ -1,0 +1,113 @@
+import type * as oauth from 'oauth4webapi';
+import { endpointProblem } from '../outbound.js';
+import type { AuthorizationServerInfo } from '../stored.js';
+import { type DiscoveryStep, quoted, stringArray } from './trace.js';
+
+/*
+ * What Keyway requires of an authorization server (API.md §6, the seed's requirements), and
+ * step 5: the scopes to request.
+ */
+
+/** The endpoints of authorization-server metadata that Keyway uses or sends a browser to. */
+const CHECKED_ENDPOINTS = [
+  'authorization_endpoint',
+  'token_endpoint',
+  'registration_endpoint',
+  'revocation_endpoint',
+  'jwks_uri',
+] as const;
+
+const requirementsStep = (ok: boolean, note: string): DiscoveryStep => ({
+  step: 'requirements',
+  url: null,
+  status: null,
+  ok,
+  note,
+});
+
+/**
+ * Checks a server's metadata against what Keyway requires: an authorization endpoint, a
+ * token endpoint, PKCE S256 (absent counts as unsupported), and every endpoint acceptable
+ * to the outbound guard (a browser is sent to the authorization endpoint, where a
+ * `javascript:` or `data:` URL would run; the others receive secrets).
+ *
+ * @returns the step, and what Keyway keeps of the server when it passes.
+ */
+export function checkRequirements(
+  server: oauth.AuthorizationServer,
+  allowedHosts: ReadonlySet<string>,
+): { step: DiscoveryStep; info: AuthorizationServerInfo | null } {
+  const problems: string[] = [];
+  for (const field of ['authorization_endpoint', 'token_endpoint'] as const) {
+    if (typeof server[field] !== 'string')
+      problems.push(
+        `"${field}" is ${server[field] === undefined ? 'absent' : quoted(server[field])}`,
+      );
+  }
+  const methods = stringArray(server.code_challenge_methods_supported) ?? [];
+  if (!methods.includes('S256')) {
+    problems.push(
+      server.code_challenge_methods_supported === undefined
+        ? '"code_challenge_methods_supported" is absent (PKCE S256 is required; absent counts as unsupported)'
+        : `"code_challenge_methods_supported" is ${quoted(server.code_challenge_methods_supported)}, without "S256" (PKCE S256 is required)`,
+    );
+  }
+  if (problems.length > 0)
+    return { step: requirementsStep(false, problems.join('; ')), info: null };
+  for (const field of CHECKED_ENDPOINTS) {
+    const value = server[field];
+    if (value === undefined || value === null) continue;
+    const problem =
+      typeof value === 'string' ? endpointProblem(value, allowedHosts) : 'is not a string';
+    if (problem !== null) {
+      return {
+        step: requirementsStep(false, `"${field}" ${quoted(value)} ${problem}`),
+        info: null,
+      };
+    }
+  }
+  const text = (value: unknown) => (typeof value === 'string' ? value : null);
+  return {
+    step: requirementsStep(
+      true,
+      'authorization and token endpoints, issuer, S256; every endpoint https',
+    ),
+    info: {
+      issuer: server.issuer,
+      authorization_endpoint: text(server.authorization_endpoint) ?? '',
+      token_endpoint: text(server.token_endpoint) ?? '',
+      registration_endpoint: text(server.registration_endpoint),
+      revocation_endpoint: text(server.revocation_endpoint),
+      scopes_supported: stringArray(server.scopes_supported),
+      code_challenge_methods_supported: methods,
+      token_endpoint_auth_methods_supported: stringArray(
+        server.token_endpoint_auth_methods_supported,
+      ),
+      client_id_metadata_document_supported: server.client_id_metadata_document_supported === true,
+      authorization_response_iss_parameter_supported:
+        server.authorization_response_iss_parameter_supported === true,
+    },
+  };
+}
+
+/**
+ * The scopes to request (API.md §6 step 5): the configured ones when any, else the
+ * challenge's `scope`, else the resource's `scopes_supported`, else none; `offline_access`
+ * added only when the authorization server lists it.
+ */
+export function selectScopes(
+  configured: readonly string[],
+  challengeScope: string | null,
+  resourceScopes: readonly string[] | null,
+  serverScopes: readonly string[] | null,
+): string[] {
+  let scopes: string[];
+  if (configured.length > 0) scopes = [...configured];
+  else if (challengeScope !== null && challengeScope.trim() !== '')
+    scopes = challengeScope.trim().split(/\s+/);
+  else scopes = [...(resourceScopes ?? [])];
+  if (serverScopes?.includes('offline_access') && !scopes.includes('offline_access')) {
+    scopes.push('offline_access');
+  }
+  return [...new Set(scopes)];
+}
