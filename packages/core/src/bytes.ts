@@ -39,3 +39,60 @@ export function timingSafeEqual(a: Uint8Array, b: Uint8Array): boolean {
   for (let i = 0; i < a.length; i++) diff |= (a[i] as number) ^ (b[i] as number);
   return diff === 0;
 }
+
+/** How {@link readBounded} words its failures: each answer is thrown. */
+export interface BoundedReadErrors {
+  /** The body is larger than the limit (declared so, or found so while reading). */
+  tooLarge: () => Error;
+  /** The stream failed while being read (the peer went away). Default: its own error. */
+  broken?: (cause: unknown) => Error;
+}
+
+/**
+ * Reads a whole body of at most `limit` bytes without ever holding more than that: a
+ * declared `Content-Length` over the limit is refused before reading, and reading stops
+ * (and cancels the stream) at the first byte past it. `aborted`, when given, ends the read
+ * when it rejects (an outbound deadline).
+ */
+export async function readBounded(
+  message: { headers: Headers; body: ReadableStream<Uint8Array> | null },
+  limit: number,
+  errors: BoundedReadErrors,
+  aborted?: Promise<never>,
+): Promise<Uint8Array<ArrayBuffer>> {
+  const declared = message.headers.get('content-length');
+  if (declared !== null && Number(declared) > limit) {
+    await message.body?.cancel().catch(() => {});
+    throw errors.tooLarge();
+  }
+  if (message.body === null) return new Uint8Array(0);
+  const reader = message.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    let chunk: ReadableStreamReadResult<Uint8Array>;
+    try {
+      chunk = await (aborted === undefined
+        ? reader.read()
+        : Promise.race([reader.read(), aborted]));
+    } catch (cause) {
+      await reader.cancel().catch(() => {});
+      throw errors.broken === undefined ? cause : errors.broken(cause);
+    }
+    const { done, value } = chunk;
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      throw errors.tooLarge();
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return bytes;
+}

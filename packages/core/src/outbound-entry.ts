@@ -8,6 +8,7 @@
  * @module
  */
 export { type AddressClass, classifyAddress, isIpLiteral } from './address.js';
+export { type BoundedReadErrors, readBounded } from './bytes.js';
 export {
   assertOutboundUrl,
   createOutboundFetch,

@@ -1,4 +1,5 @@
 import { classifyAddress, isIpLiteral } from './address.js';
+import { readBounded } from './bytes.js';
 import { defaultTransport } from './transport.js';
 
 /**
@@ -170,7 +171,7 @@ function abortion(signal: AbortSignal): Promise<never> {
   return aborted;
 }
 
-async function readCapped(
+function readCapped(
   response: Response,
   limit: number,
   origin: string,
@@ -178,39 +179,7 @@ async function readCapped(
 ): Promise<Uint8Array<ArrayBuffer>> {
   const tooLarge = () =>
     new OutboundError('too_large', `${origin}: the response is larger than ${limit} bytes`);
-  const declared = response.headers.get('content-length');
-  if (declared !== null && Number(declared) > limit) {
-    await response.body?.cancel().catch(() => {});
-    throw tooLarge();
-  }
-  if (response.body === null) return new Uint8Array(0);
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    let chunk: ReadableStreamReadResult<Uint8Array>;
-    try {
-      chunk = await Promise.race([reader.read(), aborted]);
-    } catch (error) {
-      await reader.cancel().catch(() => {});
-      throw error;
-    }
-    const { done, value } = chunk;
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge();
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return bytes;
+  return readBounded(response, limit, { tooLarge }, aborted);
 }
 
 /**

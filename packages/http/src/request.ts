@@ -1,4 +1,5 @@
 import { KeywayError } from '@keyway/core';
+import { readBounded } from '@keyway/core/outbound';
 
 /** Default request body limit: 1 MiB (API.md §1.2). */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -77,47 +78,20 @@ const tooLarge = (limit: number) =>
  * without buffering more than the limit), `application/json` (415), UTF-8 JSON (400).
  */
 export async function readJsonBody(request: Request, limit: number): Promise<unknown> {
-  const declared = request.headers.get('content-length');
-  if (declared !== null && Number(declared) > limit) {
-    await request.body?.cancel().catch(() => {});
-    throw tooLarge(limit);
-  }
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  if (request.body !== null) {
-    const reader = request.body.getReader();
-    for (;;) {
-      let chunk: ReadableStreamReadResult<Uint8Array>;
-      try {
-        chunk = await reader.read();
-      } catch (cause) {
-        // The client went away (or its connection broke) while sending: its request, not a
-        // fault of the server.
-        throw new KeywayError('invalid_request', 'the request body ended before it was complete', {
-          cause,
-        });
-      }
-      const { done, value } = chunk;
-      if (done) break;
-      size += value.byteLength;
-      if (size > limit) {
-        await reader.cancel().catch(() => {});
-        throw tooLarge(limit);
-      }
-      chunks.push(value);
-    }
-  }
+  const bytes = await readBounded(request, limit, {
+    tooLarge: () => tooLarge(limit),
+    // The client went away (or its connection broke) while sending: its request, not a
+    // fault of the server.
+    broken: (cause) =>
+      new KeywayError('invalid_request', 'the request body ended before it was complete', {
+        cause,
+      }),
+  });
   if (!isJsonMediaType(request.headers.get('content-type'))) {
     throw new KeywayError(
       'unsupported_media_type',
       'the request body must be JSON, sent with "Content-Type: application/json"',
     );
-  }
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
   }
   let text: string;
   try {

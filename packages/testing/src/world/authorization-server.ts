@@ -1,0 +1,369 @@
+import { sha256 } from '@noble/hashes/sha2.js';
+import { b64url, ISSUED_CLIENT_PREFIX, json, oauthError, random } from './http.js';
+import type { RegisteredClient, TestWorld } from './options.js';
+import type { WorldState } from './state.js';
+
+/**
+ * The world's OAuth authorization server: metadata (RFC 8414), dynamic registration
+ * (RFC 7591), consent, the token endpoint (codes with PKCE, refresh with rotation and
+ * replay detection), revocation (RFC 7009).
+ */
+export function createAuthorizationServer(world: WorldState) {
+  const {
+    opt,
+    resourceUrl,
+    issuerString,
+    endpoint,
+    now,
+    stats,
+    clients,
+    codes,
+    accessTokens,
+    refreshTokens,
+    seen,
+  } = world;
+
+  function serverMetadata(): Response {
+    const methods = opt('codeChallengeMethods', ['S256']);
+    return json(200, {
+      issuer: world.options.metadataIssuer ?? issuerString,
+      authorization_endpoint: endpoint('authorize'),
+      token_endpoint: endpoint('token'),
+      revocation_endpoint: endpoint('revoke'),
+      ...(opt('dynamicRegistration', true) ? { registration_endpoint: endpoint('register') } : {}),
+      response_types_supported: ['code'],
+      grant_types_supported: ['authorization_code', 'refresh_token'],
+      token_endpoint_auth_methods_supported: opt('tokenEndpointAuthMethods', [
+        'client_secret_basic',
+        'client_secret_post',
+        'none',
+      ]),
+      ...(world.options.codeChallengeMethods === null
+        ? {}
+        : { code_challenge_methods_supported: methods }),
+      ...(world.options.serverScopesSupported
+        ? { scopes_supported: world.options.serverScopesSupported }
+        : {}),
+      ...(opt('clientIdMetadataDocuments', false)
+        ? { client_id_metadata_document_supported: true }
+        : {}),
+      ...(opt('issParameter', true)
+        ? { authorization_response_iss_parameter_supported: true }
+        : {}),
+      ...world.options.serverMetadataOverrides,
+    });
+  }
+
+  function register(body: Record<string, unknown>): Response {
+    stats.registrations++;
+    const redirectUris = body.redirect_uris;
+    if (
+      !Array.isArray(redirectUris) ||
+      redirectUris.length === 0 ||
+      redirectUris.some((u) => typeof u !== 'string')
+    ) {
+      return oauthError(400, 'invalid_redirect_uri', 'redirect_uris is required');
+    }
+    const applicationType =
+      typeof body.application_type === 'string' ? body.application_type : 'web';
+    for (const uri of redirectUris as string[]) {
+      const parsed = new URL(uri);
+      const loopback =
+        parsed.hostname === 'localhost' ||
+        parsed.hostname === '127.0.0.1' ||
+        parsed.hostname === '[::1]';
+      if (parsed.protocol === 'http:' && (applicationType === 'web' || !loopback)) {
+        return oauthError(400, 'invalid_redirect_uri', 'web clients must use https redirect URIs');
+      }
+    }
+    const offered = opt('tokenEndpointAuthMethods', [
+      'client_secret_basic',
+      'client_secret_post',
+      'none',
+    ]);
+    const requested =
+      typeof body.token_endpoint_auth_method === 'string'
+        ? body.token_endpoint_auth_method
+        : 'client_secret_basic';
+    const method = offered.includes(requested) ? requested : (offered[0] as string);
+    const lifetime = opt('clientSecretLifetime', 0);
+    const issued = opt('issuedClient', {} as { client_id?: string; client_secret?: string });
+    const client: RegisteredClient = {
+      client_id: issued.client_id ?? random(ISSUED_CLIENT_PREFIX),
+      token_endpoint_auth_method: method,
+      redirect_uris: redirectUris as string[],
+      grant_types: Array.isArray(body.grant_types)
+        ? (body.grant_types as string[])
+        : ['authorization_code'],
+      application_type: applicationType,
+      registration_access_token: random('rat_'),
+      client_secret_expires_at: lifetime === 0 ? 0 : Math.floor(now() / 1000) + lifetime,
+      via: 'dynamic',
+      ...(method === 'none' ? {} : { client_secret: issued.client_secret ?? random('secret_') }),
+    };
+    clients.set(client.client_id, client);
+    return json(opt('registrationStatus', 201), {
+      client_id: client.client_id,
+      ...(client.client_secret ? { client_secret: client.client_secret } : {}),
+      client_id_issued_at: Math.floor(now() / 1000),
+      ...(opt('omitSecretExpiry', false)
+        ? {}
+        : { client_secret_expires_at: client.client_secret_expires_at }),
+      token_endpoint_auth_method: method,
+      redirect_uris: client.redirect_uris,
+      grant_types: client.grant_types,
+      application_type: client.application_type,
+      registration_access_token: client.registration_access_token,
+      registration_client_uri: `${endpoint('register')}/${client.client_id}`,
+    });
+  }
+
+  /** The client behind a `client_id`; a URL client is known when documents are supported. */
+  function clientOf(clientId: string): RegisteredClient | null {
+    const known = clients.get(clientId);
+    if (known !== undefined) return known;
+    if (opt('clientIdMetadataDocuments', false) && clientId.startsWith('https://')) {
+      return {
+        client_id: clientId,
+        token_endpoint_auth_method: 'none',
+        redirect_uris: [],
+        grant_types: ['authorization_code', 'refresh_token'],
+        application_type: 'web',
+        client_secret_expires_at: 0,
+        via: 'metadata_document',
+      };
+    }
+    return null;
+  }
+
+  /** Client authentication at the token and revocation endpoints (RFC 6749 §2.3). */
+  function authenticateClient(
+    request: Request,
+    form: URLSearchParams,
+  ): RegisteredClient | Response {
+    const header = request.headers.get('authorization');
+    let clientId = form.get('client_id');
+    let secret: string | null = null;
+    let method = 'none';
+    if (header?.toLowerCase().startsWith('basic ')) {
+      const decoded = atob(header.slice(6));
+      const colon = decoded.indexOf(':');
+      const parts = colon === -1 ? [decoded] : [decoded.slice(0, colon), decoded.slice(colon + 1)];
+      const [id, pass] =
+        opt('basicCredentials', 'form') === 'raw'
+          ? parts
+          : parts.map((part) => decodeURIComponent(part.replace(/\+/g, ' ')));
+      clientId = id ?? null;
+      secret = pass ?? null;
+      method = 'client_secret_basic';
+    } else if (form.has('client_secret')) {
+      secret = form.get('client_secret');
+      method = 'client_secret_post';
+    }
+    const client = clientId === null ? null : clientOf(clientId);
+    if (client === null) return oauthError(401, 'invalid_client', 'unknown client');
+    if (client.token_endpoint_auth_method !== method) {
+      return oauthError(
+        401,
+        'invalid_client',
+        `this client authenticates with ${client.token_endpoint_auth_method}`,
+      );
+    }
+    if (method !== 'none' && secret !== client.client_secret)
+      return oauthError(401, 'invalid_client', 'wrong secret');
+    if (client.client_secret_expires_at !== 0 && client.client_secret_expires_at * 1000 <= now()) {
+      return oauthError(401, 'invalid_client', 'the client secret has expired');
+    }
+    return client;
+  }
+
+  function issueTokens(
+    clientId: string,
+    scope: string,
+    resource: string | null,
+    refresh: string | null,
+    family: string = random('family_'),
+  ) {
+    const accessToken = random('at_');
+    const lifetime = opt('accessTokenLifetime', 3600);
+    accessTokens.set(accessToken, {
+      expiresAt: now() + lifetime * 1000,
+      scope,
+      resource,
+      revoked: false,
+    });
+    let refreshToken = refresh;
+    if (refreshToken === null || opt('rotateRefreshTokens', true)) {
+      if (refreshToken !== null) {
+        const previous = refreshTokens.get(refreshToken) as { revoked: boolean; used: boolean };
+        previous.revoked = true;
+        previous.used = true;
+      }
+      refreshToken = random('rt_');
+      refreshTokens.set(refreshToken, {
+        clientId,
+        scope,
+        resource,
+        revoked: false,
+        family,
+        used: false,
+      });
+    }
+    return {
+      access_token: accessToken,
+      token_type: 'Bearer',
+      expires_in: lifetime,
+      scope,
+      ...(refresh === null || opt('rotateRefreshTokens', true)
+        ? { refresh_token: refreshToken }
+        : {}),
+    };
+  }
+
+  async function token(request: Request): Promise<Response> {
+    const form = new URLSearchParams(await request.text());
+    const client = authenticateClient(request, form);
+    if (client instanceof Response) return client;
+    const grant = form.get('grant_type');
+    if (grant === 'authorization_code') {
+      stats.codeExchanges++;
+      const code = codes.get(form.get('code') ?? '');
+      if (code === undefined || code.used || code.clientId !== client.client_id) {
+        return oauthError(400, 'invalid_grant', 'unknown, used or foreign code');
+      }
+      code.used = true;
+      if (form.get('redirect_uri') !== code.redirectUri)
+        return oauthError(400, 'invalid_grant', 'redirect_uri mismatch');
+      const verifier = form.get('code_verifier') ?? '';
+      seen.add(verifier);
+      if (b64url(sha256(new TextEncoder().encode(verifier))) !== code.challenge) {
+        return oauthError(400, 'invalid_grant', 'PKCE verification failed');
+      }
+      if (code.resource !== null && form.get('resource') !== code.resource) {
+        return oauthError(400, 'invalid_target', 'resource mismatch');
+      }
+      return json(200, issueTokens(client.client_id, code.scope, code.resource, null));
+    }
+    if (grant === 'refresh_token') {
+      stats.refreshes++;
+      const presented = form.get('refresh_token') ?? '';
+      const refresh = refreshTokens.get(presented);
+      if (refresh?.used) {
+        stats.refreshTokenReuses++;
+        if (opt('refreshTokenReuse', 'reject') === 'revoke-family') {
+          // Replay detected: everything of that grant is revoked (RFC 9700 §4.14.2).
+          for (const other of refreshTokens.values())
+            if (other.family === refresh.family) other.revoked = true;
+        }
+      }
+      if (refresh === undefined || refresh.revoked || refresh.clientId !== client.client_id) {
+        return oauthError(400, 'invalid_grant', 'unknown or revoked refresh token');
+      }
+      if (
+        opt('resourceOnRefresh', 'optional') === 'required' &&
+        refresh.resource !== null &&
+        form.get('resource') !== refresh.resource
+      ) {
+        return oauthError(400, 'invalid_target', 'resource missing or different on refresh');
+      }
+      return json(
+        200,
+        issueTokens(client.client_id, refresh.scope, refresh.resource, presented, refresh.family),
+      );
+    }
+    return oauthError(400, 'unsupported_grant_type');
+  }
+
+  async function revoke(request: Request): Promise<Response> {
+    const form = new URLSearchParams(await request.text());
+    const client = authenticateClient(request, form);
+    if (client instanceof Response) return client;
+    stats.revocations++;
+    const value = form.get('token') ?? '';
+    const access = accessTokens.get(value);
+    if (access) access.revoked = true;
+    const refresh = refreshTokens.get(value);
+    if (refresh) refresh.revoked = true;
+    return new Response(null, { status: 200 });
+  }
+
+  function isValidAccessToken(value: string): boolean {
+    const access = accessTokens.get(value);
+    return access !== undefined && !access.revoked && access.expiresAt > now();
+  }
+
+  function preregister(partial: Parameters<TestWorld['preregister']>[0]): RegisteredClient {
+    const client: RegisteredClient = {
+      client_id: partial.client_id ?? random(ISSUED_CLIENT_PREFIX),
+      token_endpoint_auth_method:
+        partial.token_endpoint_auth_method ??
+        (partial.client_secret ? 'client_secret_basic' : 'none'),
+      grant_types: partial.grant_types ?? ['authorization_code', 'refresh_token'],
+      application_type: partial.application_type ?? 'web',
+      client_secret_expires_at: partial.client_secret_expires_at ?? 0,
+      via: 'preregistered',
+      ...partial,
+    };
+    clients.set(client.client_id, client);
+    return client;
+  }
+
+  function consent(authorizationUrl: string, decision: 'approve' | 'deny' = 'approve'): string {
+    stats.authorizations++;
+    const url = new URL(authorizationUrl);
+    const params = url.searchParams;
+    if (url.href.split('?')[0] !== endpoint('authorize'))
+      throw new Error('not this server’s authorization endpoint');
+    const client = clientOf(params.get('client_id') ?? '');
+    if (client === null) throw new Error('unknown client_id');
+    const redirectUri = params.get('redirect_uri') ?? '';
+    if (client.via !== 'metadata_document' && !client.redirect_uris.includes(redirectUri)) {
+      throw new Error('redirect_uri is not registered');
+    }
+    const back = new URL(redirectUri);
+    const state = params.get('state');
+    if (state !== null) {
+      seen.add(state);
+      back.searchParams.set('state', state);
+    }
+    if (opt('issParameter', true)) back.searchParams.set('iss', issuerString);
+    const fault = (error: string) => {
+      back.searchParams.set('error', error);
+      return back.href;
+    };
+    if (params.get('response_type') !== 'code') return fault('unsupported_response_type');
+    if (params.get('code_challenge_method') !== 'S256' || !params.get('code_challenge'))
+      return fault('invalid_request');
+    const resource = params.get('resource');
+    // The audience is the resource exactly as the metadata publishes it.
+    if (resource !== null && resource !== (world.options.metadataResource ?? resourceUrl.href))
+      return fault('invalid_target');
+    if (decision === 'deny') return fault('access_denied');
+    const code = random('code_');
+    codes.set(code, {
+      clientId: client.client_id,
+      redirectUri,
+      challenge: params.get('code_challenge') as string,
+      resource,
+      scope: params.get('scope') ?? '',
+      used: false,
+    });
+    back.searchParams.set('code', code);
+    return back.href;
+  }
+
+  function forgetRegisteredClients(): void {
+    for (const [id, client] of clients) if (client.via === 'dynamic') clients.delete(id);
+  }
+
+  return {
+    serverMetadata,
+    register,
+    token,
+    revoke,
+    isValidAccessToken,
+    preregister,
+    consent,
+    forgetRegisteredClients,
+  };
+}

@@ -1,0 +1,187 @@
+/** Where the MCP server publishes its protected-resource metadata (RFC 9728). */
+export type MetadataLocation =
+  /** Only in the 401 challenge's `resource_metadata`, at a URL no well-known rule finds. */
+  | 'header'
+  /** Only at the path-inserted well-known URL, with no `resource_metadata` in the challenge. */
+  | 'path'
+  /** Only at the root well-known URL, with no `resource_metadata` in the challenge. */
+  | 'root'
+  /** At this URL, named in the challenge. */
+  | { url: string };
+
+/** Where the authorization server publishes its metadata. */
+export type AuthorizationServerMetadataLocation =
+  /** RFC 8414: `/.well-known/oauth-authorization-server<path>`. */
+  | 'oauth'
+  /** OpenID Connect, path-inserted: `/.well-known/openid-configuration<path>`. */
+  | 'openid-inserted'
+  /** OpenID Connect, appended: `<path>/.well-known/openid-configuration`. */
+  | 'openid-appended';
+
+/** What a faulty endpoint does. */
+export type Failure =
+  /** `500` with an OAuth error body. */
+  | 'server_error'
+  /** Never answers (until the request's signal aborts). */
+  | 'timeout'
+  /** `200` with a body that is not JSON. */
+  | 'malformed_json'
+  /** `200` with a 2 MiB JSON body. */
+  | 'oversized';
+
+/** The endpoints a failure can be injected into. */
+export type Endpoint =
+  | 'probe'
+  | 'resource_metadata'
+  | 'authorization_server_metadata'
+  | 'registration'
+  | 'client_metadata_document'
+  | 'token'
+  | 'revocation'
+  | 'mcp';
+
+/** Options of {@link createTestWorld}. Every one has a default that makes a conformant world. */
+export interface TestWorldOptions {
+  /** The MCP endpoint. Default `https://mcp.example.test/mcp`. */
+  resourceUrl?: string;
+  /** The authorization server's issuer (may have a path). Default `https://auth.example.test`. */
+  issuer?: string;
+  metadataLocation?: MetadataLocation;
+  authorizationServerMetadata?: AuthorizationServerMetadataLocation;
+  /** Offer dynamic client registration (RFC 7591). Default true. */
+  dynamicRegistration?: boolean;
+  /** Advertise `client_id_metadata_document_supported`. Default false. */
+  clientIdMetadataDocuments?: boolean;
+  /** `code_challenge_methods_supported`; `null` leaves it out. Default `['S256']`. */
+  codeChallengeMethods?: string[] | null;
+  /** The `scope` of the 401 challenge, if any. */
+  challengeScope?: string;
+  /** `scopes_supported` of the protected-resource metadata, if any. */
+  resourceScopesSupported?: string[];
+  /** `scopes_supported` of the authorization server metadata, if any. */
+  serverScopesSupported?: string[];
+  /** `token_endpoint_auth_methods_supported`. Default `['client_secret_basic', 'client_secret_post', 'none']`. */
+  tokenEndpointAuthMethods?: string[];
+  /**
+   * A `resource` in the metadata other than the resource URL: a mismatch, or a matching
+   * prefix such as the pathless origin. The authorization server takes exactly this value
+   * as the audience.
+   */
+  metadataResource?: string;
+  /** An `issuer` in the server metadata other than the one its URL was built from (mismatch). */
+  metadataIssuer?: string;
+  /**
+   * Fields merged over the authorization server's metadata, as a misbehaving or hostile
+   * server would publish them (e.g. `{ authorization_endpoint: 'javascript:alert(1)' }`).
+   */
+  serverMetadataOverrides?: Record<string, unknown>;
+  /** Also list a second, unrelated authorization server (after the first). */
+  extraAuthorizationServer?: string;
+  /** Advertise `authorization_response_iss_parameter_supported` and send `iss`. Default true. */
+  issParameter?: boolean;
+  /** Issue a new refresh token on every refresh. Default true. */
+  rotateRefreshTokens?: boolean;
+  /** Access-token lifetime, seconds. Default 3600. */
+  accessTokenLifetime?: number;
+  /** Lifetime of a dynamically registered client secret, seconds; 0 = never expires. Default 0. */
+  clientSecretLifetime?: number;
+  /** The status of a successful registration answer: RFC 7591 says 201, some send 200. Default 201. */
+  registrationStatus?: 200 | 201;
+  /** Leave `client_secret_expires_at` out of the registration answer (a secret that never expires). Default false. */
+  omitSecretExpiry?: boolean;
+  /** The client id and secret the next registrations issue (e.g. with `-`, `:`, `%`, space, non-ASCII). Default random. */
+  issuedClient?: { client_id?: string; client_secret?: string };
+  /**
+   * How the token endpoint reads `client_secret_basic`: `form` decodes id and secret as
+   * RFC 6749 §2.3.1 says; `raw` compares them undecoded, as some servers do. Default `form`.
+   */
+  basicCredentials?: 'form' | 'raw';
+  /** Endpoints that fail, and how. */
+  failures?: Partial<Record<Endpoint, Failure>>;
+  /** A scope `tools/call` requires; without it the MCP server answers 403 insufficient_scope. */
+  toolScope?: string;
+  /**
+   * A server of the 2025-03-26 revision (fixed at creation): no protected-resource metadata
+   * (the challenge names none, the well-known URLs answer 404), and the authorization server
+   * at the MCP server's origin, with its metadata at `/.well-known/oauth-authorization-server`
+   * (`metadata`), or with none and the default endpoints `/authorize`, `/token`, `/register`
+   * (`defaults`). Default: neither, a current server.
+   */
+  legacy?: 'metadata' | 'defaults';
+  /**
+   * What the token endpoint does when a rotated (already used) refresh token comes back:
+   * `reject` it (`invalid_grant`), or `revoke-family`: reject it and revoke every token of
+   * that grant, as servers that detect replay do. Default `reject`.
+   */
+  refreshTokenReuse?: 'reject' | 'revoke-family';
+  /**
+   * Whether a refresh must repeat the authorization's RFC 8707 `resource` (some servers
+   * refuse a refresh without it: `invalid_target`). Default `optional`.
+   */
+  resourceOnRefresh?: 'required' | 'optional';
+  /** The clock, epoch ms. Default `Date.now`. */
+  now?: () => number;
+}
+
+/** A client the authorization server knows. */
+export interface RegisteredClient {
+  client_id: string;
+  client_secret?: string;
+  token_endpoint_auth_method: string;
+  redirect_uris: string[];
+  grant_types: string[];
+  application_type: string;
+  registration_access_token?: string;
+  client_secret_expires_at: number;
+  /** How it came to be known. */
+  via: 'dynamic' | 'metadata_document' | 'preregistered';
+}
+
+/** Counters, for asserting what a flow did. */
+export interface WorldStats {
+  probes: number;
+  registrations: number;
+  authorizations: number;
+  codeExchanges: number;
+  refreshes: number;
+  revocations: number;
+  mcpCalls: number;
+  /** Refresh requests that presented a refresh token already used once. */
+  refreshTokenReuses: number;
+}
+
+/** A test world: one MCP server, one authorization server, in memory. */
+export interface TestWorld {
+  /** A `fetch` that answers for both servers; `404` for anything else. */
+  readonly fetch: (url: string | URL | Request, init?: RequestInit) => Promise<Response>;
+  readonly resourceUrl: string;
+  readonly issuer: string;
+  /** Every request the world received, in order (method and URL; no bodies). */
+  readonly requests: { method: string; url: string }[];
+  readonly stats: WorldStats;
+  /** Clients by id. */
+  readonly clients: Map<string, RegisteredClient>;
+  /** Registers a client directly, as an operator would for `custom` credentials. */
+  preregister(client: Partial<RegisteredClient> & { redirect_uris: string[] }): RegisteredClient;
+  /**
+   * Plays the user at the consent page: validates the authorization request the way a
+   * server must (client, redirect URI, PKCE S256, resource) and answers the redirect back
+   * to the client, with a code or with `error=access_denied` when `decision` is `deny`.
+   */
+  consent(authorizationUrl: string, decision?: 'approve' | 'deny'): string;
+  /** Whether an access token is currently valid at the MCP server. */
+  isValidAccessToken(token: string): boolean;
+  /** Changes an option while the world runs (e.g. inject a failure mid-flow). */
+  set(options: Partial<TestWorldOptions>): void;
+  /**
+   * Forgets every dynamically registered client, as a server that dropped or expired its
+   * registrations does: their token requests then fail with `invalid_client`.
+   */
+  forgetRegisteredClients(): void;
+  /**
+   * Every secret the world issued or saw: access and refresh tokens, client secrets,
+   * registration access tokens, codes, PKCE verifiers and states. For asserting that none
+   * of them leaked into a response, a log line or an event.
+   */
+  secrets(): string[];
+}
