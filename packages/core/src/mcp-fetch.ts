@@ -1,8 +1,16 @@
 import * as oauth from 'oauth4webapi';
+import { z } from 'zod';
 import type { Broker } from './broker.js';
-import { KeywayError, type KeywayErrorCode } from './errors.js';
+import { ERROR_STATUS, KeywayError, type KeywayErrorCode } from './errors.js';
 import type { Principal } from './principal.js';
 import { oauthFetch } from './registration.js';
+
+/** What a remote Keyway's credentials endpoint answers, as far as it is read. */
+const RemoteAnswer = z.object({
+  access_token: z.string().optional(),
+  error: z.string().optional(),
+  error_description: z.string().optional(),
+});
 
 /**
  * Where a connection's access token comes from.
@@ -172,15 +180,17 @@ export function remoteConnectionFetch(options: {
         `${base}/api/oauth/credentials/${path}${forceRefresh ? '?force_refresh=true' : ''}`,
         { headers: { authorization: `Bearer ${options.token}` } },
       );
-      const body = (await response.json().catch(() => null)) as {
-        access_token?: string;
-        error?: KeywayErrorCode;
-        error_description?: string;
-      } | null;
-      if (response.status !== 200 || typeof body?.access_token !== 'string') {
+      const parsed = RemoteAnswer.safeParse(await response.json().catch(() => null));
+      const body = parsed.success ? parsed.data : {};
+      if (response.status !== 200 || body.access_token === undefined) {
+        // A code this version does not know is the remote's trouble, not the caller's.
+        const code: KeywayErrorCode =
+          body.error !== undefined && Object.hasOwn(ERROR_STATUS, body.error)
+            ? (body.error as KeywayErrorCode)
+            : 'upstream_error';
         throw new KeywayError(
-          body?.error ?? 'upstream_error',
-          body?.error_description ?? `Keyway answered HTTP ${response.status}`,
+          code,
+          body.error_description ?? `Keyway answered HTTP ${response.status}`,
         );
       }
       return { access_token: body.access_token };

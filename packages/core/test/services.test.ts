@@ -7,6 +7,7 @@ import {
   InsufficientScopeError,
   type KeywayEvent,
   OutboundError,
+  remoteConnectionFetch,
   rootPrincipal,
 } from '../src/index.js';
 
@@ -252,5 +253,39 @@ describe('errors a caller can catch share one shape', () => {
       error_description: 'the MCP server needs more scope: read write',
       details: [{ path: 'scope', scopes: ['read', 'write'] }],
     });
+  });
+});
+
+describe('remoteConnectionFetch()', () => {
+  const answering = (status: number, body: unknown) =>
+    remoteConnectionFetch({
+      keywayUrl: 'https://keyway.example.test',
+      token: 'kw1_token',
+      connectionId: 'acme/alice/linear',
+      keywayFetch: async () => Response.json(body, { status }),
+      fetch: async () => new Response('unreachable', { status: 500 }),
+    });
+
+  it('keeps a documented error code of the remote broker', async () => {
+    const fetchMcp = answering(409, {
+      error: 'connection_not_active',
+      error_description: 'connection "acme/alice/linear" is pending: authorize it first',
+    });
+    await expect(fetchMcp('https://mcp.example.test/mcp')).rejects.toMatchObject({
+      code: 'connection_not_active',
+      status: 409,
+      message: 'connection "acme/alice/linear" is pending: authorize it first',
+    });
+  });
+
+  it('reads an unknown code or a malformed answer as upstream_error', async () => {
+    await expect(
+      answering(418, { error: 'teapot', error_description: 'short and stout' })(
+        'https://mcp.example.test/mcp',
+      ),
+    ).rejects.toMatchObject({ code: 'upstream_error', status: 502, message: 'short and stout' });
+    await expect(
+      answering(200, { access_token: 42 })('https://mcp.example.test/mcp'),
+    ).rejects.toMatchObject({ code: 'upstream_error', message: 'Keyway answered HTTP 200' });
   });
 });

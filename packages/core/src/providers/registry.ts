@@ -7,20 +7,20 @@ import {
 } from '../discovery/index.js';
 import { KeywayError } from '../errors.js';
 import type { EmitEvent } from '../events.js';
-import { normalizeHost, type OutboundFetch } from '../outbound.js';
+import type { OutboundFetch } from '../outbound.js';
 import { actorOf, assertCoversPath, type Principal, rootPrincipal } from '../principal.js';
-import { type ClientProfile, customAuthMethod, registerClient } from '../registration.js';
+import { type ClientProfile, customAuthMethod } from '../registration.js';
 import { ProviderBody, type ProviderInput } from '../schemas.js';
 import type { ProviderRecord, Storage, VaultKey, VaultWrite } from '../storage/contract.js';
-import type { AuthorizationServerInfo, ProviderState, StoredRegistration } from '../stored.js';
+import type { AuthorizationServerInfo, ProviderState } from '../stored.js';
 import { parseShape } from '../validation.js';
 import type { Vault } from '../vault.js';
+import { checkResourceUrl, invalid, registerAt } from './client.js';
 import {
   CLIENT_SECRET_KIND,
   currentClient,
   notePartyChange,
   providerState,
-  REGISTRATION_TOKEN_KIND,
   type ResolvedProvider,
   registrationUsable,
   secretKey,
@@ -42,10 +42,6 @@ export interface ProviderRegistryOptions {
    * active connections in `error` and answers how many.
    */
   onPartyChanged?: (providerId: string) => Promise<number>;
-}
-
-function invalid(path: string, message: string): KeywayError {
-  return new KeywayError('invalid_request', message, { details: [{ path, message }] });
 }
 
 /** The error of an operation that needs the OAuth callback on a broker without `baseUrl`. */
@@ -75,27 +71,9 @@ export class ProviderRegistry {
     return this.#o.profile;
   }
 
-  /** Validates a resource URL: absolute https, no fragment or user info (http for allowed hosts). */
+  /** Validates a resource URL (see {@link checkResourceUrl}). */
   resourceUrl(text: string): string {
-    let url: URL;
-    try {
-      url = new URL(text);
-    } catch {
-      throw invalid('configuration.resource_url', '"resource_url" must be an absolute URL');
-    }
-    const allowed = this.#o.allowedHosts.map(normalizeHost).includes(normalizeHost(url.hostname));
-    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && allowed)) {
-      throw invalid(
-        'configuration.resource_url',
-        '"resource_url" must use https (plain http only for allowed hosts)',
-      );
-    }
-    if (url.hash !== '' || text.includes('#'))
-      throw invalid('configuration.resource_url', '"resource_url" must not have a fragment');
-    if (url.username !== '' || url.password !== '') {
-      throw invalid('configuration.resource_url', '"resource_url" must not contain user info');
-    }
-    return url.href;
+    return checkResourceUrl(text, this.#o.allowedHosts);
   }
 
   /** The stored provider, a declared one stored first; `null` when there is none. */
@@ -232,35 +210,9 @@ export class ProviderRegistry {
     return { record: final, created: existing === null };
   }
 
-  /**
-   * Registers a client at a server (client-ID metadata document or RFC 7591), with the
-   * vault writes of its secrets under the provider and that server's issuer.
-   */
-  async #register(
-    providerId: string,
-    server: AuthorizationServerInfo,
-  ): Promise<{ registration: StoredRegistration; puts: VaultWrite[]; deletes: VaultKey[] }> {
-    const client = await registerClient(this.#o.outbound, server, this.profile());
-    const vault = this.#o.vault();
-    const key = secretKey(providerId, server.issuer);
-    const puts: VaultWrite[] = [];
-    const deletes: VaultKey[] = [];
-    if (client.client_secret !== null)
-      puts.push(await vault.seal({ kind: CLIENT_SECRET_KIND, key }, client.client_secret));
-    else deletes.push({ kind: CLIENT_SECRET_KIND, key });
-    if (client.registration_access_token !== null) {
-      puts.push(
-        await vault.seal({ kind: REGISTRATION_TOKEN_KIND, key }, client.registration_access_token),
-      );
-    } else {
-      deletes.push({ kind: REGISTRATION_TOKEN_KIND, key });
-    }
-    const { client_secret, registration_access_token, ...registration } = client;
-    return {
-      registration: { ...registration, client_secret_set: client_secret !== null },
-      puts,
-      deletes,
-    };
+  /** Registers a client at a server, with the vault writes of its secrets. */
+  #register(providerId: string, server: AuthorizationServerInfo) {
+    return registerAt(this.#o.outbound, this.#o.vault(), this.profile(), providerId, server);
   }
 
   /**

@@ -1,0 +1,73 @@
+import { KeywayError } from '../errors.js';
+import { normalizeHost, type OutboundFetch } from '../outbound.js';
+import { type ClientProfile, registerClient } from '../registration.js';
+import type { VaultKey, VaultWrite } from '../storage/contract.js';
+import type { AuthorizationServerInfo, StoredRegistration } from '../stored.js';
+import type { Vault } from '../vault.js';
+import { CLIENT_SECRET_KIND, REGISTRATION_TOKEN_KIND, secretKey } from './state.js';
+
+/** An `invalid_request` about one field of the provider body. */
+export function invalid(path: string, message: string): KeywayError {
+  return new KeywayError('invalid_request', message, { details: [{ path, message }] });
+}
+
+/**
+ * Validates a resource URL: absolute https, no fragment or user info (plain http only for
+ * allowed hosts).
+ *
+ * @returns the URL as WHATWG serializes it.
+ */
+export function checkResourceUrl(text: string, allowedHosts: readonly string[]): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw invalid('configuration.resource_url', '"resource_url" must be an absolute URL');
+  }
+  const allowed = allowedHosts.map(normalizeHost).includes(normalizeHost(url.hostname));
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && allowed)) {
+    throw invalid(
+      'configuration.resource_url',
+      '"resource_url" must use https (plain http only for allowed hosts)',
+    );
+  }
+  if (url.hash !== '' || text.includes('#'))
+    throw invalid('configuration.resource_url', '"resource_url" must not have a fragment');
+  if (url.username !== '' || url.password !== '') {
+    throw invalid('configuration.resource_url', '"resource_url" must not contain user info');
+  }
+  return url.href;
+}
+
+/**
+ * Registers a client at a server (client-ID metadata document or RFC 7591), with the
+ * vault writes of its secrets under the provider and that server's issuer.
+ */
+export async function registerAt(
+  outbound: OutboundFetch,
+  vault: Vault,
+  profile: ClientProfile,
+  providerId: string,
+  server: AuthorizationServerInfo,
+): Promise<{ registration: StoredRegistration; puts: VaultWrite[]; deletes: VaultKey[] }> {
+  const client = await registerClient(outbound, server, profile);
+  const key = secretKey(providerId, server.issuer);
+  const puts: VaultWrite[] = [];
+  const deletes: VaultKey[] = [];
+  if (client.client_secret !== null)
+    puts.push(await vault.seal({ kind: CLIENT_SECRET_KIND, key }, client.client_secret));
+  else deletes.push({ kind: CLIENT_SECRET_KIND, key });
+  if (client.registration_access_token !== null) {
+    puts.push(
+      await vault.seal({ kind: REGISTRATION_TOKEN_KIND, key }, client.registration_access_token),
+    );
+  } else {
+    deletes.push({ kind: REGISTRATION_TOKEN_KIND, key });
+  }
+  const { client_secret, registration_access_token, ...registration } = client;
+  return {
+    registration: { ...registration, client_secret_set: client_secret !== null },
+    puts,
+    deletes,
+  };
+}
