@@ -76,4 +76,10 @@ export async function runAsync<T>(
  */
 export interface SqlDriver {
   execute<T>(program: Program<T>, transaction: boolean): Promise<T>;
+  /**
+   * Runs one statement on its own and answers as a program's statement would be answered:
+   * the hot path of point reads and lists, without a program around them (synchronously
+   * where the engine answers synchronously).
+   */
+  query(statement: Statement): unknown;
 }

@@ -141,19 +141,15 @@ export function sqlStorage(
   const locks = dialect.engine === 'postgres';
   const once = <T>(program: Program<T>) => driver.execute(program, false);
   const atomic = <T>(program: Program<T>) => driver.execute(program, true);
-  const list = <R>(codec: RowCodec<R>, query: SqlQuery) =>
-    once(
-      (function* () {
-        return (yield* all(query.sql, query.params)).map((row) => codec.fromRow(row));
-      })(),
-    );
-  const find = <R>(codec: RowCodec<R>, sql: string, params: unknown[]) =>
-    once(
-      (function* () {
-        const row = yield* get(sql, params);
-        return row === undefined ? null : codec.fromRow(row);
-      })(),
-    );
+  // One statement each: straight to the driver, no program around them.
+  const list = async <R>(codec: RowCodec<R>, { sql, params }: SqlQuery): Promise<R[]> => {
+    const rows = await driver.query({ kind: 'all', sql, params });
+    return Array.isArray(rows) ? rows.map((row: Row) => codec.fromRow(row)) : [];
+  };
+  const find = async <R>(codec: RowCodec<R>, sql: string, params: unknown[]): Promise<R | null> => {
+    const row = await driver.query({ kind: 'get', sql, params });
+    return typeof row === 'object' && row !== null ? codec.fromRow(row as Row) : null;
+  };
 
   return {
     listConnectionsSql(query) {

@@ -79,6 +79,7 @@ function postgresDriver(pool: pg.Pool, dialect: Dialect): SqlDriver {
     return statement.kind === 'get' ? result.rows[0] : result.rows;
   };
   return {
+    query: (statement) => execute(pool, statement),
     async execute<T>(program: Program<T>, transaction: boolean): Promise<T> {
       if (!transaction) return runAsync(program, (statement) => execute(pool, statement));
       const client = await pool.connect();

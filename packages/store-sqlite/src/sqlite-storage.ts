@@ -64,6 +64,7 @@ function sqliteDriver(db: DB) {
     // Each program runs to completion without yielding the event loop: no other request's
     // statement can interleave with it on this connection.
     execute: async (program, transaction) => executeSync(program, transaction),
+    query: execute,
   };
   return { driver, executeSync };
 }
