@@ -1,14 +1,18 @@
 import { defineConfig } from 'tsup';
 
-// Shared by every package's `build` script (`tsup --config ../../tsup.config.ts <entries>`).
-// KEYWAY_BUILD_DTS=0 skips the declaration step (seconds instead of tens of seconds), which
-// `pnpm start` uses: running the broker needs no .d.ts.
+// Shared by every package's `build` script (`tsup --config ../../tsup.config.ts <entries>`),
+// which builds the JavaScript; `scripts/declarations.mjs` then writes the declarations with
+// tsc, one per source file (tsup's bundled declarations could not parse the subpath entries).
 export default defineConfig({
   format: ['esm'],
   target: 'node20',
   clean: true,
-  dts: process.env.KEYWAY_BUILD_DTS !== '0',
+  dts: false,
   tsconfig: '../../tsconfig.build.json',
   // The private SQL layer is part of each adapter's bundle: never a published dependency.
   noExternal: ['@keyway/sql'],
+  // …bundled from its TypeScript source, so it needs no build of its own.
+  esbuildOptions(options) {
+    options.conditions = ['@keyway/source'];
+  },
 });

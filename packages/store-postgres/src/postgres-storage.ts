@@ -15,7 +15,7 @@ import pg from 'pg';
 
 /**
  * The SQL of each migration of the PostgreSQL schema, in order, with `{s}` for the quoted
- * schema name (from `@keyway/sql`).
+ * schema name (written once, in the SQL layer both SQL adapters share).
  */
 export const MIGRATIONS: readonly string[] = migrations(postgresDialect('s')).map((sql) =>
   sql.replaceAll('"s".', '{s}.'),

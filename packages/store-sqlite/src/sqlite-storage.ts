@@ -14,7 +14,7 @@ import Database from 'better-sqlite3';
 
 type DB = Database.Database;
 
-/** The SQL of each migration of the SQLite schema, in order (from `@keyway/sql`). */
+/** The SQL of each migration of the SQLite schema, in order (written once, in the SQL layer both SQL adapters share). */
 export const MIGRATIONS: readonly string[] = migrations(SQLITE);
 
 /** Options of {@link sqliteStorage}. */

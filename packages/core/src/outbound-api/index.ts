@@ -7,8 +7,10 @@
  * @see docs/security.md, "Outbound requests".
  * @module
  */
-export { type AddressClass, classifyAddress, isIpLiteral } from './address.js';
-export { type BoundedReadErrors, readBounded } from './bytes.js';
+export type { AddressClass } from '../address.js';
+export { classifyAddress, isIpLiteral } from '../address.js';
+export type { BoundedReadErrors } from '../bytes.js';
+export { readBounded } from '../bytes.js';
 export {
   assertOutboundUrl,
   createOutboundFetch,
@@ -18,7 +20,7 @@ export {
   type OutboundFetch,
   type OutboundOptions,
   type Transport,
-} from './outbound.js';
+} from '../outbound.js';
 export {
   createNodeFetch,
   createResolvingFetch,
@@ -27,4 +29,4 @@ export {
   type ResolvedAddress,
   type ResolvingFetchOptions,
   type RuntimeGlobals,
-} from './transport.js';
+} from '../transport.js';
