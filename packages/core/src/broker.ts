@@ -1,7 +1,6 @@
 import { type BrokerConfig, resolveBrokerConfig } from './config.js';
 import { ConnectionService } from './connections/service.js';
 import { ConnectionRecords } from './connections/state.js';
-import { KeywayError } from './errors.js';
 import type { OutboundFetch } from './outbound.js';
 import { assertCoversPath, type Principal } from './principal.js';
 import { ProviderRegistry } from './providers/registry.js';
@@ -33,11 +32,7 @@ export interface Broker {
    * `GET /api/oauth/client-metadata.json`), or `null` without a `baseUrl`.
    */
   clientMetadataDocument(): Record<string, unknown> | null;
-  /**
-   * The vault: re-wrap onto the active key with `broker.vault.rewrap(broker.storage)`.
-   *
-   * @throws {KeywayError} `internal_error` when the broker has no `vaultKeys`.
-   */
+  /** The vault: re-wrap onto the active key with `broker.vault.rewrap(broker.storage)`. */
   readonly vault: Vault;
   /** The storage the broker was built with. */
   readonly storage: Storage;
@@ -95,12 +90,7 @@ export function createBroker(config: BrokerConfig): Broker {
   const tokens = new TokenService({ ...resolved, limiter });
   const { emit } = resolved;
   const { storage } = resolved;
-  const vault = (): Vault => {
-    if (resolved.vault === null) {
-      throw new KeywayError('internal_error', 'the vault is not configured (vaultKeys)');
-    }
-    return resolved.vault;
-  };
+  const vault = (): Vault => resolved.vault;
   const secrets = new SecretService({ storage, vault, now: resolved.now, emit });
   const registry: ProviderRegistry = new ProviderRegistry({
     storage,

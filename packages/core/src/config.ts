@@ -6,7 +6,7 @@ import type { ClientProfile } from './registration.js';
 import type { ProviderInput } from './schemas.js';
 import { STORAGE_METHODS, type Storage } from './storage/contract.js';
 import { TOKEN_PREFIX } from './token-format.js';
-import { Vault } from './vault.js';
+import { deriveVaultKey, Vault } from './vault.js';
 
 /** Shortest root key accepted (API.md §1.1). */
 export const MIN_ROOT_KEY_LENGTH = 32;
@@ -62,8 +62,9 @@ export interface BrokerConfig {
   /**
    * The vault key ring: base64url-encoded 32-byte keys (`generateVaultKey()` makes one).
    * The first encrypts; all decrypt, so a new key goes first and an old one stays until
-   * `broker.vault.rewrap()` has moved every entry. Needed for secrets, providers and
-   * connections; without it those operations fail with `internal_error`.
+   * `broker.vault.rewrap()` has moved every entry. Default: one key derived from the root
+   * key (`deriveVaultKey`), so the vault works with nothing more; set your own keys to
+   * rotate the root key and the vault independently.
    */
   vaultKeys?: string[];
   /**
@@ -83,7 +84,9 @@ export interface BrokerConfig {
   outbound?: { timeoutMs?: number; maxResponseBytes?: number };
   /**
    * The public base URL of the deployment, including where the handler is mounted; the
-   * OAuth callback is `{baseUrl}/api/oauth/callback`. Needed for providers.
+   * OAuth callback is `{baseUrl}/api/oauth/callback`. Required with `providerManagement`
+   * or `providers` (a `TypeError` at construction otherwise); without it, the broker does
+   * tokens and secrets only.
    */
   baseUrl?: string;
   /**
@@ -278,7 +281,7 @@ export interface ResolvedBrokerConfig {
   storage: Storage;
   now: () => number;
   randomBytes: (length: number) => Uint8Array;
-  vault: Vault | null;
+  vault: Vault;
   /** The guarded fetch every outbound request goes through. */
   outbound: OutboundFetch;
   allowedHosts: string[];
@@ -323,6 +326,13 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     throw new TypeError(`invalid broker configuration: ${messages.join('; ')}`);
   }
   const parsed = result.data;
+  const usesProviders =
+    parsed.providerManagement === true || Object.keys(parsed.providers ?? {}).length > 0;
+  if (usesProviders && parsed.baseUrl === undefined) {
+    throw new TypeError(
+      'invalid broker configuration: "baseUrl" is required with providerManagement or providers: the OAuth callback is {baseUrl}/api/oauth/callback',
+    );
+  }
   const onBackgroundError =
     parsed.onBackgroundError ??
     ((error: unknown) => console.error('keyway: background work failed', error));
@@ -331,7 +341,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     storage: parsed.storage,
     now: parsed.now ?? Date.now,
     randomBytes: parsed.randomBytes ?? ((length) => crypto.getRandomValues(new Uint8Array(length))),
-    vault: parsed.vaultKeys === undefined ? null : new Vault(parsed.vaultKeys),
+    vault: new Vault(parsed.vaultKeys ?? [deriveVaultKey(parsed.rootKey)]),
     allowedHosts: parsed.allowedHosts ?? [],
     profile: profileOf(parsed.baseUrl, parsed.clientMetadataUrl, parsed.clientName),
     providerManagement: parsed.providerManagement ?? false,

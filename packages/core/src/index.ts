@@ -73,4 +73,4 @@ export type { ConnectionTokens } from './stored.js';
 // ─── who acts ────────────────────────────────────────────────────────────────────────────
 // ─── the contract's types (API.md §3–§7) ─────────────────────────────────────────────────
 export type { AuthenticationContext, IssuedToken, TokenView } from './tokens.js';
-export { generateVaultKey } from './vault.js';
+export { deriveVaultKey, generateVaultKey } from './vault.js';

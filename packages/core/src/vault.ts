@@ -1,3 +1,4 @@
+import { hkdf } from '@noble/hashes/hkdf.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { CompactEncrypt, compactDecrypt, decodeProtectedHeader } from 'jose';
 import { fromBase64Url, toBase64Url, utf8 } from './bytes.js';
@@ -44,6 +45,21 @@ export function parseVaultKeys(keys: readonly string[]): RingKey[] {
  */
 export function generateVaultKey(): string {
   return toBase64Url(crypto.getRandomValues(new Uint8Array(32)));
+}
+
+/**
+ * The vault key a broker uses when `vaultKeys` is not given: derived from the root key
+ * with HKDF-SHA-256 under its own label, so it is never the key that tags broker tokens.
+ * With it, a root key and a storage are all a broker needs. To rotate the root key without
+ * losing the vault, first move to explicit keys: `vaultKeys: [generateVaultKey(),
+ * deriveVaultKey(rootKey)]`, then `broker.vault.rewrap(broker.storage)`.
+ *
+ * @example
+ * const keys = [generateVaultKey(), deriveVaultKey(process.env.KEYWAY_ROOT_KEY ?? '')];
+ * @see docs/vault.md "Keys"; RFC 5869 (HKDF)
+ */
+export function deriveVaultKey(rootKey: string): string {
+  return toBase64Url(hkdf(sha256, utf8(rootKey), utf8('keyway'), utf8('keyway vault key v1'), 32));
 }
 
 function entryName({ kind, key }: VaultKey): string {

@@ -26,6 +26,7 @@ describe('the root entry of @keyway/core', () => {
       'connectionFetch',
       'createBroker',
       'createConnectionFetch',
+      'deriveVaultKey',
       'generateVaultKey',
       'isKeywayError',
       'parseRateLimits',

@@ -4,6 +4,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import {
   type Broker,
   createBroker,
+  deriveVaultKey,
   InsufficientScopeError,
   type KeywayEvent,
   OutboundError,
@@ -212,6 +213,44 @@ describe('the broker in process', () => {
         code: 'insufficient_scope',
       });
     });
+  });
+});
+
+describe('a broker made of a root key and a storage', () => {
+  it('keeps secrets under a vault key derived from the root key', async () => {
+    const storage = memoryStorage();
+    const broker = createBroker({ rootKey: ROOT_KEY, storage, purgeIntervalMs: false });
+    await broker.secrets.put(root, 'acme/api-key', { value: 's3cr3t' });
+    expect(await broker.secrets.get(root, 'acme/api-key')).toMatchObject({ value: 's3cr3t' });
+    const entry = await storage.getVaultEntry('secret', 'acme/api-key');
+    expect(entry?.ciphertext).not.toContain('s3cr3t');
+    // The same key, written down: the way to explicit keys before the root key rotates.
+    const explicit = createBroker({
+      rootKey: ROOT_KEY,
+      storage,
+      vaultKeys: [deriveVaultKey(ROOT_KEY)],
+      purgeIntervalMs: false,
+    });
+    expect(await explicit.secrets.get(root, 'acme/api-key')).toMatchObject({ value: 's3cr3t' });
+    expect(deriveVaultKey(ROOT_KEY)).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(deriveVaultKey(`${ROOT_KEY}x`)).not.toBe(deriveVaultKey(ROOT_KEY));
+  });
+
+  it('refuses provider features without a base URL when it is made, not at the first request', () => {
+    const base = { rootKey: ROOT_KEY, storage: memoryStorage(), purgeIntervalMs: false as const };
+    const message =
+      'invalid broker configuration: "baseUrl" is required with providerManagement or providers: the OAuth callback is {baseUrl}/api/oauth/callback';
+    expect(() => createBroker({ ...base, providerManagement: true })).toThrow(
+      new TypeError(message),
+    );
+    expect(() =>
+      createBroker({
+        ...base,
+        providers: {
+          linear: { template: 'mcp', configuration: { resource_url: 'https://x.test' } },
+        },
+      }),
+    ).toThrow(new TypeError(message));
   });
 });
 

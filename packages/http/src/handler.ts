@@ -332,13 +332,21 @@ function findRoute(table: Route[], path: string): { route: Route; rest: string }
  * route handlers, Hono, Bun, Deno). It holds no policy: each route parses its input, calls
  * one core operation and serializes the result; errors answer with the API.md §1.2 body.
  *
+ * Pass the broker, or a function that makes it (called once, on the first request), for
+ * frameworks that evaluate route modules at build time.
+ *
  * @example
  * const handler = createHandler(broker, { basePath: '/keyway' });
+ * // Next.js: nothing is configured while `next build` collects the route.
+ * const lazy = createHandler(() => createBroker({ rootKey: process.env.KEYWAY_ROOT_KEY ?? '', storage }));
  * const response = await handler(new Request('http://localhost/keyway/api/admin/tokens', {
  *   headers: { authorization: `Bearer ${rootKey}` },
  * }));
  */
-export function createHandler(broker: Broker, options: HandlerOptions = {}): KeywayHandler {
+export function createHandler(
+  broker: Broker | (() => Broker | Promise<Broker>),
+  options: HandlerOptions = {},
+): KeywayHandler {
   const basePath = (options.basePath ?? '').replace(/\/+$/, '');
   if (basePath !== '' && !basePath.startsWith('/')) {
     throw new TypeError('"basePath" must be empty or start with "/"');
@@ -349,7 +357,26 @@ export function createHandler(broker: Broker, options: HandlerOptions = {}): Key
   }
   const onInternalError =
     options.onInternalError ?? ((error: unknown) => console.error('keyway: internal error', error));
-  const table = routes(broker);
+  // A broker, or a function that makes it on the first request: frameworks that evaluate
+  // route modules at build time (Next.js) then never need its configuration there. A
+  // factory that fails is called again by the next request.
+  const factory = typeof broker === 'function' ? broker : null;
+  let ready: { broker: Broker; table: Route[] } | null =
+    typeof broker === 'function' ? null : { broker, table: routes(broker) };
+  let making: Promise<{ broker: Broker; table: Route[] }> | null = null;
+  const current = async () => {
+    if (ready !== null || factory === null) return ready ?? Promise.reject(new Error('no broker'));
+    making ??= Promise.resolve()
+      .then(factory)
+      .then((made) => {
+        ready = { broker: made, table: routes(made) };
+        return ready;
+      })
+      .finally(() => {
+        making = null;
+      });
+    return making;
+  };
 
   return async function keywayHandler(request: Request, context?: unknown): Promise<Response> {
     const credential = bearerCredential(request);
@@ -361,6 +388,7 @@ export function createHandler(broker: Broker, options: HandlerOptions = {}): Key
           : fullPath === basePath || fullPath.startsWith(`${basePath}/`)
             ? fullPath.slice(basePath.length)
             : null;
+      const { broker: live, table } = ready ?? (await current());
       const found = path === null ? null : findRoute(table, path);
 
       // Precedence (API.md §1.2): authentication, then route and method, then the body.
@@ -374,7 +402,7 @@ export function createHandler(broker: Broker, options: HandlerOptions = {}): Key
           );
         }
         const clientAddress = options.clientAddress?.(request) ?? clientAddressOf(request, context);
-        principal = await broker.authenticate(credential, { clientAddress });
+        principal = await live.authenticate(credential, { clientAddress });
       }
       if (found === null) throw new KeywayError('not_found', 'no such endpoint');
       const method = request.method.toUpperCase() as Method;

@@ -101,7 +101,10 @@ beforeAll(async () => {
   writeFileSync(join(app, 'no-network.mjs'), NO_NETWORK);
   writeFileSync(join(app, 'app.ts'), snippet('README.md', '## Embedding'));
   writeFileSync(join(app, 'world.ts'), snippet('packages/testing/README.md', '# @keyway/testing'));
-  await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: app });
+  // --ignore-scripts: the linked driver is already built, and must not be rebuilt in place.
+  await run('npm', ['install', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], {
+    cwd: app,
+  });
 }, 600_000);
 
 /** Type-checks the app's files with one module resolution (and emits, for NodeNext). */
