@@ -1,6 +1,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type Broker, createBroker, isKeywayError } from '@keyway/core';
-import { createHandler, toNodeHandler, toWebRequest } from '@keyway/http';
+import { type Broker, createBroker } from '@keyway/core';
+import {
+  createHandler,
+  guardErrorResponse,
+  requireBrokerToken,
+  toNodeHandler,
+  toWebRequest,
+  writeWebResponse,
+} from '@keyway/http';
 import { memoryStorage } from '@keyway/store-memory';
 
 /**
@@ -18,26 +25,21 @@ export function createApp(rootKey: string): {
     ['notes/alice/todo', 'buy milk'],
     ['notes/bob/todo', 'call alice'],
   ]);
+  const pathOf = (request: Request) => decodeURIComponent(new URL(request.url).pathname.slice(1));
+  // The same check core runs for its own resources: scope coverage by whole segments.
+  const guard = requireBrokerToken(broker, pathOf);
 
-  async function readNote(req: IncomingMessage): Promise<{ status: number; body: unknown }> {
-    const request = toWebRequest(req);
-    const header = request.headers.get('authorization') ?? '';
-    const credential = header.replace(/^bearer +/i, '');
+  async function readNote(request: Request, clientAddress: string | null): Promise<Response> {
     try {
-      const principal = await broker.authenticate(credential);
-      // The same check core runs for its own resources: scope coverage by whole segments.
-      const path = broker.authorize(
-        principal,
-        decodeURIComponent(new URL(request.url).pathname.slice(1)),
-      );
-      const note = notes.get(path);
-      return note === undefined
-        ? { status: 404, body: { error: 'not_found' } }
-        : { status: 200, body: { path, note } };
+      await guard(request, { clientAddress });
     } catch (error) {
-      if (isKeywayError(error)) return { status: error.status, body: error.toJSON() };
-      throw error;
+      return guardErrorResponse(error, request);
     }
+    const path = pathOf(request);
+    const note = notes.get(path);
+    return note === undefined
+      ? Response.json({ error: 'not_found' }, { status: 404 })
+      : Response.json({ path, note });
   }
 
   return {
@@ -47,15 +49,11 @@ export function createApp(rootKey: string): {
         keyway(req, res);
         return;
       }
-      readNote(req).then(
-        ({ status, body }) => {
-          res.writeHead(status, { 'content-type': 'application/json' });
-          res.end(JSON.stringify(body));
-        },
-        () => {
+      readNote(toWebRequest(req), req.socket.remoteAddress ?? null)
+        .then((response) => writeWebResponse(res, response))
+        .catch(() => {
           res.writeHead(500).end();
-        },
-      );
+        });
     },
   };
 }

@@ -14,6 +14,7 @@ import {
   readJsonBody,
   readQuery,
 } from './request.js';
+import { errorResponse, json, noContent } from './responses.js';
 
 /** Options of {@link createHandler}. */
 export interface HandlerOptions {
@@ -64,35 +65,6 @@ interface Route {
   /** `exact`: the path is the prefix; `rest`: the prefix, `/`, then at least one character. */
   match: 'exact' | 'rest';
   methods: Partial<Record<Method, RouteHandler>>;
-}
-
-const JSON_HEADERS = {
-  'content-type': 'application/json; charset=utf-8',
-  // Nothing an authenticated API answers belongs in a shared cache; responses that carry a
-  // secret must not be stored at all (API.md §1.3).
-  'cache-control': 'no-store',
-  'x-content-type-options': 'nosniff',
-};
-
-function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify(body), { status, headers: { ...JSON_HEADERS, ...headers } });
-}
-
-function noContent(): Response {
-  return new Response(null, { status: 204, headers: { 'cache-control': 'no-store' } });
-}
-
-function errorResponse(error: KeywayError, credentialPresented: boolean): Response {
-  const headers: Record<string, string> = {};
-  if (error.code === 'invalid_token') {
-    headers['www-authenticate'] = credentialPresented
-      ? 'Bearer realm="keyway", error="invalid_token"'
-      : 'Bearer realm="keyway"';
-  } else if (error.code === 'insufficient_scope') {
-    headers['www-authenticate'] = 'Bearer realm="keyway", error="insufficient_scope"';
-  }
-  if (error.retryAfter !== undefined) headers['retry-after'] = String(error.retryAfter);
-  return json(error.status, error.toJSON(), headers);
 }
 
 /** Decodes the one-segment token name of `/api/admin/tokens/<name>`. */

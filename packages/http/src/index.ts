@@ -1,4 +1,13 @@
 export {
+  brokerTokenMiddleware,
+  guardErrorResponse,
+  type HonoContextLike,
+  honoBrokerToken,
+  type NodeRequestLike,
+  type NodeResponseLike,
+  requireBrokerToken,
+} from './guard.js';
+export {
   createHandler,
   type HandlerOptions,
   type KeywayHandler,

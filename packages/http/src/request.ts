@@ -56,8 +56,12 @@ export function rawPathOf(request: Request): string {
  * but is not a well-formed bearer credential.
  */
 export function bearerCredential(request: Request): string | null | undefined {
-  const header = request.headers.get('authorization');
-  if (header === null) return null;
+  return bearerOf(request.headers.get('authorization'));
+}
+
+/** {@link bearerCredential} of an `Authorization` header's value (`null`: no header). */
+export function bearerOf(header: string | null | undefined): string | null | undefined {
+  if (header === null || header === undefined) return null;
   // Lenient on the credential's alphabet (any visible ASCII), so every valid root key can
   // be sent; the credential itself is checked by core.
   const match = /^bearer +([\x21-\x7e]+) *$/i.exec(header);

@@ -1,0 +1,11 @@
+import { createApp } from './app.js';
+
+const rootKey = process.env.KEYWAY_ROOT_KEY;
+if (rootKey === undefined) {
+  console.error('Set KEYWAY_ROOT_KEY (at least 32 characters).');
+  process.exit(1);
+}
+const port = Number(process.env.PORT ?? 3000);
+createApp(rootKey).app.listen(port, () => {
+  console.log(`notes app on http://localhost:${port}, Keyway under /keyway`);
+});
