@@ -60,3 +60,45 @@ export async function exerciseNotesApp(base: string, rootKey: string): Promise<v
   });
   expect(forged.status).toBe(401);
 }
+
+/**
+ * Starts a server process that prints `notes app on http://127.0.0.1:<port>` once it
+ * listens, and answers its base URL and a way to stop it.
+ */
+export async function startServerProcess(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: Record<string, string> },
+): Promise<{ base: string; stop: () => Promise<void> }> {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...options.env },
+  });
+  let output = '';
+  const base = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no start within 30 s:\n${output}`)), 30_000);
+    const read = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /notes app on (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1] as string);
+      }
+    };
+    child.stdout.on('data', read);
+    child.stderr.on('data', read);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited with ${code}:\n${output}`));
+    });
+  });
+  return {
+    base,
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    },
+  };
+}

@@ -1,0 +1,34 @@
+import { createBroker } from '@keyway/core';
+import { createHandler, guardErrorResponse, requireBrokerToken } from '@keyway/http';
+import { memoryStorage } from '@keyway/store-memory';
+
+/**
+ * A notes app as one fetch function, for runtimes that serve one (Bun.serve, Deno.serve):
+ * Keyway's API under /keyway, the app's own /notes/<path> guarded by broker tokens.
+ */
+export function createApp(
+  rootKey: string,
+): (request: Request, context?: unknown) => Promise<Response> {
+  const broker = createBroker({ rootKey, storage: memoryStorage() });
+  const keyway = createHandler(broker, { basePath: '/keyway' });
+  const notes = new Map<string, string>([
+    ['notes/alice/todo', 'buy milk'],
+    ['notes/bob/todo', 'call alice'],
+  ]);
+  const pathOf = (request: Request) => decodeURIComponent(new URL(request.url).pathname.slice(1));
+  const guard = requireBrokerToken(broker, pathOf);
+  return async (request, context) => {
+    if (new URL(request.url).pathname.startsWith('/keyway/')) return keyway(request, context);
+    try {
+      // The runtime's context (Bun's server, Deno's info) carries the client's address.
+      await guard(request, context);
+    } catch (error) {
+      return guardErrorResponse(error, request);
+    }
+    const path = pathOf(request);
+    const note = notes.get(path);
+    return note === undefined
+      ? Response.json({ error: 'not_found' }, { status: 404 })
+      : Response.json({ path, note });
+  };
+}
