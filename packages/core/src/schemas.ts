@@ -128,6 +128,10 @@ export const VerifyBody = z.strictObject({ flow_id: z.string().min(1).max(200) }
 /** Body of `PUT /api/vault/secrets/<path>`. */
 export const PutSecretBody = z.strictObject({ value: z.string() });
 
+// ─── response bodies ─────────────────────────────────────────────────────────────────────
+
+export * from './response-schemas.js';
+
 // ─── the input types, as callers write them ──────────────────────────────────────────────
 
 /**

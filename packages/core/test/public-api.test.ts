@@ -1,14 +1,21 @@
 import ts from 'typescript';
 import { describe, expect, expectTypeOf, it } from 'vitest';
+import type { z } from 'zod';
 import type {
+  AuthorizeResult,
   Broker,
   BrokerConfig,
   ConnectionErrorCode,
+  ConnectionView,
   Credentials,
+  DiscoveryTrace,
+  IssuedToken,
   KeywayErrorCode,
   Page,
   Principal,
   ProviderView,
+  SecretView,
+  SecretWithValue,
   TokenView,
 } from '../src/index.js';
 import * as core from '../src/index.js';
@@ -75,6 +82,20 @@ describe('the root entry of @keyway/core', () => {
     } | null>();
     expectTypeOf<'access_denied'>().toExtend<ConnectionErrorCode>();
     expectTypeOf<'upstream_error'>().toExtend<KeywayErrorCode>();
+  });
+
+  it('describes every answer with a response schema of exactly the type the operation returns', () => {
+    const { schemas } = core;
+    expectTypeOf<z.output<typeof schemas.TokenViewBody>>().toEqualTypeOf<TokenView>();
+    expectTypeOf<z.output<typeof schemas.IssuedTokenBody>>().toEqualTypeOf<IssuedToken>();
+    expectTypeOf<z.output<typeof schemas.ProviderViewBody>>().toEqualTypeOf<ProviderView>();
+    expectTypeOf<z.output<typeof schemas.DiscoveryTraceBody>>().toEqualTypeOf<DiscoveryTrace>();
+    expectTypeOf<z.output<typeof schemas.ConnectionViewBody>>().toEqualTypeOf<ConnectionView>();
+    expectTypeOf<z.output<typeof schemas.AuthorizeResultBody>>().toEqualTypeOf<AuthorizeResult>();
+    expectTypeOf<z.output<typeof schemas.CredentialsBody>>().toEqualTypeOf<Credentials>();
+    expectTypeOf<z.output<typeof schemas.SecretViewBody>>().toEqualTypeOf<SecretView>();
+    expectTypeOf<z.output<typeof schemas.SecretWithValueBody>>().toEqualTypeOf<SecretWithValue>();
+    expect(Object.keys(schemas).length).toBeGreaterThan(20);
   });
 
   it('documents every export with a summary and a reference to what it implements', () => {

@@ -6,6 +6,7 @@ import {
   schemas,
 } from '@keyway/core';
 import { callbackResponse, invalidCallbackResponse } from './callback-page.js';
+import { openApiDocument } from './openapi.js';
 import {
   bearerCredential,
   clientAddressOf,
@@ -166,6 +167,22 @@ function routes(broker: Broker): Route[] {
             },
           });
         },
+      },
+    },
+    {
+      prefix: '/api/openapi.json',
+      match: 'exact',
+      public: true,
+      methods: {
+        GET: async () =>
+          new Response(JSON.stringify(openApiDocument()), {
+            status: 200,
+            headers: {
+              'content-type': 'application/json; charset=utf-8',
+              'cache-control': 'public, max-age=300',
+              'x-content-type-options': 'nosniff',
+            },
+          }),
       },
     },
     {

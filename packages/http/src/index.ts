@@ -19,4 +19,5 @@ export {
   writeWebResponse,
 } from './node.js';
 export { createNodeFetch, type NodeFetchOptions } from './node-fetch.js';
+export { OPERATIONS, openApiDocument } from './openapi.js';
 export { DEFAULT_MAX_BODY_BYTES } from './request.js';

@@ -36,39 +36,11 @@ export interface ConnectionFailure {
 }
 
 /**
- * The `error.code` of a connection or a callback outcome (API.md §5): the authorization
- * server's OAuth error code (RFC 6749 §4.1.2.1, §5.2; OpenID Connect), or Keyway's own.
- * A server's code outside this list is recorded as `server_error`, its code kept in the
- * description.
- *
- * @see RFC 6749 §4.1.2.1 and §5.2; OpenID Connect Core §3.1.2.6; API.md §5
+ * The codes of a connection's or a callback outcome's `error` (API.md §5): the
+ * authorization server's OAuth error codes (RFC 6749 §4.1.2.1 and §5.2; RFC 8707's
+ * `invalid_target`; OpenID Connect Core §3.1.2.6), then Keyway's own.
  */
-export type ConnectionErrorCode =
-  // RFC 6749 §4.1.2.1 (authorization response) and §5.2 (token response)
-  | 'invalid_request'
-  | 'unauthorized_client'
-  | 'access_denied'
-  | 'unsupported_response_type'
-  | 'invalid_scope'
-  | 'server_error'
-  | 'temporarily_unavailable'
-  | 'invalid_client'
-  | 'invalid_grant'
-  | 'unsupported_grant_type'
-  | 'invalid_target'
-  // OpenID Connect Core §3.1.2.6
-  | 'interaction_required'
-  | 'login_required'
-  | 'account_selection_required'
-  | 'consent_required'
-  // Keyway's own
-  | 'invalid_response'
-  | 'server_unreachable'
-  | 'token_expired'
-  | 'reauthorization_required'
-  | 'connection_deleted';
-
-const SERVER_CODES: ReadonlySet<string> = new Set([
+export const CONNECTION_ERROR_CODES = [
   'invalid_request',
   'unauthorized_client',
   'access_denied',
@@ -89,15 +61,27 @@ const SERVER_CODES: ReadonlySet<string> = new Set([
   'token_expired',
   'reauthorization_required',
   'connection_deleted',
-] satisfies ConnectionErrorCode[]);
+] as const;
+
+/**
+ * The `error.code` of a connection or a callback outcome: one of
+ * {@link CONNECTION_ERROR_CODES}. A server's code outside the list is recorded as
+ * `server_error`, its code kept in the description.
+ *
+ * @see RFC 6749 §4.1.2.1 and §5.2; OpenID Connect Core §3.1.2.6; API.md §5
+ */
+export type ConnectionErrorCode = (typeof CONNECTION_ERROR_CODES)[number];
+
+const KNOWN_CODES: ReadonlySet<string> = new Set(CONNECTION_ERROR_CODES);
+const isConnectionErrorCode = (code: string): code is ConnectionErrorCode => KNOWN_CODES.has(code);
 
 /** A failure with a code from {@link ConnectionErrorCode}; another code is kept in words. */
 export function connectionFailure(failure: {
   code: string;
   description: string;
 }): ConnectionFailure {
-  if (SERVER_CODES.has(failure.code)) {
-    return { code: failure.code as ConnectionErrorCode, description: failure.description };
+  if (isConnectionErrorCode(failure.code)) {
+    return { code: failure.code, description: failure.description };
   }
   return {
     code: 'server_error',

@@ -1,0 +1,159 @@
+import { z } from 'zod';
+import { CONNECTION_ERROR_CODES } from './connections/state.js';
+import { ERROR_STATUS } from './errors.js';
+import { AuthorizationServerInfoSchema, ResourceInfoSchema } from './stored.js';
+
+/*
+ * The response schemas of the HTTP contract, one per answer body: with the request schemas
+ * of `schemas.ts`, the source of the OpenAPI document (API.md §10). A test holds each one
+ * to the TypeScript type the operations return, so the two cannot drift apart.
+ */
+
+/** ISO 8601 UTC with milliseconds, as every time of the contract is written. */
+const time = z.string().meta({ format: 'date-time' });
+
+/** The body of every error (API.md §1.2). */
+export const ErrorBody = z.object({
+  error: z.enum(Object.keys(ERROR_STATUS) as [keyof typeof ERROR_STATUS]),
+  error_description: z.string(),
+  details: z.array(z.record(z.string(), z.unknown())).optional(),
+});
+
+/** A page of a list (API.md §1.4). */
+export function PageOf<T extends z.ZodType>(item: T) {
+  return z.object({ items: z.array(item), next_cursor: z.string().nullable() });
+}
+
+/** `POST /api/admin/tokens` (API.md §3.3): the only time the token is shown. */
+export const IssuedTokenBody = z.object({
+  name: z.string(),
+  access_token: z.string(),
+  token_type: z.literal('Bearer'),
+  scopes: z.array(z.string()),
+  expires_at: time,
+});
+
+/** A token as lists and reads show it (API.md §3.3): never the token itself. */
+export const TokenViewBody = z.object({
+  name: z.string(),
+  scopes: z.array(z.string()),
+  expires_at: time,
+  created_at: time,
+  created_by: z.string(),
+});
+
+const nullableStrings = z.array(z.string()).nullable();
+
+/** The provider view (API.md §4): never a secret. */
+export const ProviderViewBody = z.object({
+  id: z.string(),
+  template: z.literal('mcp'),
+  label: z.string(),
+  configuration: z.object({ resource_url: z.string(), scopes: z.array(z.string()) }),
+  credentials: z.object({
+    mode: z.enum(['register', 'custom']),
+    client_id: z.string(),
+    registration: z.enum(['dynamic', 'metadata_document', 'manual']),
+    token_endpoint_auth_method: z.enum(['client_secret_basic', 'client_secret_post', 'none']),
+    client_secret_set: z.boolean(),
+    client_secret_expires_at: time.nullable(),
+  }),
+  resource: z.object({
+    resource: z.string(),
+    resource_metadata_url: z.string().nullable(),
+    scopes_supported: nullableStrings,
+  }),
+  authorization_server: AuthorizationServerInfoSchema.pick({
+    issuer: true,
+    authorization_endpoint: true,
+    token_endpoint: true,
+    registration_endpoint: true,
+    revocation_endpoint: true,
+    scopes_supported: true,
+  }),
+  last_party_change: z
+    .object({
+      at: time,
+      previous_issuer: z.string(),
+      previous_client_id: z.string(),
+      connections_reauthorization_required: z.number().int().nonnegative(),
+    })
+    .nullable(),
+  created_at: time,
+  updated_at: time,
+});
+
+/** One step of a discovery trace (API.md §6, §8). */
+export const DiscoveryStepBody = z.object({
+  step: z.string(),
+  url: z.string().nullable(),
+  status: z.number().int().nullable(),
+  ok: z.boolean(),
+  note: z.string(),
+});
+
+/** A discovery trace (API.md §6): what `POST /api/admin/discover` answers. */
+export const DiscoveryTraceBody = z.object({
+  ok: z.boolean(),
+  steps: z.array(DiscoveryStepBody),
+  resource: ResourceInfoSchema.nullable(),
+  authorization_server: AuthorizationServerInfoSchema.nullable(),
+  challenge_scope: z.string().nullable(),
+  scopes: z.array(z.string()),
+  legacy: z.boolean(),
+  error: z.enum(['discovery_failed', 'unsupported_authorization_server']).nullable(),
+});
+
+const ConnectionFailureBody = z.object({
+  code: z.enum(CONNECTION_ERROR_CODES),
+  description: z.string(),
+});
+
+/** A connection as the API shows it (API.md §5): never a token. */
+export const ConnectionViewBody = z.object({
+  connection_id: z.string(),
+  provider_id: z.string(),
+  status: z.enum(['pending', 'active', 'error']),
+  scopes: z.array(z.string()),
+  token_expires_at: time.nullable(),
+  created_at: time,
+  updated_at: time,
+  authorized_at: time.nullable(),
+  last_refreshed_at: time.nullable(),
+  error: ConnectionFailureBody.nullable(),
+});
+
+/** The answer of an authorize call (API.md §5). */
+export const AuthorizeResultBody = z.object({
+  connection_id: z.string(),
+  provider_id: z.string(),
+  authorization_url: z.string(),
+  expires_at: time,
+});
+
+/** `GET /api/oauth/credentials/<path>` (API.md §5). */
+export const CredentialsBody = z.object({
+  connection_id: z.string(),
+  access_token: z.string(),
+  token_type: z.literal('Bearer'),
+  expires_at: time.nullable(),
+  scopes: z.array(z.string()),
+});
+
+/** A secret without its value (API.md §7). */
+export const SecretViewBody = z.object({
+  path: z.string(),
+  version: z.number().int().positive(),
+  created_at: time,
+  updated_at: time,
+});
+
+/** A secret with its value (API.md §7). */
+export const SecretWithValueBody = SecretViewBody.extend({ value: z.string() });
+
+/** The client-ID metadata document of the deployment (API.md §6). */
+export const ClientMetadataBody = z.looseObject({
+  client_id: z.string(),
+  client_name: z.string(),
+  redirect_uris: z.array(z.string()),
+});

@@ -1,0 +1,237 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { memoryStorage } from '@keyway/store-memory';
+import { createTestWorld } from '@keyway/testing';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { describe, expect, it } from 'vitest';
+import { OPERATIONS, openApiDocument } from '../src/openapi.js';
+import { Harness, type Reply, START } from './harness.js';
+
+const committed = fileURLToPath(new URL('../../../docs/openapi.json', import.meta.url));
+const reference = fileURLToPath(new URL('../../../docs/api.md', import.meta.url));
+
+/** docs/api.md: the operations of the document, as a reader scans them. */
+function apiMarkdown(document: ReturnType<typeof openApiDocument>): string {
+  const lines = [
+    '# HTTP API reference',
+    '',
+    'Generated from `docs/openapi.json` (`GET /api/openapi.json` of a running broker) by the',
+    'test that keeps both current; API.md is the contract. Every route takes',
+    '`Authorization: Bearer <root key or broker token>` unless marked public, and every error',
+    'answers `{ error, error_description, details? }` (API.md §1.2).',
+    '',
+  ];
+  for (const operation of OPERATIONS) {
+    const entry = (document.paths as Record<string, Record<string, { responses: object }>>)[
+      operation.path
+    ]?.[operation.method];
+    const statuses = Object.keys(entry?.responses ?? {});
+    const ok = statuses.filter((status) => Number(status) < 400);
+    const errors = [...new Set(operation.errors)];
+    lines.push(`## \`${operation.method.toUpperCase()} ${operation.path}\``);
+    lines.push('');
+    lines.push(
+      `${operation.summary}${operation.public ? ' **Public.**' : ''} See ${operation.see}.`,
+    );
+    lines.push('');
+    if (operation.query !== undefined) {
+      lines.push(
+        `- Query: ${Object.keys(operation.query.shape)
+          .map((name) => `\`${name}\``)
+          .join(', ')}`,
+      );
+    }
+    if (operation.body !== undefined)
+      lines.push('- Body: JSON, see the schema in `docs/openapi.json`');
+    lines.push(`- Answers: ${ok.join(', ')}`);
+    lines.push(
+      `- Errors: ${errors.length > 0 ? errors.map((code) => `\`${code}\``).join(', ') : 'none of its own'}${operation.public ? '' : '; `invalid_token`, `rate_limited` on any route'}`,
+    );
+    lines.push('');
+  }
+  return lines.join('\n');
+}
+const BASE = 'https://keyway.example.test';
+
+describe('the OpenAPI document (API.md §10)', () => {
+  const document = openApiDocument();
+
+  it('is a valid OpenAPI 3.1 document', async () => {
+    const result = await new Validator().validate(structuredClone(document));
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+  });
+
+  it('is committed as docs/openapi.json and docs/api.md, current (KEYWAY_UPDATE_OPENAPI=1 rewrites them)', () => {
+    const text = `${JSON.stringify(document, null, 2)}\n`;
+    const markdown = apiMarkdown(document);
+    if (process.env.KEYWAY_UPDATE_OPENAPI === '1') {
+      writeFileSync(committed, text);
+      writeFileSync(reference, markdown);
+    }
+    expect(readFileSync(committed, 'utf8')).toBe(text);
+    expect(readFileSync(reference, 'utf8')).toBe(markdown);
+  });
+});
+
+/** Finds the documented operation of a request: its method and its path template. */
+function operationOf(method: string, path: string) {
+  const pathname = path.split('?')[0] as string;
+  return OPERATIONS.find((operation) => {
+    if (operation.method !== method.toLowerCase()) return false;
+    const pattern = operation.path
+      .replace(/[.]/g, '\\.')
+      .replace(/\{name\}/, '[^/]+')
+      .replace(/\{[a-z_]+\}/, '.+');
+    return new RegExp(`^${pattern}$`).test(pathname);
+  });
+}
+
+describe('real answers of every route against the document', () => {
+  const document = openApiDocument() as {
+    paths: Record<
+      string,
+      Record<
+        string,
+        { responses: Record<string, { content?: Record<string, { schema: object }> }> }
+      >
+    >;
+    components: { schemas: Record<string, object> };
+  };
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  addFormats.default(ajv);
+  ajv.addSchema({ $id: 'keyway', components: document.components });
+
+  /** Validates one reply; answers what was checked, for the coverage assertion. */
+  function check(method: string, path: string, reply: Reply): string {
+    const operation = operationOf(method, path);
+    expect(operation, `${method} ${path} is documented`).toBeDefined();
+    const documented = document.paths[operation?.path as string]?.[method.toLowerCase()];
+    const answer = documented?.responses[String(reply.status)];
+    expect(
+      answer,
+      `${method} ${path} documents status ${reply.status} (${reply.text.slice(0, 120)})`,
+    ).toBeDefined();
+    const json = answer?.content?.['application/json'];
+    if (json !== undefined) {
+      const schema = JSON.parse(
+        JSON.stringify(json.schema).replaceAll('"#/components/', '"keyway#/components/'),
+      );
+      const valid = ajv.validate(schema, reply.body);
+      expect(ajv.errors ?? [], `${method} ${path} ${reply.status}`).toEqual([]);
+      expect(valid).toBe(true);
+    } else {
+      expect(reply.headers.get('content-type') ?? '', `${method} ${path}`).not.toContain('json');
+    }
+    return `${operation?.id} ${reply.status < 400 ? 'ok' : 'error'}`;
+  }
+
+  it('validates a success and an error of every operation', async () => {
+    let h!: Harness;
+    const world = createTestWorld({ now: () => h?.now ?? START });
+    h = new Harness(memoryStorage(), {
+      fetch: world.fetch,
+      baseUrl: BASE,
+      providerManagement: true,
+      allowedRedirects: ['https://app.example.test'],
+    });
+    const seen = new Set<string>();
+    const call = async (
+      method: string,
+      path: string,
+      options: Parameters<Harness['call']>[2] = {},
+    ): Promise<Reply> => {
+      const reply = await h.call(method, path, options);
+      seen.add(check(method, path, reply));
+      return reply;
+    };
+    const noToken = { token: 'kw1_not-a-token' };
+
+    // Tokens.
+    await call('GET', '/api/admin/tokens');
+    await call('GET', '/api/admin/tokens?limit=0');
+    await call('POST', '/api/admin/tokens', { body: { name: 'ci', scopes: ['acme'] } });
+    await call('POST', '/api/admin/tokens', { body: { name: 'ci', scopes: ['acme'] } });
+    await call('GET', '/api/admin/tokens/ci');
+    await call('GET', '/api/admin/tokens/nobody');
+    await call('PATCH', '/api/admin/tokens/ci', { body: { scopes: ['acme/web'] } });
+    await call('PATCH', '/api/admin/tokens/ci', { body: { scopes: ['other'] } });
+    await call('DELETE', '/api/admin/tokens/ci');
+    await call('DELETE', '/api/admin/tokens/ci');
+
+    // Providers and discovery.
+    const provider = { template: 'mcp', configuration: { resource_url: world.resourceUrl } };
+    await call('PUT', '/api/admin/providers/linear', { body: provider });
+    await call('PUT', '/api/admin/providers/linear', { body: provider });
+    await call('PUT', '/api/admin/providers/bad', { body: { template: 'nope' } });
+    await call('GET', '/api/admin/providers/linear');
+    await call('GET', '/api/admin/providers/missing');
+    await call('GET', '/api/admin/providers');
+    await call('GET', '/api/admin/providers?limit=x');
+    await call('POST', '/api/admin/discover', { body: { resource_url: world.resourceUrl } });
+    await call('POST', '/api/admin/discover', { body: {} });
+    await call('GET', '/api/oauth/client-metadata.json', { token: null });
+
+    // Connections.
+    await call('POST', '/api/oauth/authorize/linear', {
+      body: { connection_id: 'acme/alice/linear' },
+    });
+    await call('POST', '/api/oauth/authorize/missing', { body: { connection_id: 'acme/x' } });
+    const started = await h.call('POST', '/api/oauth/authorize/linear', {
+      body: { connection_id: 'acme/alice/linear' },
+    });
+    const back = new URL(world.consent(started.body.authorization_url));
+    await call('GET', `${back.pathname}${back.search}`, { token: null });
+    await call('GET', `${back.pathname}${back.search}`, { token: null });
+    const verifying = await h.call('POST', '/api/oauth/authorize/linear', {
+      body: {
+        connection_id: 'acme/bob/linear',
+        redirect_to: 'https://app.example.test/done',
+        verify_user: true,
+      },
+    });
+    const held = new URL(world.consent(verifying.body.authorization_url));
+    const redirected = await call('GET', `${held.pathname}${held.search}`, { token: null });
+    const flowId = new URL(redirected.headers.get('location') as string).searchParams.get(
+      'flow_id',
+    );
+    await call('POST', '/api/oauth/verify', { body: { flow_id: flowId } });
+    await call('POST', '/api/oauth/verify', { body: { flow_id: flowId } });
+    await call('GET', '/api/oauth/connections');
+    await call('GET', '/api/oauth/connections?status=done');
+    await call('GET', '/api/oauth/connections/acme/alice/linear');
+    await call('GET', '/api/oauth/connections/acme/nobody');
+    await call('GET', '/api/oauth/credentials/acme/alice/linear?force_refresh=true');
+    await call('GET', '/api/oauth/credentials/acme/nobody');
+    await call('DELETE', '/api/oauth/connections/acme/alice/linear');
+    await call('DELETE', '/api/oauth/connections/acme/alice/linear');
+    await call('DELETE', '/api/admin/providers/linear');
+    await call('DELETE', '/api/oauth/connections/acme/bob/linear');
+    await call('DELETE', '/api/admin/providers/linear');
+    await call('DELETE', '/api/admin/providers/linear');
+
+    // Secrets.
+    await call('PUT', '/api/vault/secrets/acme/key', { body: { value: 's3' } });
+    await call('PUT', '/api/vault/secrets/acme/key', { body: { value: 42 } });
+    await call('GET', '/api/vault/secrets/acme/key');
+    await call('GET', '/api/vault/secrets/acme/none');
+    await call('GET', '/api/vault/secrets');
+    await call('GET', '/api/vault/secrets?cursor=%%%');
+    await call('DELETE', '/api/vault/secrets/acme/key');
+    await call('DELETE', '/api/vault/secrets/acme/key');
+
+    // The document itself, and what every authenticated route answers without a token.
+    await call('GET', '/api/openapi.json', { token: null });
+    await call('GET', '/api/admin/tokens', noToken);
+
+    const expected = OPERATIONS.flatMap((operation) => [
+      `${operation.id} ok`,
+      ...(operation.id === 'openapi' || operation.id === 'clientMetadataDocument'
+        ? []
+        : [`${operation.id} error`]),
+    ]).sort();
+    expect([...seen].sort()).toEqual(expected);
+  });
+});
