@@ -1,3 +1,4 @@
+import { sqliteStorage } from '@keyway/store-sqlite';
 import { createApp } from './app.js';
 
 /** The part of Bun's API this server uses (the project does not depend on bun-types). */
@@ -14,7 +15,9 @@ if (rootKey === undefined) {
   console.error('Set KEYWAY_ROOT_KEY (at least 32 characters).');
   process.exit(1);
 }
-const app = createApp(rootKey);
+// KEYWAY_DATABASE: a SQLite file, opened with bun:sqlite; else everything stays in memory.
+const database = process.env.KEYWAY_DATABASE;
+const app = createApp(rootKey, database === undefined ? undefined : sqliteStorage(database));
 // Bun hands the server beside the request: the handler reads the client's address there.
 const server = Bun.serve({
   port: Number(process.env.PORT ?? 3000),

@@ -1,4 +1,4 @@
-import { createBroker } from '@keyway/core';
+import { createBroker, type Storage } from '@keyway/core';
 import { createHandler, guardErrorResponse, requireBrokerToken } from '@keyway/http';
 import { memoryStorage } from '@keyway/store-memory';
 
@@ -8,8 +8,9 @@ import { memoryStorage } from '@keyway/store-memory';
  */
 export function createApp(
   rootKey: string,
+  storage: Storage = memoryStorage(),
 ): (request: Request, context?: unknown) => Promise<Response> {
-  const broker = createBroker({ rootKey, storage: memoryStorage() });
+  const broker = createBroker({ rootKey, storage });
   const keyway = createHandler(broker, { basePath: '/keyway' });
   const notes = new Map<string, string>([
     ['notes/alice/todo', 'buy milk'],

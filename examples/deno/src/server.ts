@@ -1,3 +1,4 @@
+import { sqliteStorage } from '@keyway/store-sqlite';
 import { createApp } from './app.js';
 
 /** The part of Deno's API this server uses. */
@@ -15,7 +16,9 @@ if (rootKey === undefined) {
   console.error('Set KEYWAY_ROOT_KEY (at least 32 characters).');
   Deno.exit(1);
 }
-const app = createApp(rootKey);
+// KEYWAY_DATABASE: a SQLite file, opened with node:sqlite; else everything stays in memory.
+const database = Deno.env.get('KEYWAY_DATABASE');
+const app = createApp(rootKey, database === undefined ? undefined : sqliteStorage(database));
 // Deno hands `info` beside the request: the handler reads `info.remoteAddr` there.
 Deno.serve(
   {

@@ -1,3 +1,4 @@
+export { driverOf, type SqliteConnection, type SqliteStatement, wrapSqlite } from './driver.js';
 export {
   MIGRATIONS,
   migrate,

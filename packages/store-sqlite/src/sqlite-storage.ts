@@ -10,9 +10,8 @@ import {
   type Statement,
   sqlStorage,
 } from '@keyway/sql';
-import Database from 'better-sqlite3';
-
-type DB = Database.Database;
+import type BetterSqlite3 from 'better-sqlite3';
+import { openSqlite, type SqliteConnection, wrapSqlite } from './driver.js';
 
 /** The SQL of each migration of the SQLite schema, in order (written once, in the SQL layer both SQL adapters share). */
 export const MIGRATIONS: readonly string[] = migrations(SQLITE);
@@ -24,17 +23,23 @@ export interface SqliteStorageOptions {
 }
 
 /** SQLite storage, plus what its own tests and tools need. */
-export interface SqliteStorage extends Storage {
-  /** The better-sqlite3 connection (for inspection and tests; do not write through it). */
-  readonly database: DB;
+export interface SqliteStorage<D extends object = BetterSqlite3.Database> extends Storage {
+  /**
+   * The database object, as given or as opened (for inspection and tests; do not write
+   * through it): better-sqlite3's `Database` on Node, `bun:sqlite`'s on Bun, `node:sqlite`'s
+   * `DatabaseSync` on Deno.
+   */
+  readonly database: D;
+  /** The same database behind the interface the adapter uses, whatever the driver. */
+  readonly connection: SqliteConnection;
   /** The SQL and parameters the adapter runs for a connection listing (for EXPLAIN). */
   listConnectionsSql(query: ListConnectionsQuery): { sql: string; params: unknown[] };
 }
 
-/** Runs programs on one better-sqlite3 connection, synchronously, statements cached. */
-function sqliteDriver(db: DB) {
-  const cache = new Map<string, Database.Statement>();
-  const prepared = (text: string): Database.Statement => {
+/** Runs programs on one SQLite connection, synchronously, statements cached. */
+function sqliteDriver(db: SqliteConnection) {
+  const cache = new Map<string, ReturnType<SqliteConnection['prepare']>>();
+  const prepared = (text: string) => {
     let statement = cache.get(text);
     if (statement === undefined) {
       statement = db.prepare(compile(SQLITE, text));
@@ -45,7 +50,7 @@ function sqliteDriver(db: DB) {
   const execute = (statement: Statement): unknown => {
     switch (statement.kind) {
       case 'run':
-        return prepared(statement.sql).run(...statement.params).changes;
+        return Number(prepared(statement.sql).run(...statement.params).changes);
       case 'get':
         return prepared(statement.sql).get(...statement.params);
       case 'all':
@@ -57,9 +62,7 @@ function sqliteDriver(db: DB) {
   };
   /** Runs a program now; as one `BEGIN IMMEDIATE` transaction when asked. */
   const executeSync = <T>(program: Program<T>, transaction: boolean): T =>
-    transaction
-      ? db.transaction(() => runSync(program, execute)).immediate()
-      : runSync(program, execute);
+    transaction ? db.immediate(() => runSync(program, execute)) : runSync(program, execute);
   const driver: SqlDriver = {
     // Each program runs to completion without yielding the event loop: no other request's
     // statement can interleave with it on this connection.
@@ -86,7 +89,7 @@ function retryWhileBusy(fn: () => void, timeoutMs: number): void {
 }
 
 /** Applies the versioned migrations that `db` lacks, serialized across processes. */
-export function migrate(db: DB): void {
+export function migrate(db: SqliteConnection): void {
   sqliteDriver(db).executeSync(migrateProgram(SQLITE, Date.now()), true);
 }
 
@@ -96,8 +99,9 @@ export function migrate(db: DB): void {
  * statements for every query. Every promise that spans statements runs in a
  * `BEGIN IMMEDIATE` transaction, which SQLite serializes across connections and processes.
  *
- * Pass a file path (the storage opens it and closes it on `close()`) or an open
- * better-sqlite3 `Database` (which you keep and close yourself).
+ * Pass a file path (the storage opens it with this runtime's driver and closes it on
+ * `close()`: better-sqlite3 on Node, `bun:sqlite` on Bun, `node:sqlite` on Deno) or an open
+ * database of any of the three (which you keep and close yourself).
  *
  * @example
  * import { createBroker } from '@keyway/core';
@@ -105,11 +109,19 @@ export function migrate(db: DB): void {
  * const broker = createBroker({ rootKey, storage: sqliteStorage('keyway.sqlite') });
  */
 export function sqliteStorage(
-  database: string | DB,
+  file: string,
+  options?: SqliteStorageOptions,
+): SqliteStorage<BetterSqlite3.Database>;
+export function sqliteStorage<D extends object>(
+  database: D,
+  options?: SqliteStorageOptions,
+): SqliteStorage<D>;
+export function sqliteStorage<D extends object>(
+  database: string | D,
   options: SqliteStorageOptions = {},
-): SqliteStorage {
+): SqliteStorage<D> {
   const owned = typeof database === 'string';
-  const db: DB = owned ? new Database(database) : database;
+  const db = typeof database === 'string' ? openSqlite(database) : wrapSqlite(database);
   const busyTimeoutMs = Math.max(0, Math.trunc(options.busyTimeoutMs ?? 5000));
   try {
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
@@ -129,7 +141,8 @@ export function sqliteStorage(
 
   return {
     ...sqlStorage(SQLITE, sqliteDriver(db).driver),
-    database: db,
+    database: (typeof database === 'string' ? db.raw : database) as D,
+    connection: db,
     async close() {
       if (owned && db.open) db.close();
     },

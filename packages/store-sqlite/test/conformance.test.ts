@@ -12,7 +12,11 @@ const files = new WeakMap<Storage, string>();
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-runStorageConformance('sqliteStorage() on a real file, two connections', {
+// The same file runs under Bun (`bun test`, on bun:sqlite): see bun.test.ts. Under Node the
+// runtime's driver is better-sqlite3.
+const runtime = 'Bun' in globalThis ? 'bun:sqlite' : 'better-sqlite3';
+
+runStorageConformance(`sqliteStorage() on a real file, two connections (${runtime})`, {
   create() {
     const file = join(dir, `conformance-${++n}.sqlite`);
     const storage = sqliteStorage(file);
@@ -23,7 +27,7 @@ runStorageConformance('sqliteStorage() on a real file, two connections', {
     return sqliteStorage(files.get(storage) as string);
   },
   readBehind(storage) {
-    const db = (storage as SqliteStorage).database;
+    const db = (storage as SqliteStorage).connection;
     return {
       async rows(table) {
         return db.prepare(`SELECT * FROM keyway_${table}`).all() as Record<string, unknown>[];

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MIGRATIONS, sqliteStorage } from '../src/index.js';
+import { driverOf, MIGRATIONS, sqliteStorage } from '../src/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keyway-sqlite-plan-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -80,5 +80,27 @@ describe('sqliteStorage()', () => {
         /SEARCH keyway_connections USING PRIMARY KEY \(id=\?\)/,
       );
     });
+  });
+});
+
+describe('SQLite drivers', () => {
+  it('tells which driver an open database belongs to, and refuses anything else by name', () => {
+    const db = new Database(':memory:');
+    expect(driverOf(db)).toBe('better-sqlite3');
+    expect(driverOf({ prepare() {}, exec() {}, query() {}, transaction() {} })).toBe('bun:sqlite');
+    expect(driverOf({ prepare() {}, exec() {}, close() {} })).toBe('node:sqlite');
+    expect(driverOf({})).toBeNull();
+    expect(() => sqliteStorage({ name: 'not a database' })).toThrow(
+      new TypeError(
+        'sqliteStorage() takes a file path or an open better-sqlite3, bun:sqlite or node:sqlite database',
+      ),
+    );
+    db.close();
+  });
+
+  it('reports a file that cannot be opened as the driver words it', () => {
+    expect(() => sqliteStorage(join(dir, 'missing-folder', 'x.sqlite'))).toThrow(
+      'Cannot open database because the directory does not exist',
+    );
   });
 });
