@@ -1,7 +1,8 @@
 #!/usr/bin/env node
+import { ADMIN_COMMANDS, ADMIN_USAGE, runAdmin } from './admin.js';
 import { serve, serveOptionsFromEnv } from './serve.js';
 
-const USAGE = `Usage: keyway serve
+const USAGE = `Usage: keyway serve | keyway <command> (below)
 
 Starts the Keyway broker. Environment:
   PORT              listening port (default 8787)
@@ -31,6 +32,20 @@ Starts the Keyway broker. Environment:
 async function main(argv: string[]): Promise<number> {
   const [command = 'serve'] = argv;
   if (command === '--help' || command === '-h' || command === 'help') {
+    console.log(`${USAGE}\n\n${ADMIN_USAGE}`);
+    return 0;
+  }
+  if (ADMIN_COMMANDS.includes(command)) {
+    return runAdmin(argv, {
+      env: process.env,
+      out: (line) => console.log(line),
+      err: (line) => console.error(line),
+      fetch: globalThis.fetch,
+      sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+      tty: process.stderr.isTTY === true,
+    });
+  }
+  if (command === 'serve' && (argv.includes('--help') || argv.includes('-h'))) {
     console.log(USAGE);
     return 0;
   }

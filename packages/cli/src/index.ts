@@ -1,3 +1,4 @@
+export { ADMIN_COMMANDS, ADMIN_USAGE, type AdminIo, EXIT, runAdmin } from './admin.js';
 export {
   DEFAULT_DATABASE,
   DEFAULT_HOST,

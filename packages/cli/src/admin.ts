@@ -1,0 +1,403 @@
+import { parseArgs } from 'node:util';
+import { generateVaultKey } from '@keyway/core';
+
+/*
+ * `keyway <resource> <verb>`: the operator's commands, over the HTTP API of a running
+ * broker (KEYWAY_URL, KEYWAY_TOKEN: the root key or a broker token). Every command takes
+ * --json (the API's body as it came) and answers in one line on failure, with the API's
+ * error code. Exit codes: 0 done, 1 the API refused (its code is printed), 2 a usage
+ * mistake, 3 the broker could not be reached.
+ */
+
+/** Exit codes of the admin commands. */
+export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
+
+/** Where a command writes, and what it reads: injected by tests. */
+export interface AdminIo {
+  env: Record<string, string | undefined>;
+  out(line: string): void;
+  err(line: string): void;
+  fetch: typeof globalThis.fetch;
+  /** Waits between polls (`keyway connect`). */
+  sleep(ms: number): Promise<void>;
+  /** Whether stdout is a terminal (a spinner is drawn only there). */
+  tty: boolean;
+}
+
+class UsageError extends Error {}
+class Refused extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The text of `keyway --help` for the admin commands. */
+export const ADMIN_USAGE = `Commands over the HTTP API (KEYWAY_URL, KEYWAY_TOKEN; --json on every one):
+  keyway token create <name> --scope <s> [--scope <s>…] [--expires-in <seconds>]
+  keyway token list | get <name> | revoke <name>
+  keyway token narrow <name> [--scope <s>…] [--expires-in <seconds>]
+  keyway provider put <id> --resource-url <url> [--scope <s>…] [--label <text>]
+                      [--client-id <id> [--client-secret-env <VAR>]]
+  keyway provider list [--prefix <p>] | get <id> | delete <id>
+  keyway discover <resource-url>
+  keyway connect <provider> <connection> [--scope <s>…]   (prints the consent URL, waits)
+  keyway connection list [--prefix <p>] [--provider <id>] [--status <s>] | get <id> | delete <id>
+  keyway secret put <path> --value-env <VAR> | get <path> | list [--prefix <p>] | delete <path>
+  keyway keys generate          a root key and a vault key, for KEYWAY_ROOT_KEY / _VAULT_KEYS
+Exit codes: 0 done, 1 refused by the API (its error code is printed), 2 usage, 3 unreachable.`;
+
+/** Each command's own help, by `<resource> <verb>`. */
+const HELP: Record<string, string> = {};
+for (const line of ADMIN_USAGE.split('\n').slice(1, -1)) {
+  const match = /^\s+keyway (\w+)(?: (\w+))?/.exec(line);
+  if (match) HELP[match[1] as string] = `${HELP[match[1] as string] ?? ''}${line.trim()}\n`;
+}
+
+/** The resources the admin commands act on. */
+export const ADMIN_COMMANDS = [
+  'token',
+  'provider',
+  'discover',
+  'connect',
+  'connection',
+  'secret',
+  'keys',
+];
+
+const encodePath = (path: string) => path.split('/').map(encodeURIComponent).join('/');
+
+/** Runs one admin command; answers its exit code. */
+export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
+  const [resource = '', ...rest] = argv;
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.out((HELP[resource] ?? ADMIN_USAGE).trimEnd());
+    return EXIT.ok;
+  }
+  try {
+    const { values, positionals } = parseArgs({
+      args: rest,
+      allowPositionals: true,
+      options: {
+        json: { type: 'boolean' },
+        scope: { type: 'string', multiple: true },
+        'expires-in': { type: 'string' },
+        'resource-url': { type: 'string' },
+        label: { type: 'string' },
+        'client-id': { type: 'string' },
+        'client-secret-env': { type: 'string' },
+        prefix: { type: 'string' },
+        provider: { type: 'string' },
+        status: { type: 'string' },
+        'value-env': { type: 'string' },
+        limit: { type: 'string' },
+      },
+    });
+    const json = values.json === true;
+    if (resource === 'keys') {
+      if (positionals[0] !== 'generate') throw new UsageError('usage: keyway keys generate');
+      const keys = { root_key: generateVaultKey(), vault_key: generateVaultKey() };
+      if (json) io.out(JSON.stringify(keys));
+      else io.out(`KEYWAY_ROOT_KEY=${keys.root_key}\nKEYWAY_VAULT_KEYS=${keys.vault_key}`);
+      return EXIT.ok;
+    }
+    const api = client(io);
+    const show = (body: unknown, text: () => string) =>
+      io.out(json ? JSON.stringify(body) : text());
+    const one = (at: number) => {
+      const value = positionals[at];
+      if (value === undefined || value === '') throw new UsageError(`missing argument ${at + 1}`);
+      return value;
+    };
+    const query = (entries: Record<string, string | undefined>) => {
+      const params = new URLSearchParams();
+      for (const [key, value] of Object.entries(entries))
+        if (value !== undefined) params.set(key, value);
+      const text = params.toString();
+      return text === '' ? '' : `?${text}`;
+    };
+    const lifetime =
+      values['expires-in'] === undefined ? {} : { expires_in: Number(values['expires-in']) };
+    const verb = positionals[0];
+    switch (
+      `${resource} ${resource === 'discover' || resource === 'connect' ? '' : (verb ?? '')}`.trim()
+    ) {
+      case 'token create': {
+        const body = await api('POST', '/api/admin/tokens', {
+          name: one(1),
+          scopes: values.scope ?? [],
+          ...lifetime,
+        });
+        show(
+          body,
+          () =>
+            `${body.access_token}\n(name ${body.name}, scopes ${body.scopes.join(' ')}, expires ${body.expires_at}; shown once)`,
+        );
+        return EXIT.ok;
+      }
+      case 'token list': {
+        const body = await api('GET', `/api/admin/tokens${query({ limit: values.limit })}`);
+        show(body, () => table(body.items, ['name', 'scopes', 'expires_at', 'created_by']));
+        return EXIT.ok;
+      }
+      case 'token get': {
+        const body = await api('GET', `/api/admin/tokens/${encodeURIComponent(one(1))}`);
+        show(body, () => table([body], ['name', 'scopes', 'expires_at', 'created_by']));
+        return EXIT.ok;
+      }
+      case 'token narrow': {
+        const body = await api('PATCH', `/api/admin/tokens/${encodeURIComponent(one(1))}`, {
+          ...(values.scope === undefined ? {} : { scopes: values.scope }),
+          ...lifetime,
+        });
+        show(body, () => table([body], ['name', 'scopes', 'expires_at', 'created_by']));
+        return EXIT.ok;
+      }
+      case 'token revoke': {
+        const name = one(1);
+        await api('DELETE', `/api/admin/tokens/${encodeURIComponent(name)}`);
+        show({ deleted: name }, () => `revoked ${name} and its descendants`);
+        return EXIT.ok;
+      }
+      case 'provider put': {
+        const secretEnv = values['client-secret-env'];
+        const secret = secretEnv === undefined ? undefined : io.env[secretEnv];
+        if (secretEnv !== undefined && secret === undefined) {
+          throw new UsageError(`${secretEnv} is not set`);
+        }
+        const body = await api('PUT', `/api/admin/providers/${encodePath(one(1))}`, {
+          template: 'mcp',
+          ...(values.label === undefined ? {} : { label: values.label }),
+          configuration: {
+            resource_url: values['resource-url'] ?? '',
+            ...(values.scope === undefined ? {} : { scopes: values.scope }),
+          },
+          ...(values['client-id'] === undefined
+            ? {}
+            : {
+                credentials: {
+                  mode: 'custom',
+                  client_id: values['client-id'],
+                  ...(secret === undefined ? {} : { client_secret: secret }),
+                },
+              }),
+        });
+        show(body, () => providerLine(body));
+        return EXIT.ok;
+      }
+      case 'provider list': {
+        const body = await api(
+          'GET',
+          `/api/admin/providers${query({ prefix: values.prefix, limit: values.limit })}`,
+        );
+        show(body, () => body.items.map(providerLine).join('\n'));
+        return EXIT.ok;
+      }
+      case 'provider get': {
+        const body = await api('GET', `/api/admin/providers/${encodePath(one(1))}`);
+        show(body, () => providerLine(body));
+        return EXIT.ok;
+      }
+      case 'provider delete': {
+        const id = one(1);
+        await api('DELETE', `/api/admin/providers/${encodePath(id)}`);
+        show({ deleted: id }, () => `deleted provider ${id}`);
+        return EXIT.ok;
+      }
+      case 'discover': {
+        const body = await api('POST', '/api/admin/discover', { resource_url: one(0) });
+        show(body, () =>
+          [
+            table(
+              body.steps.map((step: Record<string, unknown>) => ({
+                ...step,
+                ok: step.ok ? 'ok' : 'FAILED',
+              })),
+              ['step', 'ok', 'status', 'url', 'note'],
+            ),
+            body.ok
+              ? `authorization server ${body.authorization_server.issuer}; scopes ${body.scopes.join(' ') || '(none)'}`
+              : `discovery failed: ${body.error}`,
+          ].join('\n'),
+        );
+        return body.ok ? EXIT.ok : EXIT.refused;
+      }
+      case 'connect': {
+        const provider = one(0);
+        const connection = one(1);
+        const started = await api('POST', `/api/oauth/authorize/${encodePath(provider)}`, {
+          connection_id: connection,
+          ...(values.scope === undefined ? {} : { scopes: values.scope }),
+        });
+        if (json) io.out(JSON.stringify(started));
+        else io.out(`Open this address to give consent:\n${started.authorization_url}`);
+        const deadline = Date.parse(started.expires_at);
+        const frames = '⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏';
+        for (let i = 0; ; i++) {
+          const view = await api('GET', `/api/oauth/connections/${encodePath(connection)}`);
+          const done =
+            view.authorized_at !== null &&
+            Date.parse(view.authorized_at) >= Date.parse(started.expires_at) - 10 * 60 * 1000;
+          if (view.status === 'error' || (view.status === 'active' && done)) {
+            if (io.tty && !json) io.err('\r\x1b[K');
+            show(view, () =>
+              view.status === 'active'
+                ? `connected ${connection}: scopes ${view.scopes.join(' ') || '(none)'}`
+                : `failed: ${view.error?.code}: ${view.error?.description}`,
+            );
+            return view.status === 'active' ? EXIT.ok : EXIT.refused;
+          }
+          if (Date.now() > deadline)
+            throw new Refused('invalid_request', 'the consent was not given in time');
+          if (io.tty && !json) io.err(`\r${frames[i % frames.length]} waiting for consent…`);
+          await io.sleep(1000);
+        }
+      }
+      case 'connection list': {
+        const body = await api(
+          'GET',
+          `/api/oauth/connections${query({ prefix: values.prefix, provider_id: values.provider, status: values.status, limit: values.limit })}`,
+        );
+        show(body, () =>
+          table(body.items, ['connection_id', 'provider_id', 'status', 'token_expires_at']),
+        );
+        return EXIT.ok;
+      }
+      case 'connection get': {
+        const body = await api('GET', `/api/oauth/connections/${encodePath(one(1))}`);
+        show(body, () =>
+          table([body], ['connection_id', 'provider_id', 'status', 'scopes', 'token_expires_at']),
+        );
+        return EXIT.ok;
+      }
+      case 'connection delete': {
+        const id = one(1);
+        await api('DELETE', `/api/oauth/connections/${encodePath(id)}`);
+        show(
+          { deleted: id },
+          () => `deleted connection ${id} (its tokens revoked where the server allows)`,
+        );
+        return EXIT.ok;
+      }
+      case 'secret put': {
+        const from = values['value-env'];
+        const value = from === undefined ? undefined : io.env[from];
+        if (value === undefined)
+          throw new UsageError('give the value in an environment variable: --value-env <VAR>');
+        const body = await api('PUT', `/api/vault/secrets/${encodePath(one(1))}`, { value });
+        show(body, () => `stored ${body.path} (version ${body.version})`);
+        return EXIT.ok;
+      }
+      case 'secret get': {
+        const body = await api('GET', `/api/vault/secrets/${encodePath(one(1))}`);
+        show(body, () => body.value);
+        return EXIT.ok;
+      }
+      case 'secret list': {
+        const body = await api(
+          'GET',
+          `/api/vault/secrets${query({ prefix: values.prefix, limit: values.limit })}`,
+        );
+        show(body, () => table(body.items, ['path', 'version', 'updated_at']));
+        return EXIT.ok;
+      }
+      case 'secret delete': {
+        const path = one(1);
+        await api('DELETE', `/api/vault/secrets/${encodePath(path)}`);
+        show({ deleted: path }, () => `deleted ${path}`);
+        return EXIT.ok;
+      }
+      default:
+        throw new UsageError(`unknown command "keyway ${argv.slice(0, 2).join(' ')}"`);
+    }
+  } catch (error) {
+    if (error instanceof Refused) {
+      io.err(`keyway: ${error.code}: ${error.message}`);
+      return EXIT.refused;
+    }
+    if (
+      error instanceof UsageError ||
+      (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    ) {
+      io.err(`keyway: ${(error as Error).message}\n\n${(HELP[resource] ?? ADMIN_USAGE).trimEnd()}`);
+      return EXIT.usage;
+    }
+    if (error instanceof Unreachable) {
+      io.err(`keyway: unreachable: ${error.message}`);
+      return EXIT.unreachable;
+    }
+    throw error;
+  }
+}
+
+class Unreachable extends Error {}
+
+/** Calls the API; answers the JSON body of a success, throws `Refused` with the API's code. */
+function client(io: AdminIo) {
+  const base = io.env.KEYWAY_URL?.replace(/\/+$/, '');
+  const token = io.env.KEYWAY_TOKEN;
+  if (base === undefined || token === undefined) {
+    throw new UsageError(
+      'set KEYWAY_URL (the broker, e.g. http://localhost:8787) and KEYWAY_TOKEN',
+    );
+  }
+  // biome-ignore lint/suspicious/noExplicitAny: answers are read field by field, as the API documents them
+  return async (method: string, path: string, body?: unknown): Promise<any> => {
+    let response: Response;
+    try {
+      response = await io.fetch(`${base}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    } catch (cause) {
+      throw new Unreachable(`${base}: ${cause instanceof Error ? cause.message : String(cause)}`);
+    }
+    if (response.status === 204) return null;
+    const answer = (await response.json().catch(() => null)) as Record<string, unknown> | null;
+    if (!response.ok) {
+      throw new Refused(
+        typeof answer?.error === 'string' ? answer.error : `http_${response.status}`,
+        typeof answer?.error_description === 'string'
+          ? answer.error_description
+          : `HTTP ${response.status}`,
+      );
+    }
+    return answer;
+  };
+}
+
+/** Rows as an aligned text table of the given columns. */
+function table(rows: Record<string, unknown>[], columns: string[]): string {
+  const cell = (value: unknown) =>
+    Array.isArray(value)
+      ? value.join(' ')
+      : value === null || value === undefined
+        ? '-'
+        : String(value);
+  const cells = rows.map((row) => columns.map((column) => cell(row[column])));
+  const widths = columns.map((column, i) =>
+    Math.max(column.length, ...cells.map((row) => (row[i] as string).length)),
+  );
+  const line = (values: string[]) =>
+    values
+      .map((value, i) => value.padEnd(widths[i] as number))
+      .join('  ')
+      .trimEnd();
+  return [line(columns.map((column) => column.toUpperCase())), ...cells.map(line)].join('\n');
+}
+
+/** One line per provider: id, resource, server, client. */
+function providerLine(view: {
+  id: string;
+  configuration: { resource_url: string };
+  authorization_server: { issuer: string };
+  credentials: { client_id: string; registration: string };
+}): string {
+  return `${view.id}: ${view.configuration.resource_url} via ${view.authorization_server.issuer} (client ${view.credentials.client_id}, ${view.credentials.registration})`;
+}

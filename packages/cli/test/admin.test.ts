@@ -1,0 +1,207 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { createBroker } from '@keyway/core';
+import { createHandler } from '@keyway/http';
+import { memoryStorage } from '@keyway/store-memory';
+import { bundleCli, startBrokerProcess } from '@keyway/test-support/processes';
+import { createTestWorld, type TestWorld } from '@keyway/testing';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ADMIN_COMMANDS, type AdminIo, EXIT, runAdmin } from '../src/index.js';
+
+const ROOT_KEY = 'admin-cli-root-key-0123456789-abcdefghij';
+const URL_ = 'https://keyway.example.test';
+
+describe('keyway admin commands, in process against a broker and the test world', () => {
+  let world: TestWorld;
+  let io: AdminIo & { lines: string[]; errors: string[] };
+  let consent: (() => Promise<void>) | null;
+
+  beforeEach(() => {
+    world = createTestWorld();
+    const broker = createBroker({
+      rootKey: ROOT_KEY,
+      storage: memoryStorage(),
+      fetch: world.fetch,
+      baseUrl: URL_,
+      providerManagement: true,
+      purgeIntervalMs: false,
+    });
+    const handler = createHandler(broker);
+    consent = null;
+    const lines: string[] = [];
+    const errors: string[] = [];
+    io = {
+      env: { KEYWAY_URL: URL_, KEYWAY_TOKEN: ROOT_KEY, LINEAR_SECRET: 's3cr3t-value' },
+      out: (text) => lines.push(...text.split('\n')),
+      err: (text) => errors.push(text),
+      fetch: async (input, init) => handler(new Request(input as string, init)),
+      // The "user" gives consent while the command waits.
+      sleep: async () => {
+        await consent?.();
+        consent = null;
+      },
+      tty: false,
+      lines,
+      errors,
+    };
+  });
+
+  const run = (...argv: string[]) => runAdmin(argv, io);
+  const last = () => io.lines.at(-1) as string;
+
+  it('creates, lists, reads, narrows and revokes tokens, in text and in JSON', async () => {
+    expect(await run('token', 'create', 'ci', '--scope', 'acme', '--expires-in', '600')).toBe(
+      EXIT.ok,
+    );
+    expect(io.lines[0]).toMatch(/^kw1_[\w-]+$/);
+    expect(io.lines[1]).toMatch(/^\(name ci, scopes acme\/\*\*, expires \S+Z; shown once\)$/);
+    expect(await run('token', 'list')).toBe(EXIT.ok);
+    expect(io.lines.at(-2)).toMatch(/^NAME\s+SCOPES\s+EXPIRES_AT\s+CREATED_BY$/);
+    expect(last()).toMatch(/^ci\s+acme\/\*\*\s+\S+Z\s+root$/);
+    expect(await run('token', 'narrow', 'ci', '--scope', 'acme/web', '--json')).toBe(EXIT.ok);
+    expect(JSON.parse(last())).toMatchObject({ name: 'ci', scopes: ['acme/web/**'] });
+    expect(await run('token', 'get', 'ci', '--json')).toBe(EXIT.ok);
+    expect(JSON.parse(last()).scopes).toEqual(['acme/web/**']);
+    expect(await run('token', 'revoke', 'ci')).toBe(EXIT.ok);
+    expect(last()).toBe('revoked ci and its descendants');
+    expect(await run('token', 'get', 'ci')).toBe(EXIT.refused);
+    expect(io.errors).toEqual(['keyway: not_found: no live token is named "ci"']);
+  });
+
+  it('puts a provider, discovers, connects through consent, and lists and deletes', async () => {
+    expect(await run('discover', world.resourceUrl)).toBe(EXIT.ok);
+    expect(io.lines[0]).toMatch(/^STEP\s+OK\s+STATUS\s+URL\s+NOTE$/);
+    expect(io.lines[1]).toMatch(
+      /^probe\s+ok\s+401\s+https:\/\/mcp\.example\.test\/mcp\s+challenge/,
+    );
+    expect(last()).toBe(`authorization server ${world.issuer}; scopes (none)`);
+    expect(
+      await run(
+        'provider',
+        'put',
+        'linear',
+        '--resource-url',
+        world.resourceUrl,
+        '--label',
+        'Linear',
+      ),
+    ).toBe(EXIT.ok);
+    expect(last()).toMatch(
+      new RegExp(`^linear: ${world.resourceUrl} via ${world.issuer} \\(client \\S+, dynamic\\)$`),
+    );
+    consent = async () => {
+      const url = io.lines.find((line) => line.startsWith(world.issuer)) as string;
+      const back = new URL(world.consent(url));
+      await io.fetch(back.href);
+    };
+    expect(await run('connect', 'linear', 'acme/alice/linear')).toBe(EXIT.ok);
+    expect(io.lines).toContain('Open this address to give consent:');
+    expect(last()).toBe('connected acme/alice/linear: scopes (none)');
+    expect(await run('connection', 'list', '--provider', 'linear', '--json')).toBe(EXIT.ok);
+    expect(JSON.parse(last()).items.map((c: { status: string }) => c.status)).toEqual(['active']);
+    expect(await run('connection', 'delete', 'acme/alice/linear')).toBe(EXIT.ok);
+    expect(await run('provider', 'delete', 'linear')).toBe(EXIT.ok);
+    expect(last()).toBe('deleted provider linear');
+    expect(io.errors).toEqual([]);
+  });
+
+  it('reports a failed consent and exits 1', async () => {
+    await run('provider', 'put', 'linear', '--resource-url', world.resourceUrl);
+    consent = async () => {
+      const url = io.lines.find((line) => line.startsWith(world.issuer)) as string;
+      await io.fetch(new URL(world.consent(url, 'deny')).href);
+    };
+    expect(await run('connect', 'linear', 'acme/bob/linear')).toBe(EXIT.refused);
+    expect(last()).toMatch(/^failed: access_denied: /);
+  });
+
+  it('puts, reads, lists and deletes secrets, the value taken from the environment only', async () => {
+    expect(await run('secret', 'put', 'acme/linear-key', '--value-env', 'LINEAR_SECRET')).toBe(
+      EXIT.ok,
+    );
+    expect(last()).toBe('stored acme/linear-key (version 1)');
+    expect(await run('secret', 'get', 'acme/linear-key')).toBe(EXIT.ok);
+    expect(last()).toBe('s3cr3t-value');
+    expect(await run('secret', 'list', '--prefix', 'acme', '--json')).toBe(EXIT.ok);
+    expect(JSON.parse(last()).items.map((s: { path: string }) => s.path)).toEqual([
+      'acme/linear-key',
+    ]);
+    expect(await run('secret', 'delete', 'acme/linear-key')).toBe(EXIT.ok);
+    expect(await run('secret', 'put', 'acme/x', '--value-env', 'NOT_SET')).toBe(EXIT.usage);
+  });
+
+  it('answers usage mistakes with 2 and the command’s help, and a missing broker with 3', async () => {
+    expect(await run('token', 'frobnicate')).toBe(EXIT.usage);
+    expect(io.errors[0]).toMatch(
+      /^keyway: unknown command "keyway token frobnicate"\n\nkeyway token create/,
+    );
+    expect(await run('token', 'create', 'x', '--colour', 'red')).toBe(EXIT.usage);
+    expect(await run('token', 'create', '--help')).toBe(EXIT.ok);
+    expect(io.lines.filter((line) => line.startsWith('keyway token '))).toHaveLength(3);
+    expect(io.lines).toContain(
+      'keyway token create <name> --scope <s> [--scope <s>…] [--expires-in <seconds>]',
+    );
+    io.env = {};
+    expect(await run('token', 'list')).toBe(EXIT.usage);
+    expect(io.errors.at(-1)).toMatch(/^keyway: set KEYWAY_URL/);
+    io.env = { KEYWAY_URL: 'http://127.0.0.1:9', KEYWAY_TOKEN: ROOT_KEY };
+    io.fetch = globalThis.fetch;
+    expect(await run('token', 'list')).toBe(EXIT.unreachable);
+    expect(io.errors.at(-1)).toMatch(/^keyway: unreachable: http:\/\/127\.0\.0\.1:9: /);
+  });
+
+  it('generates keys that a broker accepts', async () => {
+    expect(await run('keys', 'generate', '--json')).toBe(EXIT.ok);
+    const keys = JSON.parse(last()) as { root_key: string; vault_key: string };
+    expect(keys.root_key).toMatch(/^[\w-]{43}$/);
+    expect(() =>
+      createBroker({
+        rootKey: keys.root_key,
+        vaultKeys: [keys.vault_key],
+        storage: memoryStorage(),
+      }),
+    ).not.toThrow();
+  });
+});
+
+describe('keyway admin commands as a process, against a real keyway serve', () => {
+  const exec = promisify(execFile);
+  let broker: Awaited<ReturnType<typeof startBrokerProcess>>;
+  let entry: string;
+
+  beforeAll(async () => {
+    broker = await startBrokerProcess({ KEYWAY_ROOT_KEY: ROOT_KEY, KEYWAY_DATABASE: ':memory:' });
+    entry = await bundleCli();
+  }, 60_000);
+  afterAll(() => broker?.stop());
+
+  const keyway = (args: string[], env: Record<string, string> = {}) =>
+    exec(process.execPath, [entry, ...args], {
+      env: { PATH: process.env.PATH ?? '', KEYWAY_URL: broker.url, KEYWAY_TOKEN: ROOT_KEY, ...env },
+    }).then(
+      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+      (error: { code: number; stdout: string; stderr: string }) => error,
+    );
+
+  it('lists every command in --help', async () => {
+    const { stdout } = await keyway(['--help']);
+    for (const command of ['serve', ...ADMIN_COMMANDS])
+      expect(stdout).toContain(`keyway ${command}`);
+  });
+
+  it('mints with the root key, then works with the minted token, with exact exit codes', async () => {
+    const minted = await keyway(['token', 'create', 'ops', '--scope', 'acme', '--json']);
+    expect(minted.code).toBe(0);
+    const { access_token } = JSON.parse(minted.stdout) as { access_token: string };
+    const put = await keyway(['secret', 'put', 'acme/db', '--value-env', 'DB'], {
+      KEYWAY_TOKEN: access_token,
+      DB: 'postgres://x',
+    });
+    expect([put.code, put.stdout]).toEqual([0, 'stored acme/db (version 1)\n']);
+    const outside = await keyway(['secret', 'get', 'billing/db'], { KEYWAY_TOKEN: access_token });
+    expect([outside.code, outside.stderr]).toEqual([
+      1,
+      'keyway: insufficient_scope: the credential\'s scopes do not cover "billing/db"\n',
+    ]);
+  });
+});
