@@ -47,6 +47,8 @@ export const ADMIN_USAGE = `Commands over the HTTP API (KEYWAY_URL, KEYWAY_TOKEN
   keyway connection list [--prefix <p>] [--provider <id>] [--status <s>] | get <id> | delete <id>
   keyway secret put <path> --value-env <VAR> | get <path> | list [--prefix <p>] | delete <path>
   keyway keys generate          a root key and a vault key, for KEYWAY_ROOT_KEY / _VAULT_KEYS
+  keyway vault rewrap           on the database itself (KEYWAY_DATABASE, KEYWAY_VAULT_KEYS new
+                                key first): every entry onto the new key, then drop the old
 Exit codes: 0 done, 1 refused by the API (its error code is printed), 2 usage, 3 unreachable.`;
 
 /** Each command's own help, by `<resource> <verb>`. */
@@ -96,6 +98,17 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
       },
     });
     const json = values.json === true;
+    if (resource === 'vault') {
+      if (positionals[0] !== 'rewrap') throw new UsageError('usage: keyway vault rewrap');
+      const { rewrapVault } = await import('./vault.js');
+      const result = await rewrapVault(io.env).catch((error: unknown) => {
+        throw new UsageError(error instanceof Error ? error.message : String(error));
+      });
+      if (json) io.out(JSON.stringify(result));
+      else
+        io.out(`re-wrapped ${result.moved} vault entries of ${result.database} onto the first key`);
+      return EXIT.ok;
+    }
     if (resource === 'keys') {
       if (positionals[0] !== 'generate') throw new UsageError('usage: keyway keys generate');
       const keys = { root_key: generateVaultKey(), vault_key: generateVaultKey() };

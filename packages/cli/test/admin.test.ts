@@ -205,3 +205,56 @@ describe('keyway admin commands as a process, against a real keyway serve', () =
     ]);
   });
 });
+
+describe('keyway vault rewrap, on the database itself', () => {
+  it('moves every entry onto the first key, so the old key can go', async () => {
+    const { mkdtempSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { generateVaultKey, rootPrincipal } = await import('@keyway/core');
+    const { sqliteStorage } = await import('@keyway/store-sqlite');
+    const dir = mkdtempSync(join(tmpdir(), 'keyway-rewrap-'));
+    const file = join(dir, 'keyway.sqlite');
+    const [oldKey, newKey] = [generateVaultKey(), generateVaultKey()];
+    const open = async (vaultKeys: string[]) =>
+      createBroker({
+        rootKey: ROOT_KEY,
+        storage: sqliteStorage(file),
+        vaultKeys,
+        purgeIntervalMs: false,
+      });
+    const before = await open([oldKey]);
+    await before.secrets.put(rootPrincipal(), 'acme/a', { value: 'one' });
+    await before.secrets.put(rootPrincipal(), 'acme/b', { value: 'two' });
+    await before.close();
+
+    const lines: string[] = [];
+    const io: AdminIo = {
+      env: { KEYWAY_DATABASE: file, KEYWAY_VAULT_KEYS: `${newKey},${oldKey}` },
+      out: (line) => lines.push(line),
+      err: (line) => lines.push(line),
+      fetch: globalThis.fetch,
+      sleep: async () => {},
+      tty: false,
+    };
+    expect(await runAdmin(['vault', 'rewrap'], io)).toBe(EXIT.ok);
+    expect(lines).toEqual([`re-wrapped 2 vault entries of ${file} onto the first key`]);
+    expect(await runAdmin(['vault', 'rewrap', '--json'], io)).toBe(EXIT.ok);
+    expect(JSON.parse(lines.at(-1) as string)).toEqual({ moved: 0, database: file });
+
+    const after = await open([newKey]);
+    expect(await after.secrets.get(rootPrincipal(), 'acme/a')).toMatchObject({
+      value: 'one',
+      version: 1,
+    });
+    expect(await after.secrets.get(rootPrincipal(), 'acme/b')).toMatchObject({ value: 'two' });
+    await after.close();
+
+    io.env = { KEYWAY_DATABASE: join(dir, 'other.sqlite') };
+    expect(await runAdmin(['vault', 'rewrap'], io)).toBe(EXIT.usage);
+    expect(lines.at(-1)).toMatch(
+      /^keyway: set KEYWAY_VAULT_KEYS \(the new key first, then the old ones\)/,
+    );
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
