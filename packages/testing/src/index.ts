@@ -1,3 +1,4 @@
+export { connectInWorld, createTestBroker, TEST_ROOT_KEY, worldConnectionFetch } from './broker.js';
 export {
   type AuthorizationServerMetadataLocation,
   createTestWorld,

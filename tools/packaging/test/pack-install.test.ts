@@ -101,6 +101,10 @@ beforeAll(async () => {
   writeFileSync(join(app, 'no-network.mjs'), NO_NETWORK);
   writeFileSync(join(app, 'app.ts'), snippet('README.md', '## Embedding'));
   writeFileSync(join(app, 'world.ts'), snippet('packages/testing/README.md', '# @keyway/testing'));
+  writeFileSync(
+    join(app, 'start.ts'),
+    snippet('docs/getting-started.md', '## 1. In memory, in five minutes'),
+  );
   // --ignore-scripts: the linked driver is already built, and must not be rebuilt in place.
   await run('npm', ['install', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], {
     cwd: app,
@@ -118,7 +122,7 @@ async function typecheck(resolution: 'NodeNext' | 'Bundler' | 'Node10'): Promise
           { module: 'ESNext', moduleResolution: 'Node10', noEmit: true, esModuleInterop: true };
   const config = {
     compilerOptions: { target: 'ES2022', strict: true, types: ['node'], ...options },
-    files: ['app.ts', 'world.ts'],
+    files: ['app.ts', 'world.ts', 'start.ts'],
   };
   const file = `tsconfig.${resolution}.json`;
   writeFileSync(join(app, file), JSON.stringify(config));
@@ -216,6 +220,14 @@ describe('the published packages, installed with npm outside the workspace', () 
     const { output, code } = await runApp('out/app.js', { PORT: '0' }, () => false);
     expect(code).toBe(1);
     expect(output).toMatch(/set KEYWAY_ROOT_KEY and KEYWAY_VAULT_KEY \(for example [\w-]{43}\)/);
+  }, 60_000);
+
+  it('runs the getting-started example in memory, with the network cut off', async () => {
+    const { output, code } = await runApp('out/start.js', {}, () => false);
+    expect(output).toBe(
+      'authorization server https://auth.example.test\nconnection active\ntool says {"hello":"world"}\n',
+    );
+    expect(code).toBe(0);
   }, 60_000);
 
   it('runs the testing example in memory, with the network cut off', async () => {

@@ -1,0 +1,82 @@
+import {
+  type Broker,
+  type BrokerConfig,
+  type CallbackOutcome,
+  connectionFetch,
+  createBroker,
+  type Principal,
+  rootPrincipal,
+} from '@keyway/core';
+import { memoryStorage } from '@keyway/store-memory';
+import type { TestWorld } from './world/options.js';
+
+/** The root key of {@link createTestBroker}'s brokers: for tests only. */
+export const TEST_ROOT_KEY = 'keyway-test-root-key-0123456789-abcdefghij';
+
+/**
+ * A broker wired to a test world: memory storage, provider management on, a base URL,
+ * and every outbound request sent to the world's `fetch`, whatever `config` says, so a
+ * unit test cannot reach the network.
+ *
+ * @example
+ * const world = createTestWorld();
+ * const broker = createTestBroker(world);
+ * await broker.providers.put(rootPrincipal(), 'demo', {
+ *   template: 'mcp',
+ *   configuration: { resource_url: world.resourceUrl },
+ * });
+ */
+export function createTestBroker(world: TestWorld, config: Partial<BrokerConfig> = {}): Broker {
+  return createBroker({
+    rootKey: TEST_ROOT_KEY,
+    storage: memoryStorage(),
+    baseUrl: 'https://keyway.example.test',
+    providerManagement: true,
+    purgeIntervalMs: false,
+    ...config,
+    fetch: world.fetch,
+  });
+}
+
+/**
+ * Authorizes a connection and plays the user at the world's consent page (`approve` by
+ * default), then completes the callback: the whole flow, in memory.
+ */
+export async function connectInWorld(
+  world: TestWorld,
+  broker: Broker,
+  options: {
+    providerId: string;
+    connectionId: string;
+    principal?: Principal;
+    scopes?: string[];
+    decision?: 'approve' | 'deny';
+  },
+): Promise<CallbackOutcome> {
+  const { authorization_url } = await broker.connections.authorize(
+    options.principal ?? rootPrincipal(),
+    options.providerId,
+    {
+      connection_id: options.connectionId,
+      ...(options.scopes === undefined ? {} : { scopes: options.scopes }),
+    },
+  );
+  const back = new URL(world.consent(authorization_url, options.decision ?? 'approve'));
+  return broker.connections.callback(back.searchParams);
+}
+
+/**
+ * A `fetch` for MCP requests with a connection's brokered token, sent to the world's MCP
+ * server (never the network); the token is refreshed when due and once on a 401.
+ */
+export function worldConnectionFetch(
+  world: TestWorld,
+  options: { broker: Broker; connectionId: string; principal?: Principal },
+) {
+  return connectionFetch({
+    broker: options.broker,
+    principal: options.principal ?? rootPrincipal(),
+    connectionId: options.connectionId,
+    fetch: world.fetch,
+  });
+}
