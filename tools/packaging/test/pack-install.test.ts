@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { buildWorkspacePackages, withBuildLock } from '@keyway/test-support/processes';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
@@ -64,17 +65,15 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 beforeAll(async () => {
   // The packages as a user gets them: built with declarations, packed by pnpm (which
   // rewrites workspace versions and applies publishConfig), installed by plain npm.
-  await run('npx', [...PNPM, '-r', '--filter', './packages/**', 'build'], {
-    cwd: root,
-    env: { ...process.env, KEYWAY_BUILD_DTS: '1' },
-    maxBuffer: 64 * 1024 * 1024,
-  });
   mkdirSync(packs);
-  for (const name of PUBLIC) {
-    await run('npx', [...PNPM, 'pack', '--pack-destination', packs], {
-      cwd: join(root, 'packages', name),
-    });
-  }
+  await withBuildLock(async () => {
+    await buildWorkspacePackages(['./packages/**']);
+    for (const name of PUBLIC) {
+      await run('npx', [...PNPM, 'pack', '--pack-destination', packs], {
+        cwd: join(root, 'packages', name),
+      });
+    }
+  });
   mkdirSync(app);
   // better-sqlite3 compiles from source where no prebuilt binary downloads: the app links
   // the workspace's built copy instead of compiling it again.

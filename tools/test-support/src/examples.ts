@@ -25,17 +25,21 @@ export async function closeServer(server: Server): Promise<void> {
  * Mints a token through the app's Keyway API (under `/keyway`), reads it back, and checks
  * that the app's notes routes let it read `notes/alice/todo` and nothing else.
  */
-export async function exerciseNotesApp(base: string, rootKey: string): Promise<void> {
+export async function exerciseNotesApp(
+  base: string,
+  rootKey: string,
+  keywayPath = '/keyway',
+): Promise<void> {
   const ROOT_KEY = rootKey;
   const root = { authorization: `Bearer ${ROOT_KEY}` };
-  const minted = await fetch(`${base}/keyway/api/admin/tokens`, {
+  const minted = await fetch(`${base}${keywayPath}/api/admin/tokens`, {
     method: 'POST',
     headers: { ...root, 'content-type': 'application/json' },
     body: JSON.stringify({ name: 'alice', scopes: ['notes/alice'] }),
   });
   expect(minted.status).toBe(201);
   const { access_token } = (await minted.json()) as { access_token: string };
-  const read = await fetch(`${base}/keyway/api/admin/tokens/alice`, { headers: root });
+  const read = await fetch(`${base}${keywayPath}/api/admin/tokens/alice`, { headers: root });
   expect(read.status).toBe(200);
   expect(await read.json()).toMatchObject({ name: 'alice', scopes: ['notes/alice/**'] });
 
@@ -68,7 +72,7 @@ export async function exerciseNotesApp(base: string, rootKey: string): Promise<v
 export async function startServerProcess(
   command: string,
   args: string[],
-  options: { cwd: string; env: Record<string, string> },
+  options: { cwd: string; env: Record<string, string>; listening?: RegExp },
 ): Promise<{ base: string; stop: () => Promise<void> }> {
   const { spawn } = await import('node:child_process');
   const child = spawn(command, args, {
@@ -76,11 +80,12 @@ export async function startServerProcess(
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...options.env },
   });
   let output = '';
+  const pattern = options.listening ?? /notes app on (http:\/\/127\.0\.0\.1:\d+)/;
   const base = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no start within 30 s:\n${output}`)), 30_000);
     const read = (chunk: Buffer) => {
       output += chunk.toString();
-      const match = /notes app on (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
+      const match = pattern.exec(output);
       if (match) {
         clearTimeout(timer);
         resolve(match[1] as string);
@@ -101,4 +106,15 @@ export async function startServerProcess(
       await once(child, 'exit');
     },
   };
+}
+
+/** A free TCP port on loopback, for servers that cannot be told to pick one. */
+export async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  const probe = createServer().listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address() as AddressInfo;
+  probe.close();
+  await once(probe, 'close');
+  return port;
 }

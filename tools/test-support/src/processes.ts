@@ -83,3 +83,38 @@ export async function startBrokerProcess(env: Record<string, string>): Promise<B
     },
   };
 }
+
+/**
+ * Runs `fn` while no other test process builds or reads the workspace packages' `dist/`
+ * folders: a build cleans them first, so a concurrent build, pack or `next build` would
+ * see them half-written. The lock is a directory, created atomically.
+ */
+export async function withBuildLock<T>(fn: () => Promise<T>): Promise<T> {
+  const { mkdirSync: makeDir, rmSync } = await import('node:fs');
+  const lock = join(repo, 'node_modules', '.keyway-build-lock');
+  for (let waited = 0; ; waited += 200) {
+    try {
+      makeDir(lock);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || waited > 600_000) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+/** Builds workspace packages (`pnpm --filter … build`, declarations included). */
+export async function buildWorkspacePackages(filters: string[]): Promise<void> {
+  const { execFile } = await import('node:child_process');
+  const { promisify } = await import('node:util');
+  await promisify(execFile)(
+    'npx',
+    ['-y', 'pnpm@10.34.9', ...filters.flatMap((filter) => ['--filter', filter]), 'build'],
+    { cwd: repo, env: { ...process.env, KEYWAY_BUILD_DTS: '1' }, maxBuffer: 64 * 1024 * 1024 },
+  );
+}
