@@ -13,6 +13,7 @@
 export { type Broker, createBroker } from './broker.js';
 export type { BrokerConfig } from './config.js';
 export type { AuthorizeResult, CallbackOutcome } from './connections/authorization.js';
+export type { ProbeResult } from './connections/probe.js';
 export type { Credentials } from './connections/service.js';
 export type {
   ConnectionErrorCode,

@@ -157,3 +157,20 @@ export const ClientMetadataBody = z.looseObject({
   client_name: z.string(),
   redirect_uris: z.array(z.string()),
 });
+
+/** `POST /api/oauth/probe/<path>` (API.md §8): never the token. */
+export const ProbeResultBody = z.object({
+  ok: z.boolean(),
+  server: z
+    .object({ name: z.string(), version: z.string(), protocol_version: z.string() })
+    .nullable(),
+  tools: z.array(z.object({ name: z.string(), description: z.string() })),
+  steps: z.array(
+    z.object({
+      step: z.enum(['discover', 'initialize', 'initialized', 'tools/list', 'close']),
+      status: z.number().int().nullable(),
+      ok: z.boolean(),
+      note: z.string(),
+    }),
+  ),
+});

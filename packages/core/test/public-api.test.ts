@@ -95,6 +95,7 @@ describe('the root entry of @keyway/core', () => {
     expectTypeOf<z.output<typeof schemas.CredentialsBody>>().toEqualTypeOf<Credentials>();
     expectTypeOf<z.output<typeof schemas.SecretViewBody>>().toEqualTypeOf<SecretView>();
     expectTypeOf<z.output<typeof schemas.SecretWithValueBody>>().toEqualTypeOf<SecretWithValue>();
+    expectTypeOf<z.output<typeof schemas.ProbeResultBody>>().toEqualTypeOf<core.ProbeResult>();
     expect(Object.keys(schemas).length).toBeGreaterThan(20);
   });
 

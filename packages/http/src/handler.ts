@@ -252,6 +252,14 @@ function routes(broker: Broker): Route[] {
       },
     },
     {
+      prefix: '/api/oauth/probe',
+      match: 'rest',
+      methods: {
+        POST: async ({ principal, rest }) =>
+          json(200, await broker.connections.probe(principal, resourcePathFromUrl(rest))),
+      },
+    },
+    {
       prefix: '/api/oauth/credentials',
       match: 'rest',
       methods: {

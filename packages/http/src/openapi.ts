@@ -288,6 +288,29 @@ export const OPERATIONS: readonly Operation[] = [
     ],
   },
   {
+    method: 'post',
+    path: '/api/oauth/probe/{id}',
+    id: 'probe',
+    summary:
+      'Check that a connection works: MCP initialize (or server/discover) and tools/list with its token.',
+    see: 'API.md §8',
+    param: path('id'),
+    ok: {
+      200: {
+        description: 'The probe, step by step (never the token).',
+        schema: schemas.ProbeResultBody,
+      },
+    },
+    errors: [
+      'invalid_path',
+      'insufficient_scope',
+      'not_found',
+      'connection_not_active',
+      'reauthorization_required',
+      'upstream_error',
+    ],
+  },
+  {
     method: 'get',
     path: '/api/vault/secrets',
     id: 'listSecrets',

@@ -205,6 +205,8 @@ describe('real answers of every route against the document', () => {
     await call('GET', '/api/oauth/connections/acme/nobody');
     await call('GET', '/api/oauth/credentials/acme/alice/linear?force_refresh=true');
     await call('GET', '/api/oauth/credentials/acme/nobody');
+    await call('POST', '/api/oauth/probe/acme/alice/linear');
+    await call('POST', '/api/oauth/probe/acme/nobody');
     await call('DELETE', '/api/oauth/connections/acme/alice/linear');
     await call('DELETE', '/api/oauth/connections/acme/alice/linear');
     await call('DELETE', '/api/admin/providers/linear');

@@ -1,5 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { KeywayError } from '../errors.js';
+import { createConnectionFetch } from '../mcp-fetch.js';
 import { listWindow, type Page, toPage } from '../pagination.js';
 import { actorOf, assertCoversPath, type Principal } from '../principal.js';
 import { libraryOptions } from '../registration.js';
@@ -10,6 +11,7 @@ import type { ConnectionTokens } from '../stored.js';
 import { parseQuery } from '../validation.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
 import { oauthPartyOf } from './party.js';
+import { type ProbeResult, probeMcp } from './probe.js';
 import { Refresher } from './refresh.js';
 import {
   CONNECTION_TOKENS_KIND,
@@ -133,6 +135,34 @@ export class ConnectionService {
       expires_at: tokens.expires_at === null ? null : new Date(tokens.expires_at).toISOString(),
       scopes: tokens.scope.length > 0 ? tokens.scope : connectionState(record).scopes,
     };
+  }
+
+  /**
+   * Checks that a connection really works (API.md §8): an MCP conversation with its
+   * provider's server using the connection's token (refreshed first when due, and once more
+   * on a `401`), through the guarded outbound fetch, reported step by step. Both MCP wires:
+   * the stateless one of 2026-07-28 (`server/discover`) and the stateful one (`initialize`,
+   * the session closed at the end). The token never appears in the answer.
+   *
+   * @throws {KeywayError} `invalid_path`, `insufficient_scope`, `not_found`,
+   *   `connection_not_active`, `reauthorization_required`, `upstream_error`.
+   * @see API.md §8
+   */
+  async probe(principal: Principal, id: string): Promise<ProbeResult> {
+    const connectionId = parseResourcePath(id);
+    assertCoversPath(principal, connectionId);
+    const record = await this.#records.get(connectionId);
+    if (record === null) throw notFound(connectionId);
+    // The token is read (and refreshed when due) before anything is sent: a connection
+    // that cannot hand one out fails here, with its own error.
+    await this.credentials(principal, connectionId);
+    const { state } = await this.#records.o.providers.resolve(record.providerId);
+    const fetchMcp = createConnectionFetch(
+      ({ forceRefresh }) =>
+        this.credentials(principal, connectionId, { force_refresh: forceRefresh }),
+      { fetch: (url, init) => this.#records.o.outbound(url, init) },
+    );
+    return probeMcp((url, init) => fetchMcp(url, init), state.configuration.resource_url);
   }
 
   /**
