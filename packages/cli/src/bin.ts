@@ -16,6 +16,7 @@ Starts the Keyway broker. Environment:
   KEYWAY_BASE_URL   public base URL; the OAuth callback is {base}/api/oauth/callback
                     (default: http://localhost:$PORT)
   KEYWAY_PROVIDER_MANAGEMENT  true/false: provider endpoints on or off (default true)
+  KEYWAY_INSPECTOR  true/false: the inspector page at /inspector (default true)
   KEYWAY_CLIENT_METADATA_URL  the client-ID metadata document URL when hosted elsewhere
   KEYWAY_ALLOWED_REDIRECTS  comma-separated origins redirect_to may point to
   KEYWAY_ALLOWED_HOSTS  comma-separated hosts outbound requests may reach over plain

@@ -101,6 +101,8 @@ export interface ServeOptions {
   baseUrl?: string;
   /** Provider endpoints on or off. Default on for the standalone server. */
   providerManagement?: boolean;
+  /** Serves the inspector at `/inspector` (API.md §9). Default true. */
+  inspector?: boolean;
   /** Where the client-ID metadata document is hosted, when not at its default URL. */
   clientMetadataUrl?: string;
   /** Origins `redirect_to` may point to. */
@@ -218,7 +220,9 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
     await storage.close();
     throw error;
   }
-  handle = toNodeHandler(createHandler(broker), { trustProxy: options.trustProxy === true });
+  handle = toNodeHandler(createHandler(broker, { inspector: options.inspector ?? true }), {
+    trustProxy: options.trustProxy === true,
+  });
   const url = `http://${urlHost(host)}:${listening}`;
   log(`Keyway broker listening on ${url} (storage: ${describeDatabase(database)})`);
   if (generatedRootKey) {
@@ -306,6 +310,8 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
   if (env.KEYWAY_CLIENT_METADATA_URL) options.clientMetadataUrl = env.KEYWAY_CLIENT_METADATA_URL;
   const management = booleanVariable(env, 'KEYWAY_PROVIDER_MANAGEMENT');
   if (management !== undefined) options.providerManagement = management;
+  const inspector = booleanVariable(env, 'KEYWAY_INSPECTOR');
+  if (inspector !== undefined) options.inspector = inspector;
   const trustProxy = booleanVariable(env, 'KEYWAY_TRUST_PROXY');
   if (trustProxy !== undefined) options.trustProxy = trustProxy;
   if (env.KEYWAY_RATE_LIMITS) options.rateLimits = parseRateLimits(env.KEYWAY_RATE_LIMITS);

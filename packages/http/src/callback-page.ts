@@ -13,28 +13,54 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ESCAPES[c] as string);
 }
 
-const HEADERS = {
-  'content-type': 'text/html; charset=utf-8',
-  'cache-control': 'no-store',
-  'x-content-type-options': 'nosniff',
-  // The page shows results only: no scripts, no styles from elsewhere, no framing, and the
-  // callback URL (with its code and state) never leaves as a Referer.
-  'content-security-policy':
-    "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
-  'referrer-policy': 'no-referrer',
-};
+/**
+ * The page shows results only: no styles from elsewhere, no framing, and the callback URL
+ * (with its code and state) never leaves as a Referer. With the inspector on, one script
+ * of this origin reports the outcome to the inspector window that opened the consent.
+ */
+function headers(script: boolean): Record<string, string> {
+  return {
+    'content-type': 'text/html; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': `default-src 'none'; ${script ? "script-src 'self'; " : ''}style-src 'unsafe-inline'; frame-ancestors 'none'`,
+    'referrer-policy': 'no-referrer',
+  };
+}
 
-function page(status: number, title: string, message: string): Response {
+/** What the inspector's script on the callback page reports, and where that script is. */
+export interface CallbackReport {
+  /** The script's URL path, relative to the callback page. */
+  script: string;
+  outcome: { connection_id: string; status: string; error: string | null };
+}
+
+function page(status: number, title: string, message: string, report?: CallbackReport): Response {
+  const reported =
+    report === undefined
+      ? ''
+      : `<div id="outcome" hidden data-connection="${escapeHtml(report.outcome.connection_id)}" data-status="${escapeHtml(report.outcome.status)}"${report.outcome.error === null ? '' : ` data-error="${escapeHtml(report.outcome.error)}"`}></div><script type="module" src="${escapeHtml(report.script)}"></script>`;
   const body = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
 <style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}</style></head>
-<body><h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p></body></html>
+<body><h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p>${reported}</body></html>
 `;
-  return new Response(body, { status, headers: HEADERS });
+  return new Response(body, { status, headers: headers(report !== undefined) });
 }
 
 /** The answer to a finished callback: a redirect to `redirect_to`, or a small page. */
-export function callbackResponse(outcome: CallbackOutcome): Response {
+export function callbackResponse(outcome: CallbackOutcome, inspectorScript?: string): Response {
+  const report =
+    inspectorScript === undefined
+      ? undefined
+      : {
+          script: inspectorScript,
+          outcome: {
+            connection_id: outcome.connection_id,
+            status: outcome.status,
+            error: outcome.error?.code ?? null,
+          },
+        };
   if (outcome.redirect_to !== null) {
     const target = new URL(outcome.redirect_to);
     target.searchParams.set('connection_id', outcome.connection_id);
@@ -64,6 +90,7 @@ export function callbackResponse(outcome: CallbackOutcome): Response {
       200,
       'Connected',
       `The connection ${outcome.connection_id} is active. You can close this window.`,
+      report,
     );
   }
   const kept =
@@ -72,6 +99,7 @@ export function callbackResponse(outcome: CallbackOutcome): Response {
     200,
     'Not connected',
     `The connection ${outcome.connection_id} was not authorized: ${outcome.error.code} (${outcome.error.description}).${kept}`,
+    report,
   );
 }
 

@@ -6,6 +6,7 @@ import {
   schemas,
 } from '@keyway/core';
 import { callbackResponse, invalidCallbackResponse } from './callback-page.js';
+import { CALLBACK_SCRIPT, INSPECTOR_ASSETS, INSPECTOR_HTML } from './inspector-assets.generated.js';
 import { openApiDocument } from './openapi.js';
 import {
   bearerCredential,
@@ -37,6 +38,11 @@ export interface HandlerOptions {
    * sets, never one a client can choose.
    */
   clientAddress?: (request: Request) => string | null | undefined;
+  /**
+   * Serves the inspector at `{basePath}/inspector` (API.md §9): a page that walks the
+   * connect flow with the credential typed into it. Default false.
+   */
+  inspector?: boolean;
 }
 
 /**
@@ -78,8 +84,51 @@ function tokenNameFrom(rest: string): string {
   }
 }
 
-function routes(broker: Broker): Route[] {
+/** The security headers of the inspector's page: nothing but this origin, no framing. */
+const INSPECTOR_PAGE_HEADERS = {
+  'content-type': 'text/html; charset=utf-8',
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+};
+
+function inspectorRoutes(): Route[] {
   return [
+    {
+      prefix: '/inspector',
+      match: 'exact',
+      public: true,
+      methods: {
+        GET: async () => new Response(INSPECTOR_HTML, { headers: INSPECTOR_PAGE_HEADERS }),
+      },
+    },
+    {
+      prefix: '/inspector/assets',
+      match: 'rest',
+      public: true,
+      methods: {
+        GET: async ({ rest }) => {
+          const asset = Object.hasOwn(INSPECTOR_ASSETS, rest) ? INSPECTOR_ASSETS[rest] : undefined;
+          if (asset === undefined) throw new KeywayError('not_found', 'no such asset');
+          // Named by their content: cached for a year, never revalidated.
+          return new Response(asset.body, {
+            headers: {
+              'content-type': asset.type,
+              'cache-control': 'public, max-age=31536000, immutable',
+              'x-content-type-options': 'nosniff',
+            },
+          });
+        },
+      },
+    },
+  ];
+}
+
+function routes(broker: Broker, inspector: boolean): Route[] {
+  return [
+    ...(inspector ? inspectorRoutes() : []),
     {
       prefix: '/api/admin/tokens',
       match: 'exact',
@@ -207,6 +256,7 @@ function routes(broker: Broker): Route[] {
           try {
             return callbackResponse(
               await broker.connections.callback(new URL(request.url).searchParams),
+              inspector ? `../../inspector/assets/${CALLBACK_SCRIPT}` : undefined,
             );
           } catch (error) {
             if (error instanceof KeywayError && error.code === 'invalid_request') {
@@ -352,6 +402,7 @@ export function createHandler(
   if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) {
     throw new TypeError('"maxBodyBytes" must be a positive integer');
   }
+  const inspector = options.inspector === true;
   const onInternalError =
     options.onInternalError ?? ((error: unknown) => console.error('keyway: internal error', error));
   // A broker, or a function that makes it on the first request: frameworks that evaluate
@@ -359,14 +410,14 @@ export function createHandler(
   // factory that fails is called again by the next request.
   const factory = typeof broker === 'function' ? broker : null;
   let ready: { broker: Broker; table: Route[] } | null =
-    typeof broker === 'function' ? null : { broker, table: routes(broker) };
+    typeof broker === 'function' ? null : { broker, table: routes(broker, inspector) };
   let making: Promise<{ broker: Broker; table: Route[] }> | null = null;
   const current = async () => {
     if (ready !== null || factory === null) return ready ?? Promise.reject(new Error('no broker'));
     making ??= Promise.resolve()
       .then(factory)
       .then((made) => {
-        ready = { broker: made, table: routes(made) };
+        ready = { broker: made, table: routes(made, inspector) };
         return ready;
       })
       .finally(() => {

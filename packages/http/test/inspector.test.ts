@@ -1,0 +1,113 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { createBroker } from '@keyway/core';
+import { memoryStorage } from '@keyway/store-memory';
+import { createTestWorld } from '@keyway/testing';
+import { describe, expect, it } from 'vitest';
+import { createHandler } from '../src/index.js';
+import { CALLBACK_SCRIPT, INSPECTOR_ASSETS } from '../src/inspector-assets.generated.js';
+import { connectThroughConsent, Harness, putProvider, START } from './harness.js';
+
+const ROOT_KEY = 'inspector-test-root-key-0123456789-abcdef';
+const root = fileURLToPath(new URL('../../..', import.meta.url));
+
+const handlerWith = (inspector?: boolean) =>
+  createHandler(
+    createBroker({ rootKey: ROOT_KEY, storage: memoryStorage(), purgeIntervalMs: false }),
+    { basePath: '/keyway', ...(inspector === undefined ? {} : { inspector }) },
+  );
+const get = (handler: ReturnType<typeof handlerWith>, path: string) =>
+  handler(new Request(`http://keyway.test${path}`));
+
+describe('the inspector page (API.md §9)', () => {
+  it('is off by default in the library', async () => {
+    expect((await get(handlerWith(), '/keyway/inspector')).status).toBe(401);
+    expect((await get(handlerWith(false), '/keyway/inspector')).status).toBe(401);
+  });
+
+  it('is served without a credential, under a CSP that allows this origin only', async () => {
+    const page = await get(handlerWith(true), '/keyway/inspector');
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(page.headers.get('cache-control')).toBe('no-store');
+    expect(page.headers.get('content-security-policy')).toBe(
+      "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    );
+    const html = await page.text();
+    // No inline script, and every asset from this origin, by a relative path.
+    expect(html).not.toMatch(/<script(?![^>]*\ssrc=)/);
+    expect(html).not.toMatch(/(?:src|href)="(?:https?:)?\/\//);
+    const assets = [...html.matchAll(/(?:src|href)="(inspector\/assets\/[^"]+)"/g)].map(
+      (m) => m[1],
+    );
+    expect(assets).toHaveLength(2);
+    for (const asset of assets) {
+      const answer = await get(handlerWith(true), `/keyway/${asset}`);
+      expect(answer.status).toBe(200);
+      expect(answer.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+      expect(answer.headers.get('content-type')).toMatch(/^text\/(javascript|css); charset=utf-8$/);
+    }
+    expect((await get(handlerWith(true), '/keyway/inspector/assets/nope.js')).status).toBe(404);
+  });
+
+  it('names each asset by its content', async () => {
+    const { createHash } = await import('node:crypto');
+    for (const [name, asset] of Object.entries(INSPECTOR_ASSETS)) {
+      const hash = createHash('sha256').update(asset.body).digest('hex').slice(0, 12);
+      expect(name).toMatch(new RegExp(`\\.${hash}\\.(js|css)$`));
+    }
+  });
+
+  it('is built from packages/http/inspector as committed (node scripts/build-inspector.mjs)', async () => {
+    const result = await promisify(execFile)(
+      process.execPath,
+      ['scripts/build-inspector.mjs', '--check'],
+      {
+        cwd: root,
+      },
+    ).catch((error: { code: number; stderr: string }) => error);
+    expect('code' in result ? result.stderr : '').toBe('');
+  }, 60_000);
+});
+
+describe('the callback page with the inspector on', () => {
+  it('reports the outcome to the opener through a script of this origin, escaped', async () => {
+    let h!: Harness;
+    const world = createTestWorld({ now: () => h?.now ?? START });
+    h = new Harness(memoryStorage(), {
+      fetch: world.fetch,
+      baseUrl: 'https://keyway.example.test',
+      providerManagement: true,
+    });
+    h.handler = createHandler(h.broker, { inspector: true });
+    await putProvider(h, world);
+    const reply = await connectThroughConsent(h, world, 'acme/<alice>/linear');
+    expect(reply.status).toBe(200);
+    expect(reply.headers.get('content-security-policy')).toBe(
+      "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+    );
+    expect(reply.text).toContain(
+      '<div id="outcome" hidden data-connection="acme/&lt;alice&gt;/linear" data-status="active"></div>',
+    );
+    expect(reply.text).toContain(
+      `<script type="module" src="../../inspector/assets/${CALLBACK_SCRIPT}"></script>`,
+    );
+  });
+
+  it('has no script at all with the inspector off', async () => {
+    let h!: Harness;
+    const world = createTestWorld({ now: () => h?.now ?? START });
+    h = new Harness(memoryStorage(), {
+      fetch: world.fetch,
+      baseUrl: 'https://keyway.example.test',
+      providerManagement: true,
+    });
+    await putProvider(h, world);
+    const reply = await connectThroughConsent(h, world, 'acme/alice/linear');
+    expect(reply.text).not.toContain('<script');
+    expect(reply.headers.get('content-security-policy')).toBe(
+      "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+    );
+  });
+});
