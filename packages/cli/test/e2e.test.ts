@@ -1,16 +1,11 @@
 import { createServer, type Server } from 'node:http';
 import { type ConnectionTokens, connectionFetch, rootPrincipal } from '@keyway/core';
-import { toWebRequest, writeWebResponse } from '@keyway/http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { createRemoteJWKSet, jwtVerify } from 'jose';
 import type Provider from 'oidc-provider';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { type RunningServer, serve } from '../src/index.js';
-import { Browser, callApi, close, listen, oidcProvider } from './peers.js';
+import { Browser, callApi, close, listen, oidcProvider, serveMcp } from './peers.js';
 
 const ROOT_KEY = 'e2e-root-key-0123456789abcdefghijklmnopq';
 const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
@@ -43,52 +38,12 @@ describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway s
     asServer.on('request', provider.callback());
 
     // ── the resource server: an MCP server from the official SDK, checking JWTs ──
-    const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
-    const metadataUrl = `${mcpOrigin}/.well-known/oauth-protected-resource/mcp`;
-    mcpHttp.on('request', (req, res) => {
-      const request = toWebRequest(req);
-      const handle = async (): Promise<Response> => {
-        const url = new URL(request.url);
-        if (url.pathname === '/.well-known/oauth-protected-resource/mcp') {
-          return Response.json({
-            resource: resourceUrl,
-            authorization_servers: [issuer],
-            scopes_supported: ['mcp:tools'],
-          });
-        }
-        if (url.pathname !== '/mcp') return new Response('not found', { status: 404 });
-        const challenge = (extra = '') =>
-          new Response(JSON.stringify({ error: 'unauthorized' }), {
-            status: 401,
-            headers: {
-              'content-type': 'application/json',
-              'www-authenticate': `Bearer resource_metadata="${metadataUrl}"${extra}`,
-            },
-          });
-        const token = request.headers.get('authorization')?.replace(/^Bearer /i, '');
-        if (!token) return challenge();
-        try {
-          await jwtVerify(token, jwks, { issuer, audience: resourceUrl });
-        } catch {
-          return challenge(', error="invalid_token"');
-        }
-        const server = new McpServer({ name: 'e2e-mcp', version: '1.0.0' });
-        server.registerTool(
-          'echo',
-          { description: 'Echoes its text', inputSchema: { text: z.string() } },
-          async ({ text }) => ({ content: [{ type: 'text', text: `echo: ${text}` }] }),
-        );
-        const transport = new WebStandardStreamableHTTPServerTransport({
-          sessionIdGenerator: undefined,
-          enableJsonResponse: true,
-        });
-        await server.connect(transport);
-        return transport.handleRequest(request);
-      };
-      handle().then(
-        (response) => writeWebResponse(res, response),
-        () => res.writeHead(500).end(),
-      );
+    serveMcp(mcpHttp, {
+      issuer,
+      resourceUrl,
+      name: 'e2e-mcp',
+      version: '1.0.0',
+      echo: (text) => `echo: ${text}`,
     });
     mcpServer = mcpHttp;
 

@@ -1,7 +1,12 @@
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { toWebRequest, writeWebResponse } from '@keyway/http';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { createRemoteJWKSet, jwtVerify } from 'jose';
 import Provider, { type ClientMetadata, errors } from 'oidc-provider';
+import { z } from 'zod';
 
 /** Starts a server on a free loopback port and answers its origin. */
 export async function listen(server: Server): Promise<string> {
@@ -131,4 +136,70 @@ export async function callApi(
   });
   const text = await response.text();
   return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+/**
+ * An MCP server from the official SDK on `http`: its protected-resource metadata naming
+ * `issuer`, JWT access tokens checked against the issuer's keys and the resource, and one
+ * tool, `echo`.
+ */
+export function serveMcp(
+  http: Server,
+  options: {
+    issuer: string;
+    resourceUrl: string;
+    name: string;
+    version: string;
+    echo: (text: string) => string;
+  },
+): void {
+  const { issuer, resourceUrl } = options;
+  const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
+  const origin = new URL(resourceUrl).origin;
+  const metadataUrl = `${origin}/.well-known/oauth-protected-resource/mcp`;
+  http.on('request', (req, res) => {
+    const request = toWebRequest(req);
+    const handle = async (): Promise<Response> => {
+      const url = new URL(request.url);
+      if (url.pathname === '/.well-known/oauth-protected-resource/mcp') {
+        return Response.json({
+          resource: resourceUrl,
+          authorization_servers: [issuer],
+          scopes_supported: ['mcp:tools'],
+        });
+      }
+      if (url.pathname !== '/mcp') return new Response('not found', { status: 404 });
+      const challenge = (extra = '') =>
+        new Response(JSON.stringify({ error: 'unauthorized' }), {
+          status: 401,
+          headers: {
+            'content-type': 'application/json',
+            'www-authenticate': `Bearer resource_metadata="${metadataUrl}"${extra}`,
+          },
+        });
+      const token = request.headers.get('authorization')?.replace(/^Bearer /i, '');
+      if (!token) return challenge();
+      try {
+        await jwtVerify(token, jwks, { issuer, audience: resourceUrl });
+      } catch {
+        return challenge(', error="invalid_token"');
+      }
+      const server = new McpServer({ name: options.name, version: options.version });
+      server.registerTool(
+        'echo',
+        { description: 'Echoes its text', inputSchema: { text: z.string() } },
+        async ({ text }) => ({ content: [{ type: 'text', text: options.echo(text) }] }),
+      );
+      const transport = new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: undefined,
+        enableJsonResponse: true,
+      });
+      await server.connect(transport);
+      return transport.handleRequest(request);
+    };
+    handle().then(
+      (response) => writeWebResponse(res, response),
+      () => res.writeHead(500).end(),
+    );
+  });
 }
