@@ -113,6 +113,9 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
     await expect
       .poll(() => page.locator('#discover-result').textContent())
       .toContain(`Authorization server ${issuer}`);
+    expect(await page.locator('#discover-result').textContent()).toContain(
+      'See RFC 9728 §3 (protected-resource metadata).',
+    );
 
     await page.getByLabel('Provider id').first().fill('inspect/demo');
     await page.getByRole('button', { name: 'Save provider' }).click();

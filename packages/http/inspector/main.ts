@@ -81,6 +81,21 @@ function fail(target: HTMLElement, error: unknown): void {
   say(message, 'error');
 }
 
+/** What each step of a trace implements, so a failure can be read against its source. */
+const REFERENCES: Record<string, string> = {
+  probe: 'RFC 9728 §5.1 (the 401 challenge names the metadata)',
+  resource_metadata: 'RFC 9728 §3 (protected-resource metadata)',
+  resource_match: 'RFC 9728 §3.3 (the metadata names this resource)',
+  authorization_server_metadata: 'RFC 8414 §3, §3.3 (metadata, exact issuer)',
+  requirements: 'MCP authorization; RFC 7636 §4.2 (PKCE S256)',
+  legacy: 'MCP 2025-03-26 (API.md §6 item 9)',
+  discover: 'MCP 2026-07-28, server/discover',
+  initialize: 'MCP lifecycle, initialization',
+  initialized: 'MCP lifecycle, initialization',
+  'tools/list': 'MCP server features, tools',
+  close: 'MCP Streamable HTTP, session management',
+};
+
 /** A discovery or probe trace as an ordered timeline of steps. */
 function timeline(steps: unknown[]): HTMLElement {
   const list = el('ol', '', { class: 'timeline' });
@@ -97,6 +112,8 @@ function timeline(steps: unknown[]): HTMLElement {
     );
     if (typeof step.url === 'string') item.append(el('code', step.url));
     item.append(el('p', String(step.note ?? '')));
+    const reference = REFERENCES[String(step.step)];
+    if (reference !== undefined) item.append(el('small', `See ${reference}.`));
     list.append(item);
   }
   return list;
