@@ -70,7 +70,7 @@ export function checkRequirements(
   return {
     step: requirementsStep(
       true,
-      'authorization and token endpoints, issuer, S256; every endpoint https',
+      'authorization and token endpoints, issuer, S256; every endpoint https (plain http only on an allowed host)',
     ),
     info: {
       issuer: server.issuer,
