@@ -91,17 +91,21 @@ const PUT_VAULT = `INSERT INTO {vault_entries} (kind, key, ciphertext, key_id, v
 const TREE = '(name = ? OR (name >= ? AND name < ?))';
 const treeParams = (name: string) => [name, `${name}.`, `${name}/`];
 
-function* putVault(write: VaultWrite, now: number) {
-  const row = yield* get(PUT_VAULT, [
-    write.kind,
-    write.key,
-    write.ciphertext,
-    write.keyId,
-    now,
-    now,
-  ]);
+const putVaultParams = (write: VaultWrite, now: number) => [
+  write.kind,
+  write.key,
+  write.ciphertext,
+  write.keyId,
+  now,
+  now,
+];
+const putVaultResult = (row: Row | undefined) => {
   const entry = VAULT_ENTRIES.fromRow(row ?? {});
   return { entry, created: entry.version === 1 };
+};
+
+function* putVault(write: VaultWrite, now: number) {
+  return putVaultResult(yield* get(PUT_VAULT, putVaultParams(write, now)));
 }
 
 function* deleteVault(keys: VaultKey[] | undefined) {
@@ -142,13 +146,21 @@ export function sqlStorage(
   const once = <T>(program: Program<T>) => driver.execute(program, false);
   const atomic = <T>(program: Program<T>) => driver.execute(program, true);
   // One statement each: straight to the driver, no program around them.
+  const changed = async (sql: string, params: unknown[]): Promise<number> => {
+    const changes = await driver.query({ kind: 'run', sql, params });
+    return typeof changes === 'number' ? changes : 0;
+  };
+  const one = async (sql: string, params: unknown[]): Promise<Row | undefined> => {
+    const row = await driver.query({ kind: 'get', sql, params });
+    return typeof row === 'object' && row !== null ? (row as Row) : undefined;
+  };
   const list = async <R>(codec: RowCodec<R>, { sql, params }: SqlQuery): Promise<R[]> => {
     const rows = await driver.query({ kind: 'all', sql, params });
     return Array.isArray(rows) ? rows.map((row: Row) => codec.fromRow(row)) : [];
   };
   const find = async <R>(codec: RowCodec<R>, sql: string, params: unknown[]): Promise<R | null> => {
-    const row = await driver.query({ kind: 'get', sql, params });
-    return typeof row === 'object' && row !== null ? codec.fromRow(row as Row) : null;
+    const row = await one(sql, params);
+    return row === undefined ? null : codec.fromRow(row);
   };
 
   return {
@@ -307,12 +319,9 @@ export function sqlStorage(
       ),
 
     // ─── pending authorizations ───
-    insertPendingAuthorization: (record) =>
-      once(
-        (function* () {
-          yield* run(INSERT_PENDING, PENDING_AUTHORIZATIONS.toRow(record));
-        })(),
-      ),
+    insertPendingAuthorization: async (record) => {
+      await changed(INSERT_PENDING, PENDING_AUTHORIZATIONS.toRow(record));
+    },
 
     // One statement: exactly one concurrent caller deletes the row and gets it back.
     takePendingAuthorization: (stateHash, now) =>
@@ -326,15 +335,11 @@ export function sqlStorage(
     getVaultEntry: (kind, key) =>
       find(VAULT_ENTRIES, 'SELECT * FROM {vault_entries} WHERE kind = ? AND key = ?', [kind, key]),
 
-    putVaultEntry: (write, now) => once(putVault(write, now)),
+    putVaultEntry: async (write, now) =>
+      putVaultResult(await one(PUT_VAULT, putVaultParams(write, now))),
 
-    deleteVaultEntry: (kind, key) =>
-      once(
-        (function* () {
-          const sql = 'DELETE FROM {vault_entries} WHERE kind = ? AND key = ?';
-          return (yield* run(sql, [kind, key])) === 1;
-        })(),
-      ),
+    deleteVaultEntry: async (kind, key) =>
+      (await changed('DELETE FROM {vault_entries} WHERE kind = ? AND key = ?', [kind, key])) === 1,
 
     listVaultEntries: ({ kind, ...query }) =>
       list(VAULT_ENTRIES, pathListQuery('vault_entries', 'key', query, { kind })),
@@ -353,54 +358,45 @@ export function sqlStorage(
             },
       ),
 
-    replaceVaultCiphertext: (kind, key, expected, next) =>
-      once(
-        (function* () {
-          const sql =
-            'UPDATE {vault_entries} SET ciphertext = ?, key_id = ? WHERE kind = ? AND key = ? AND ciphertext = ?';
-          return (yield* run(sql, [next.ciphertext, next.keyId, kind, key, expected])) === 1;
-        })(),
-      ),
+    replaceVaultCiphertext: async (kind, key, expected, next) =>
+      (await changed(
+        'UPDATE {vault_entries} SET ciphertext = ?, key_id = ? WHERE kind = ? AND key = ? AND ciphertext = ?',
+        [next.ciphertext, next.keyId, kind, key, expected],
+      )) === 1,
 
     // ─── leases ───
-    acquireLease: (key, owner, expiresAt, now) =>
-      once(
-        (function* () {
-          const sql = `INSERT INTO {leases} (key, owner, expires_at) VALUES (?, ?, ?)
-            ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-            WHERE {leases}.expires_at <= ? OR {leases}.owner = excluded.owner`;
-          return (yield* run(sql, [key, owner, expiresAt, now])) === 1;
-        })(),
-      ),
+    acquireLease: async (key, owner, expiresAt, now) =>
+      (await changed(
+        `INSERT INTO {leases} (key, owner, expires_at) VALUES (?, ?, ?)
+         ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+         WHERE {leases}.expires_at <= ? OR {leases}.owner = excluded.owner`,
+        [key, owner, expiresAt, now],
+      )) === 1,
 
-    releaseLease: (key, owner) =>
-      once(
-        (function* () {
-          yield* run('DELETE FROM {leases} WHERE key = ? AND owner = ?', [key, owner]);
-        })(),
-      ),
+    releaseLease: async (key, owner) => {
+      await changed('DELETE FROM {leases} WHERE key = ? AND owner = ?', [key, owner]);
+    },
 
     // ─── counters ───
-    incrementCounter: (key, expiresAt, now) =>
-      once(
-        (function* () {
-          const sql = `INSERT INTO {counters} (key, count, expires_at) VALUES (?, 1, ?)
-            ON CONFLICT (key) DO UPDATE SET
-              count = CASE WHEN {counters}.expires_at <= ? THEN 1 ELSE {counters}.count + 1 END,
-              expires_at = CASE WHEN {counters}.expires_at <= ? THEN excluded.expires_at
-                                ELSE {counters}.expires_at END
-            RETURNING count, expires_at`;
-          const counter = counterOf(yield* get(sql, [key, expiresAt, now, now]));
-          return counter ?? { count: 1, expiresAt };
-        })(),
-      ),
+    incrementCounter: async (key, expiresAt, now) => {
+      const row = await one(
+        `INSERT INTO {counters} (key, count, expires_at) VALUES (?, 1, ?)
+         ON CONFLICT (key) DO UPDATE SET
+           count = CASE WHEN {counters}.expires_at <= ? THEN 1 ELSE {counters}.count + 1 END,
+           expires_at = CASE WHEN {counters}.expires_at <= ? THEN excluded.expires_at
+                             ELSE {counters}.expires_at END
+         RETURNING count, expires_at`,
+        [key, expiresAt, now, now],
+      );
+      return counterOf(row) ?? { count: 1, expiresAt };
+    },
 
-    getCounter: (key, now) =>
-      once(
-        (function* () {
-          const sql = 'SELECT count, expires_at FROM {counters} WHERE key = ? AND expires_at > ?';
-          return counterOf(yield* get(sql, [key, now]));
-        })(),
+    getCounter: async (key, now) =>
+      counterOf(
+        await one('SELECT count, expires_at FROM {counters} WHERE key = ? AND expires_at > ?', [
+          key,
+          now,
+        ]),
       ),
 
     // ─── maintenance ───
