@@ -95,19 +95,43 @@ function failureNote(error: unknown): string {
   return error instanceof Error ? error.message : 'the request failed';
 }
 
+/** The step each method of the probe belongs to. */
+const STEP_OF: Record<string, ProbeStep['step']> = {
+  'server/discover': 'discover',
+  initialize: 'initialize',
+  'notifications/initialized': 'initialized',
+  'tools/list': 'tools/list',
+};
+
+/** What a server says of itself (`serverInfo`), with the protocol version spoken. */
+function serverOf(
+  result: Record<string, unknown>,
+  protocol: string,
+): NonNullable<ProbeResult['server']> {
+  const info = objectOr(result.serverInfo);
+  return {
+    name: String(info?.name ?? ''),
+    version: String(info?.version ?? ''),
+    protocol_version: protocol,
+  };
+}
+
 /** Runs the probe against `resourceUrl` through `fetchMcp` (the token is added by it). */
 export async function probeMcp(fetchMcp: McpFetch, resourceUrl: string): Promise<ProbeResult> {
   const steps: ProbeStep[] = [];
   let nextId = 1;
   let session: string | null = null;
+  /** The protocol version of the requests: `STATELESS` while on the stateless wire. */
   let version: string | null = null;
-  const stateless = { on: false };
+  /** The step the request in flight belongs to: a failure is reported there. */
+  let stage: ProbeStep['step'] = 'discover';
 
   const send = async (
     method: string,
     params: Record<string, unknown> | null,
     notification = false,
   ): Promise<RpcOutcome> => {
+    stage = STEP_OF[method] ?? stage;
     const id = nextId++;
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -115,15 +139,16 @@ export async function probeMcp(fetchMcp: McpFetch, resourceUrl: string): Promise
     };
     if (version !== null) headers['mcp-protocol-version'] = version;
     if (session !== null) headers['mcp-session-id'] = session;
-    const meta = stateless.on
-      ? {
-          _meta: {
-            'io.modelcontextprotocol/protocolVersion': STATELESS,
-            'io.modelcontextprotocol/clientCapabilities': {},
-            'io.modelcontextprotocol/clientInfo': CLIENT,
-          },
-        }
-      : {};
+    const meta =
+      version === STATELESS
+        ? {
+            _meta: {
+              'io.modelcontextprotocol/protocolVersion': STATELESS,
+              'io.modelcontextprotocol/clientCapabilities': {},
+              'io.modelcontextprotocol/clientInfo': CLIENT,
+            },
+          }
+        : {};
     const message = notification
       ? { jsonrpc: '2.0', method, ...(params === null ? {} : { params }) }
       : { jsonrpc: '2.0', id, method, params: { ...(params ?? {}), ...meta } };
@@ -161,17 +186,11 @@ export async function probeMcp(fetchMcp: McpFetch, resourceUrl: string): Promise
   let server: ProbeResult['server'] = null;
   try {
     // The stateless wire first: a 2026-07-28 server answers server/discover.
-    stateless.on = true;
     version = STATELESS;
     const discovered = await send('server/discover', {});
     if (discovered.status === 401) return failed('discover', 401, httpNote(discovered));
     if (discovered.status === 200 && discovered.result !== null) {
-      const info = objectOr(discovered.result.serverInfo);
-      server = {
-        name: String(info?.name ?? ''),
-        version: String(info?.version ?? ''),
-        protocol_version: STATELESS,
-      };
+      server = serverOf(discovered.result, STATELESS);
       steps.push({
         step: 'discover',
         status: 200,
@@ -185,7 +204,6 @@ export async function probeMcp(fetchMcp: McpFetch, resourceUrl: string): Promise
         ok: true,
         note: `no server/discover (${httpNote(discovered)}): the stateful wire`,
       });
-      stateless.on = false;
       version = null;
       const initialized = await send('initialize', {
         protocolVersion: STATEFUL,
@@ -196,14 +214,9 @@ export async function probeMcp(fetchMcp: McpFetch, resourceUrl: string): Promise
         return failed('initialize', initialized.status, httpNote(initialized));
       }
       session = initialized.session;
-      const info = objectOr(initialized.result.serverInfo);
       const negotiated = String(initialized.result.protocolVersion ?? STATEFUL);
       version = negotiated;
-      server = {
-        name: String(info?.name ?? ''),
-        version: String(info?.version ?? ''),
-        protocol_version: negotiated,
-      };
+      server = serverOf(initialized.result, negotiated);
       steps.push({
         step: 'initialize',
         status: initialized.status,
@@ -255,16 +268,8 @@ export async function probeMcp(fetchMcp: McpFetch, resourceUrl: string): Promise
     }
     return { ok: true, server, tools, steps };
   } catch (error) {
-    const step: ProbeStep['step'] =
-      steps.length === 0
-        ? 'discover'
-        : stateless.on
-          ? 'tools/list'
-          : steps.some((s) => s.step === 'initialize')
-            ? 'tools/list'
-            : 'initialize';
     return {
-      ...failed(step, error instanceof InsufficientScopeError ? 403 : null, failureNote(error)),
+      ...failed(stage, error instanceof InsufficientScopeError ? 403 : null, failureNote(error)),
       server,
     };
   }

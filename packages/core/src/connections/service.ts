@@ -154,12 +154,15 @@ export class ConnectionService {
     const record = await this.#records.get(connectionId);
     if (record === null) throw notFound(connectionId);
     // The token is read (and refreshed when due) before anything is sent: a connection
-    // that cannot hand one out fails here, with its own error.
-    await this.credentials(principal, connectionId);
+    // that cannot hand one out fails here, with its own error. The first request uses it;
+    // only a 401 asks for another, forced.
+    const first = await this.credentials(principal, connectionId);
     const { state } = await this.#records.o.providers.resolve(record.providerId);
     const fetchMcp = createConnectionFetch(
       ({ forceRefresh }) =>
-        this.credentials(principal, connectionId, { force_refresh: forceRefresh }),
+        forceRefresh
+          ? this.credentials(principal, connectionId, { force_refresh: true })
+          : Promise.resolve(first),
       { fetch: (url, init) => this.#records.o.outbound(url, init) },
     );
     return probeMcp((url, init) => fetchMcp(url, init), state.configuration.resource_url);
