@@ -408,16 +408,16 @@ export function createHandler(
   // A broker, or a function that makes it on the first request: frameworks that evaluate
   // route modules at build time (Next.js) then never need its configuration there. A
   // factory that fails is called again by the next request.
-  const factory = typeof broker === 'function' ? broker : null;
-  let ready: { broker: Broker; table: Route[] } | null =
-    typeof broker === 'function' ? null : { broker, table: routes(broker, inspector) };
-  let making: Promise<{ broker: Broker; table: Route[] }> | null = null;
-  const current = async () => {
-    if (ready !== null || factory === null) return ready ?? Promise.reject(new Error('no broker'));
+  type Live = { broker: Broker; table: Route[] };
+  const live = (made: Broker): Live => ({ broker: made, table: routes(made, inspector) });
+  let ready: Live | null = typeof broker === 'function' ? null : live(broker);
+  let making: Promise<Live> | null = null;
+  /** The broker of a factory, made once; a failed attempt is forgotten. */
+  const make = (factory: () => Broker | Promise<Broker>): Promise<Live> => {
     making ??= Promise.resolve()
       .then(factory)
       .then((made) => {
-        ready = { broker: made, table: routes(made, inspector) };
+        ready = live(made);
         return ready;
       })
       .finally(() => {
@@ -436,7 +436,8 @@ export function createHandler(
           : fullPath === basePath || fullPath.startsWith(`${basePath}/`)
             ? fullPath.slice(basePath.length)
             : null;
-      const { broker: live, table } = ready ?? (await current());
+      const { broker: current, table } =
+        ready ?? (typeof broker === 'function' ? await make(broker) : live(broker));
       const found = path === null ? null : findRoute(table, path);
 
       // Precedence (API.md §1.2): authentication, then route and method, then the body.
@@ -450,7 +451,7 @@ export function createHandler(
           );
         }
         const clientAddress = options.clientAddress?.(request) ?? clientAddressOf(request, context);
-        principal = await live.authenticate(credential, { clientAddress });
+        principal = await current.authenticate(credential, { clientAddress });
       }
       if (found === null) throw new KeywayError('not_found', 'no such endpoint');
       const method = request.method.toUpperCase() as Method;
