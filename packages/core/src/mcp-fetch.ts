@@ -2,8 +2,8 @@ import * as oauth from 'oauth4webapi';
 import { z } from 'zod';
 import type { Broker } from './broker.js';
 import { ERROR_STATUS, KeywayError, type KeywayErrorCode } from './errors.js';
+import { oauthFetch } from './oauth-fetch.js';
 import type { Principal } from './principal.js';
-import { oauthFetch } from './registration.js';
 
 /** What a remote Keyway's credentials endpoint answers, as far as it is read. */
 const RemoteAnswer = z.object({

@@ -1,7 +1,7 @@
 import * as oauth from 'oauth4webapi';
 import { toBase64Url } from '../bytes.js';
 import { KeywayError } from '../errors.js';
-import { libraryOptions } from '../registration.js';
+import { libraryOptions } from '../oauth-fetch.js';
 import type { ConnectionState, ConnectionTokens } from '../stored.js';
 import { describeOAuthFailure, oauthErrorCode, oauthPartyOf, tokensFrom } from './party.js';
 import {

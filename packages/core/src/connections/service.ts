@@ -1,9 +1,9 @@
 import * as oauth from 'oauth4webapi';
 import { KeywayError } from '../errors.js';
 import { createConnectionFetch } from '../mcp-fetch.js';
+import { libraryOptions } from '../oauth-fetch.js';
 import { listWindow, type Page, toPage } from '../pagination.js';
 import { actorOf, assertCoversPath, type Principal } from '../principal.js';
-import { libraryOptions } from '../registration.js';
 import { parseResourcePath } from '../resource-path.js';
 import { ConnectionListQuery, CredentialsQuery } from '../schemas.js';
 import { listableSubtrees } from '../secrets.js';
