@@ -1,5 +1,5 @@
+import { createApp } from '@keyway/example-notes-app';
 import { sqliteStorage } from '@keyway/store-sqlite';
-import { createApp } from './app.js';
 
 /** The part of Bun's API this server uses (the project does not depend on bun-types). */
 declare const Bun: {

@@ -1,5 +1,5 @@
+import { createApp } from '@keyway/example-notes-app';
 import { sqliteStorage } from '@keyway/store-sqlite';
-import { createApp } from './app.js';
 
 /** The part of Deno's API this server uses. */
 declare const Deno: {

@@ -118,3 +118,56 @@ export async function freePort(): Promise<number> {
   await once(probe, 'close');
   return port;
 }
+
+/**
+ * The test of an example served by another runtime's binary (Bun, Deno): the notes app in
+ * memory and on a SQLite file (`KEYWAY_DATABASE`), each exercised by
+ * {@link exerciseNotesApp}. Call it at the top of a test file.
+ */
+export async function describeRuntimeExample(options: {
+  /** What the title says, e.g. `Bun.serve, run by the bun binary of the npm package`. */
+  runtime: string;
+  /** The SQLite driver the runtime uses, for the title. */
+  sqlite: string;
+  /** The example's folder; the binary is its `node_modules/.bin/<binary>`. */
+  cwd: string;
+  binary: string;
+  args: string[];
+  env?: Record<string, string>;
+}): Promise<void> {
+  const { afterAll, beforeAll, describe, it } = await import('vitest');
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const rootKey = 'example-root-key-0123456789abcdefghijkl';
+  describe.each([
+    { storage: 'memory', database: null },
+    { storage: options.sqlite, database: 'notes.sqlite' },
+  ])(`example: notes app ($storage) on ${options.runtime}`, ({ database }) => {
+    const dir = mkdtempSync(join(tmpdir(), 'keyway-example-'));
+    let app: Awaited<ReturnType<typeof startServerProcess>>;
+    beforeAll(async () => {
+      app = await startServerProcess(
+        join(options.cwd, 'node_modules', '.bin', options.binary),
+        options.args,
+        {
+          cwd: options.cwd,
+          env: {
+            KEYWAY_ROOT_KEY: rootKey,
+            PORT: '0',
+            ...options.env,
+            ...(database === null ? {} : { KEYWAY_DATABASE: join(dir, database) }),
+          },
+        },
+      );
+    }, 60_000);
+    afterAll(async () => {
+      await app?.stop();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    it('mints a token through Keyway, reads it back, and lets it read only its own notes', async () => {
+      await exerciseNotesApp(app.base, rootKey);
+    });
+  });
+}

@@ -3,8 +3,10 @@ import { createHandler, guardErrorResponse, requireBrokerToken } from '@keyway/h
 import { memoryStorage } from '@keyway/store-memory';
 
 /**
- * A notes app as one fetch function, for runtimes that serve one (Bun.serve, Deno.serve):
- * Keyway's API under /keyway, the app's own /notes/<path> guarded by broker tokens.
+ * A notes app as one fetch function: Keyway's API under /keyway, the app's own
+ * /notes/<path> guarded by broker tokens (a token minted for `notes/alice` reads
+ * /notes/alice/todo, not /notes/bob/todo). The node:http, Bun and Deno examples serve it,
+ * each with its runtime's few lines of glue.
  */
 export function createApp(
   rootKey: string,
