@@ -176,6 +176,8 @@ describe('the published packages, installed with npm outside the workspace', () 
       expect(text, name).not.toContain('@keyway/source');
       expect(text, name).not.toContain('workspace:');
       for (const hidden of PRIVATE) expect(text, `${name} names ${hidden}`).not.toContain(hidden);
+      // .pnpmfile.cjs drops them: a consumer never installs them.
+      expect(manifest.devDependencies, name).toBeUndefined();
       expect(manifest, name).toMatchObject({
         version: '0.1.0',
         license: 'MIT',

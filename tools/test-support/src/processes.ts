@@ -112,9 +112,18 @@ export async function withBuildLock<T>(fn: () => Promise<T>): Promise<T> {
 export async function buildWorkspacePackages(filters: string[]): Promise<void> {
   const { execFile } = await import('node:child_process');
   const { promisify } = await import('node:util');
-  await promisify(execFile)(
-    'npx',
-    ['-y', 'pnpm@10.34.9', ...filters.flatMap((filter) => ['--filter', filter]), 'build'],
-    { cwd: repo, env: { ...process.env, KEYWAY_BUILD_DTS: '1' }, maxBuffer: 64 * 1024 * 1024 },
-  );
+  try {
+    await promisify(execFile)(
+      'npx',
+      ['-y', 'pnpm@10.34.9', ...filters.flatMap((filter) => ['--filter', filter]), 'build'],
+      { cwd: repo, env: { ...process.env, KEYWAY_BUILD_DTS: '1' }, maxBuffer: 64 * 1024 * 1024 },
+    );
+  } catch (error) {
+    // pnpm prints the failing step (a compiler error, say) on stdout, which execFile's
+    // message leaves out: keep its end, so a failed build says why.
+    const { stdout } = error as { stdout?: string };
+    throw new Error(`building ${filters.join(' ')} failed:\n${(stdout ?? '').slice(-4000)}`, {
+      cause: error,
+    });
+  }
 }
