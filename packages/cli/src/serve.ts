@@ -10,7 +10,7 @@ import {
   type RateLimitsConfig,
   type Storage,
 } from '@keyway/core';
-import { createHandler, createNodeFetch, toNodeHandler } from '@keyway/http';
+import { createHandler, createNodeFetch, nodeCrypto, toNodeHandler } from '@keyway/http';
 import { postgresStorage } from '@keyway/store-postgres';
 import { sqliteStorage } from '@keyway/store-sqlite';
 
@@ -203,6 +203,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       storage,
       vaultKeys,
       allowedHosts,
+      crypto: nodeCrypto,
       fetch: createNodeFetch({ allowedHosts }),
       baseUrl: options.baseUrl ?? `http://localhost:${listening}`,
       providerManagement: options.providerManagement ?? true,

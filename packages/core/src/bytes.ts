@@ -14,19 +14,54 @@ export function toBase64Url(bytes: Uint8Array): string {
   return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 }
 
-const BASE64URL = /^[A-Za-z0-9_-]*$/;
+/** The value of each base64url character (RFC 4648 §5) by char code; -1 for the rest. */
+const BASE64URL_VALUES = (() => {
+  const values = new Int8Array(128).fill(-1);
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  for (let i = 0; i < alphabet.length; i++) values[alphabet.charCodeAt(i)] = i;
+  return values;
+})();
+
+/** The 6-bit value of the character at `index`, or -1 outside the alphabet. */
+function sextet(text: string, index: number): number {
+  const code = text.charCodeAt(index);
+  return code < 128 ? (BASE64URL_VALUES[code] as number) : -1;
+}
 
 /**
- * Decodes unpadded base64url, or returns `null` for anything that is not exactly the
- * canonical encoding of some bytes (padding, other alphabets, non-zero trailing bits).
+ * Decodes unpadded base64url (from `start`, default 0), or returns `null` for anything
+ * that is not exactly the canonical encoding of some bytes: padding, other alphabets,
+ * a lone trailing character, non-zero trailing bits (so each byte string has one
+ * spelling). One pass, no intermediate strings: it runs on every token check.
  */
-export function fromBase64Url(text: string): Uint8Array | null {
-  if (!BASE64URL.test(text) || text.length % 4 === 1) return null;
-  const binary = atob(text.replace(/-/g, '+').replace(/_/g, '/'));
-  const bytes = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-  // atob ignores trailing bits, so two spellings can decode to the same bytes.
-  return toBase64Url(bytes) === text ? bytes : null;
+export function fromBase64Url(text: string, start = 0): Uint8Array | null {
+  const length = text.length - start;
+  const tail = length % 4;
+  if (tail === 1) return null;
+  const bytes = new Uint8Array(((length - tail) / 4) * 3 + (tail === 0 ? 0 : tail - 1));
+  let at = start;
+  let out = 0;
+  for (const whole = start + length - tail; at < whole; at += 4) {
+    const a = sextet(text, at);
+    const b = sextet(text, at + 1);
+    const c = sextet(text, at + 2);
+    const d = sextet(text, at + 3);
+    if ((a | b | c | d) < 0) return null;
+    bytes[out++] = (a << 2) | (b >> 4);
+    bytes[out++] = ((b & 15) << 4) | (c >> 2);
+    bytes[out++] = ((c & 3) << 6) | d;
+  }
+  if (tail >= 2) {
+    const a = sextet(text, at);
+    const b = sextet(text, at + 1);
+    if ((a | b) < 0) return null;
+    bytes[out++] = (a << 2) | (b >> 4);
+    if (tail === 2) return (b & 15) === 0 ? bytes : null;
+    const c = sextet(text, at + 2);
+    if (c < 0 || (c & 3) !== 0) return null;
+    bytes[out] = ((b & 15) << 4) | (c >> 2);
+  }
+  return bytes;
 }
 
 /**

@@ -39,9 +39,9 @@ export {
   InsufficientScopeError,
   remoteConnectionFetch,
 } from './mcp-fetch.js';
-export type { Transport } from './outbound.js';
 export { OutboundError, type OutboundFailure } from './outbound.js';
 export type { Page } from './pagination.js';
+export type { PlatformCrypto } from './platform-crypto.js';
 export {
   type Principal,
   type RootPrincipal,

@@ -39,10 +39,24 @@ type Counters = Pick<CounterStorage, 'incrementCounter' | 'getCounter'>;
 /** Most counters an instance keeps in memory; beyond it the oldest windows are dropped. */
 const MAX_INSTANCE_COUNTERS = 100_000;
 
+/** Counters kept in this instance's memory, which can also be read synchronously. */
+interface InstanceCounters extends Counters {
+  /** How many windows are kept (live or not yet dropped). */
+  size(): number;
+  /** {@link CounterStorage.getCounter}, synchronously. */
+  peekCounter(key: string, now: number): CounterValue | null;
+}
+
 /** Fixed-window counters of one instance, bounded in size. */
-export function instanceCounters(maxKeys = MAX_INSTANCE_COUNTERS): Counters {
+export function instanceCounters(maxKeys = MAX_INSTANCE_COUNTERS): InstanceCounters {
   const counters = new Map<string, CounterValue>();
+  const peek = (key: string, now: number): CounterValue | null => {
+    const live = counters.get(key);
+    return live === undefined || live.expiresAt <= now ? null : { ...live };
+  };
   return {
+    size: () => counters.size,
+    peekCounter: peek,
     async incrementCounter(key, expiresAt, now) {
       const live = counters.get(key);
       if (live !== undefined && live.expiresAt > now) {
@@ -63,8 +77,7 @@ export function instanceCounters(maxKeys = MAX_INSTANCE_COUNTERS): Counters {
       return { ...fresh };
     },
     async getCounter(key, now) {
-      const live = counters.get(key);
-      return live === undefined || live.expiresAt <= now ? null : { ...live };
+      return peek(key, now);
     },
   };
 }
@@ -102,13 +115,16 @@ export class RateLimiter {
   readonly #auth: RateLimit | false;
   readonly #mint: RateLimit | false;
   readonly #counters: Counters;
+  /** The counters, when they are this instance's own: then checks need no `await`. */
+  readonly #local: InstanceCounters | null;
   readonly #now: () => number;
 
   constructor(config: RateLimitsConfig | false, counters: CounterStorage, now: () => number) {
     const limits = config === false ? { auth: false as const, mint: false as const } : config;
     this.#auth = limits.auth ?? DEFAULT_RATE_LIMITS.auth;
     this.#mint = limits.mint ?? DEFAULT_RATE_LIMITS.mint;
-    this.#counters = config !== false && config.shared === true ? counters : instanceCounters();
+    this.#local = config !== false && config.shared === true ? null : instanceCounters();
+    this.#counters = this.#local ?? counters;
     this.#now = now;
   }
 
@@ -116,15 +132,31 @@ export class RateLimiter {
    * Refuses every authentication from an address that used up its failures, whatever the
    * credential (a right guess after the limit must not be told apart from a wrong one).
    *
-   * @throws {KeywayError} `rate_limited` with `retryAfter`.
+   * Synchronous (`undefined`) with this instance's own counters, a promise with shared ones.
+   *
+   * @throws {KeywayError} `rate_limited` with `retryAfter` (thrown, or the promise rejects).
    */
-  async assertMayAuthenticate(address: string): Promise<void> {
+  assertMayAuthenticate(address: string): Promise<void> | undefined {
     // Check, then count failures afterwards: a burst of parallel requests may get up to
     // (limit + concurrent requests) answers before the 429s start; a success is never counted.
-    if (this.#auth === false) return;
+    const auth = this.#auth;
+    if (auth === false) return undefined;
+    const local = this.#local;
+    if (local !== null) {
+      // No failure anywhere yet (the usual case): nothing to look up.
+      if (local.size() === 0) return undefined;
+      const now = this.#now();
+      this.#refuseOver(auth, local.peekCounter(`auth:${clientAddressKey(address)}`, now), now);
+      return undefined;
+    }
     const now = this.#now();
-    const counter = await this.#counters.getCounter(`auth:${clientAddressKey(address)}`, now);
-    if (counter !== null && counter.count >= this.#auth.limit) {
+    return this.#counters
+      .getCounter(`auth:${clientAddressKey(address)}`, now)
+      .then((counter) => this.#refuseOver(auth, counter, now));
+  }
+
+  #refuseOver(auth: RateLimit, counter: CounterValue | null, now: number): void {
+    if (counter !== null && counter.count >= auth.limit) {
       throw rateLimited('failed authentications from this address', counter, now);
     }
   }

@@ -1,8 +1,8 @@
 import { hkdf } from '@noble/hashes/hkdf.js';
-import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { fromBase64Url, timingSafeEqual, toBase64Url, utf8 } from './bytes.js';
+import { nobleCrypto, type PlatformCrypto } from './platform-crypto.js';
 
 /**
  * The version-marked prefix of every broker token. A new format gets a new prefix, so a
@@ -38,23 +38,26 @@ export interface TokenCodec {
 }
 
 /** The storage key of a token identifier: hex SHA-256. */
-export function hashTokenId(id: Uint8Array): string {
-  return bytesToHex(sha256(id));
+export function hashTokenId(id: Uint8Array, platform: PlatformCrypto = nobleCrypto): string {
+  return bytesToHex(platform.sha256(id));
 }
 
 /**
- * Creates the codec for a root key. The key is derived once here, and the HMAC's keyed
- * inner and outer states are computed once too, so a verification never derives a key.
+ * Creates the codec for a root key. The key is derived once here (HKDF runs once, so it
+ * stays in plain JavaScript), and the HMAC is keyed once too, so a verification never
+ * derives a key. `platform` computes the HMAC and the identifier hash.
  *
  * @example
  * const codec = createTokenCodec(rootKey);
  * const { token, idHash } = codec.issue(crypto.getRandomValues(new Uint8Array(16)));
  * codec.open(token) === idHash; // true
  */
-export function createTokenCodec(rootKey: string): TokenCodec {
+export function createTokenCodec(
+  rootKey: string,
+  platform: PlatformCrypto = nobleCrypto,
+): TokenCodec {
   const tagKey = hkdf(sha256, utf8(rootKey), utf8(TAG_KEY_SALT), utf8(TAG_KEY_INFO), 32);
-  const keyed = hmac.create(sha256, tagKey);
-  const tag = (id: Uint8Array): Uint8Array => keyed.clone().update(id).digest();
+  const tag = platform.hmacSha256(tagKey);
 
   return {
     issue(id) {
@@ -64,17 +67,17 @@ export function createTokenCodec(rootKey: string): TokenCodec {
       const body = new Uint8Array(TOKEN_ID_BYTES + TAG_BYTES);
       body.set(id, 0);
       body.set(tag(id), TOKEN_ID_BYTES);
-      return { token: TOKEN_PREFIX + toBase64Url(body), idHash: hashTokenId(id) };
+      return { token: TOKEN_PREFIX + toBase64Url(body), idHash: hashTokenId(id, platform) };
     },
     open(token) {
       if (token.length !== TOKEN_PREFIX.length + BODY_LENGTH || !token.startsWith(TOKEN_PREFIX)) {
         return null;
       }
-      const body = fromBase64Url(token.slice(TOKEN_PREFIX.length));
+      const body = fromBase64Url(token, TOKEN_PREFIX.length);
       if (body === null) return null;
       const id = body.subarray(0, TOKEN_ID_BYTES);
       if (!timingSafeEqual(tag(id), body.subarray(TOKEN_ID_BYTES))) return null;
-      return hashTokenId(id);
+      return hashTokenId(id, platform);
     },
   };
 }
@@ -84,7 +87,10 @@ export function createTokenCodec(rootKey: string): TokenCodec {
  * hashed first, so neither the key's length nor the position of the first differing
  * character leaks.
  */
-export function createRootKeyCheck(rootKey: string): (presented: string) => boolean {
-  const expected = sha256(utf8(rootKey));
-  return (presented) => timingSafeEqual(sha256(utf8(presented)), expected);
+export function createRootKeyCheck(
+  rootKey: string,
+  platform: PlatformCrypto = nobleCrypto,
+): (presented: string) => boolean {
+  const expected = platform.sha256(utf8(rootKey));
+  return (presented) => timingSafeEqual(platform.sha256(utf8(presented)), expected);
 }

@@ -1,6 +1,7 @@
 import { KeywayError } from './errors.js';
 import type { EmitEvent } from './events.js';
 import { listWindow, type Page, toPage } from './pagination.js';
+import type { PlatformCrypto } from './platform-crypto.js';
 import {
   actorOf,
   assertManagesToken,
@@ -57,6 +58,8 @@ export interface TokenServiceOptions {
   storage: TokenStorage;
   now: () => number;
   randomBytes: (length: number) => Uint8Array;
+  /** SHA-256 and HMAC of the token check; default: @noble/hashes. */
+  crypto?: PlatformCrypto;
   emit?: EmitEvent;
   /** The rate limits of failed authentication and minting; none without it. */
   limiter?: RateLimiter;
@@ -113,8 +116,8 @@ export class TokenService {
     this.#storage = options.storage;
     this.#now = options.now;
     this.#randomBytes = options.randomBytes;
-    this.#codec = createTokenCodec(options.rootKey);
-    this.#isRootKey = createRootKeyCheck(options.rootKey);
+    this.#codec = createTokenCodec(options.rootKey, options.crypto);
+    this.#isRootKey = createRootKeyCheck(options.rootKey, options.crypto);
   }
 
   /**
@@ -136,7 +139,8 @@ export class TokenService {
     const address = context.clientAddress ?? null;
     const limiter = address === null || address === '' ? null : this.#limiter;
     if (limiter === null) return this.#verify(credential);
-    await limiter.assertMayAuthenticate(address as string);
+    const check = limiter.assertMayAuthenticate(address as string);
+    if (check !== undefined) await check;
     try {
       return await this.#verify(credential);
     } catch (error) {

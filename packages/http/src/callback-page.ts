@@ -1,4 +1,5 @@
 import type { CallbackOutcome } from '@keyway/core';
+import type { Reply } from './responses.js';
 
 const ESCAPES: Record<string, string> = {
   '&': '&amp;',
@@ -35,7 +36,7 @@ export interface CallbackReport {
   outcome: { connection_id: string; status: string; error: string | null };
 }
 
-function page(status: number, title: string, message: string, report?: CallbackReport): Response {
+function page(status: number, title: string, message: string, report?: CallbackReport): Reply {
   const reported =
     report === undefined
       ? ''
@@ -45,11 +46,11 @@ function page(status: number, title: string, message: string, report?: CallbackR
 <style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}</style></head>
 <body><h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p>${reported}</body></html>
 `;
-  return new Response(body, { status, headers: headers(report !== undefined) });
+  return { status, headers: headers(report !== undefined), body };
 }
 
 /** The answer to a finished callback: a redirect to `redirect_to`, or a small page. */
-export function callbackResponse(outcome: CallbackOutcome, inspectorScript?: string): Response {
+export function callbackReply(outcome: CallbackOutcome, inspectorScript?: string): Reply {
   const report =
     inspectorScript === undefined
       ? undefined
@@ -67,14 +68,15 @@ export function callbackResponse(outcome: CallbackOutcome, inspectorScript?: str
     target.searchParams.set('status', outcome.status);
     if (outcome.flow_id !== undefined) target.searchParams.set('flow_id', outcome.flow_id);
     if (outcome.error !== null) target.searchParams.set('error', outcome.error.code);
-    return new Response(null, {
+    return {
       status: 302,
       headers: {
         location: target.href,
         'cache-control': 'no-store',
         'referrer-policy': 'no-referrer',
       },
-    });
+      body: null,
+    };
   }
   if (outcome.status === 'verification_required') {
     // Never reached through the handler (verification needs a redirect_to), but a flow id
@@ -104,6 +106,6 @@ export function callbackResponse(outcome: CallbackOutcome, inspectorScript?: str
 }
 
 /** The answer to an unknown, expired or replayed state. */
-export function invalidCallbackResponse(message: string): Response {
+export function invalidCallbackReply(message: string): Reply {
   return page(400, 'This link has expired', `${message}. Start the connection again.`);
 }

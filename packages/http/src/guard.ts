@@ -1,6 +1,6 @@
 import { type Broker, isKeywayError, KeywayError, type Principal } from '@keyway/core';
 import { bearerOf, clientAddressOf } from './request.js';
-import { errorResponse } from './responses.js';
+import { errorReply, errorResponse } from './responses.js';
 
 /*
  * Guards for an app's own routes: the same broker tokens that reach Keyway's API, each
@@ -108,17 +108,15 @@ export function brokerTokenMiddleware<Req extends NodeRequestLike>(
           if (res.locals !== undefined) res.locals.principal = principal;
           next();
         },
-        async (error: unknown) => {
+        (error: unknown) => {
           if (!isKeywayError(error) || error.code === 'internal_error') {
             next(error);
             return;
           }
-          const response = errorResponse(error, req.headers.authorization !== undefined);
-          res.statusCode = response.status;
-          response.headers.forEach((value, name) => {
-            res.setHeader(name, value);
-          });
-          res.end(await response.text());
+          const reply = errorReply(error, req.headers.authorization !== undefined);
+          res.statusCode = reply.status;
+          for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
+          res.end(reply.body ?? '');
         },
       );
   };

@@ -5,18 +5,18 @@ import {
   resourcePathFromUrl,
   schemas,
 } from '@keyway/core';
-import { callbackResponse, invalidCallbackResponse } from './callback-page.js';
+import { callbackReply, invalidCallbackReply } from './callback-page.js';
 import { CALLBACK_SCRIPT, INSPECTOR_ASSETS, INSPECTOR_HTML } from './inspector-assets.generated.js';
 import { openApiDocument } from './openapi.js';
 import {
-  bearerCredential,
+  bearerOf,
   clientAddressOf,
   DEFAULT_MAX_BODY_BYTES,
   rawPathOf,
   readJsonBody,
   readQuery,
 } from './request.js';
-import { errorResponse, json, noContent } from './responses.js';
+import { errorReply, json, noContent, type Reply, toResponse } from './responses.js';
 
 /** Options of {@link createHandler}. */
 export interface HandlerOptions {
@@ -53,16 +53,47 @@ export type KeywayHandler = (request: Request, context?: unknown) => Promise<Res
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
+/**
+ * What the handler reads of a request: a Web `Request` wrapped, or a Node request read
+ * directly by `toNodeHandler`, which then never builds a `Request` for a read.
+ */
+export interface Incoming {
+  readonly method: string;
+  /** The still-encoded path: the raw request target's, when the adapter kept it. */
+  readonly path: string;
+  /** The `Authorization` header (several joined with `, `, as `Headers.get` does), or null. */
+  authorization(): string | null;
+  /** The query parameters. */
+  searchParams(): URLSearchParams;
+  /** The request as a Web `Request`, made when first asked (bodies, hooks). */
+  request(): Request;
+  /** The client address the adapter or runtime gave beside the request, or null. */
+  clientAddress(): string | null;
+}
+
+/** The handler before its answers become `Response`s. */
+export type Dispatch = (incoming: Incoming) => Promise<Reply>;
+
+/** Where a handler made by {@link createHandler} keeps its {@link Dispatch}. */
+const DISPATCH = Symbol('keyway.dispatch');
+
+/** The {@link Dispatch} of a handler made by {@link createHandler}, else undefined. */
+export function dispatchOf(handler: KeywayHandler): Dispatch | undefined {
+  return (handler as KeywayHandler & { [DISPATCH]?: Dispatch })[DISPATCH];
+}
+
 interface RouteContext {
-  request: Request;
+  incoming: Incoming;
   principal: Principal;
   /** The still-encoded rest of the path after the route prefix (`''` for exact routes). */
   rest: string;
   /** The JSON body, read on demand with the size and media-type checks. */
   body(): Promise<unknown>;
+  /** The query parameters, typed for a query schema (see `readQuery`). */
+  query(schema: Parameters<typeof readQuery>[1]): Record<string, unknown>;
 }
 
-type RouteHandler = (context: RouteContext) => Promise<Response>;
+type RouteHandler = (context: RouteContext) => Promise<Reply>;
 
 interface Route {
   /** Path after the base path, e.g. `/api/admin/tokens`. */
@@ -101,7 +132,7 @@ function inspectorRoutes(): Route[] {
       match: 'exact',
       public: true,
       methods: {
-        GET: async () => new Response(INSPECTOR_HTML, { headers: INSPECTOR_PAGE_HEADERS }),
+        GET: async () => ({ status: 200, headers: INSPECTOR_PAGE_HEADERS, body: INSPECTOR_HTML }),
       },
     },
     {
@@ -113,31 +144,38 @@ function inspectorRoutes(): Route[] {
           const asset = Object.hasOwn(INSPECTOR_ASSETS, rest) ? INSPECTOR_ASSETS[rest] : undefined;
           if (asset === undefined) throw new KeywayError('not_found', 'no such asset');
           // Named by their content: cached for a year, never revalidated.
-          return new Response(asset.body, {
+          return {
+            status: 200,
             headers: {
               'content-type': asset.type,
               'cache-control': 'public, max-age=31536000, immutable',
               'x-content-type-options': 'nosniff',
             },
-          });
+            body: asset.body,
+          };
         },
       },
     },
   ];
 }
 
+/** Public JSON documents: cacheable for a few minutes. */
+const PUBLIC_JSON_HEADERS = {
+  'content-type': 'application/json; charset=utf-8',
+  'cache-control': 'public, max-age=300',
+  'x-content-type-options': 'nosniff',
+};
+
 function routes(broker: Broker, inspector: boolean): Route[] {
+  let openApi: string | undefined;
   return [
     ...(inspector ? inspectorRoutes() : []),
     {
       prefix: '/api/admin/tokens',
       match: 'exact',
       methods: {
-        GET: async ({ request, principal }) =>
-          json(
-            200,
-            await broker.tokens.list(principal, readQuery(request, schemas.TokenListQuery)),
-          ),
+        GET: async ({ query, principal }) =>
+          json(200, await broker.tokens.list(principal, query(schemas.TokenListQuery))),
         POST: async ({ principal, body }) =>
           json(201, await broker.tokens.mint(principal, await body())),
       },
@@ -162,11 +200,8 @@ function routes(broker: Broker, inspector: boolean): Route[] {
       prefix: '/api/admin/providers',
       match: 'exact',
       methods: {
-        GET: async ({ request, principal }) =>
-          json(
-            200,
-            await broker.providers.list(principal, readQuery(request, schemas.ProviderListQuery)),
-          ),
+        GET: async ({ query, principal }) =>
+          json(200, await broker.providers.list(principal, query(schemas.ProviderListQuery))),
       },
     },
     {
@@ -207,14 +242,7 @@ function routes(broker: Broker, inspector: boolean): Route[] {
           const document = broker.clientMetadataDocument();
           if (document === null)
             throw new KeywayError('not_found', 'this deployment has no base URL');
-          return new Response(JSON.stringify(document), {
-            status: 200,
-            headers: {
-              'content-type': 'application/json; charset=utf-8',
-              'cache-control': 'public, max-age=300',
-              'x-content-type-options': 'nosniff',
-            },
-          });
+          return { status: 200, headers: PUBLIC_JSON_HEADERS, body: JSON.stringify(document) };
         },
       },
     },
@@ -223,15 +251,11 @@ function routes(broker: Broker, inspector: boolean): Route[] {
       match: 'exact',
       public: true,
       methods: {
-        GET: async () =>
-          new Response(JSON.stringify(openApiDocument()), {
-            status: 200,
-            headers: {
-              'content-type': 'application/json; charset=utf-8',
-              'cache-control': 'public, max-age=300',
-              'x-content-type-options': 'nosniff',
-            },
-          }),
+        GET: async () => {
+          // The same for every request: built on the first one.
+          openApi ??= JSON.stringify(openApiDocument());
+          return { status: 200, headers: PUBLIC_JSON_HEADERS, body: openApi };
+        },
       },
     },
     {
@@ -252,15 +276,15 @@ function routes(broker: Broker, inspector: boolean): Route[] {
       match: 'exact',
       public: true,
       methods: {
-        GET: async ({ request }) => {
+        GET: async ({ incoming }) => {
           try {
-            return callbackResponse(
-              await broker.connections.callback(new URL(request.url).searchParams),
+            return callbackReply(
+              await broker.connections.callback(incoming.searchParams()),
               inspector ? `../../inspector/assets/${CALLBACK_SCRIPT}` : undefined,
             );
           } catch (error) {
             if (error instanceof KeywayError && error.code === 'invalid_request') {
-              return invalidCallbackResponse(error.message);
+              return invalidCallbackReply(error.message);
             }
             throw error;
           }
@@ -279,14 +303,8 @@ function routes(broker: Broker, inspector: boolean): Route[] {
       prefix: '/api/oauth/connections',
       match: 'exact',
       methods: {
-        GET: async ({ request, principal }) =>
-          json(
-            200,
-            await broker.connections.list(
-              principal,
-              readQuery(request, schemas.ConnectionListQuery),
-            ),
-          ),
+        GET: async ({ query, principal }) =>
+          json(200, await broker.connections.list(principal, query(schemas.ConnectionListQuery))),
       },
     },
     {
@@ -313,13 +331,13 @@ function routes(broker: Broker, inspector: boolean): Route[] {
       prefix: '/api/oauth/credentials',
       match: 'rest',
       methods: {
-        GET: async ({ request, principal, rest }) =>
+        GET: async ({ query, principal, rest }) =>
           json(
             200,
             await broker.connections.credentials(
               principal,
               resourcePathFromUrl(rest),
-              readQuery(request, schemas.CredentialsQuery),
+              query(schemas.CredentialsQuery),
             ),
           ),
       },
@@ -328,11 +346,8 @@ function routes(broker: Broker, inspector: boolean): Route[] {
       prefix: '/api/vault/secrets',
       match: 'exact',
       methods: {
-        GET: async ({ request, principal }) =>
-          json(
-            200,
-            await broker.secrets.list(principal, readQuery(request, schemas.SecretListQuery)),
-          ),
+        GET: async ({ query, principal }) =>
+          json(200, await broker.secrets.list(principal, query(schemas.SecretListQuery))),
       },
     },
     {
@@ -357,6 +372,18 @@ function routes(broker: Broker, inspector: boolean): Route[] {
       },
     },
   ];
+}
+
+/** A Web `Request` as the handler reads it. */
+function webIncoming(request: Request, context: unknown): Incoming {
+  return {
+    method: request.method,
+    path: rawPathOf(request),
+    authorization: () => request.headers.get('authorization'),
+    searchParams: () => new URL(request.url).searchParams,
+    request: () => request,
+    clientAddress: () => clientAddressOf(request, context),
+  };
 }
 
 function findRoute(table: Route[], path: string): { route: Route; rest: string } | null {
@@ -426,10 +453,11 @@ export function createHandler(
     return making;
   };
 
-  return async function keywayHandler(request: Request, context?: unknown): Promise<Response> {
-    const credential = bearerCredential(request);
+  /** Every request's answer, as a {@link Reply}. */
+  const dispatch: Dispatch = async (incoming) => {
+    const credential = bearerOf(incoming.authorization());
     try {
-      const fullPath = rawPathOf(request);
+      const fullPath = incoming.path;
       const path =
         basePath === ''
           ? fullPath
@@ -450,11 +478,14 @@ export function createHandler(
             'the Authorization header is not "Bearer <token>"',
           );
         }
-        const clientAddress = options.clientAddress?.(request) ?? clientAddressOf(request, context);
+        const clientAddress =
+          (options.clientAddress === undefined
+            ? undefined
+            : options.clientAddress(incoming.request())) ?? incoming.clientAddress();
         principal = await current.authenticate(credential, { clientAddress });
       }
       if (found === null) throw new KeywayError('not_found', 'no such endpoint');
-      const method = request.method.toUpperCase() as Method;
+      const method = incoming.method.toUpperCase() as Method;
       const handle = found.route.methods[method];
       if (handle === undefined) {
         const allow = Object.keys(found.route.methods).join(', ');
@@ -462,31 +493,37 @@ export function createHandler(
           405,
           new KeywayError(
             'method_not_allowed',
-            `${request.method} is not allowed here; use ${allow}`,
+            `${incoming.method} is not allowed here; use ${allow}`,
           ).toJSON(),
           { allow },
         );
       }
       return await handle({
-        request,
+        incoming,
         get principal(): Principal {
           if (principal === null) throw new Error('a public route has no principal');
           return principal;
         },
         rest: found.rest,
-        body: () => readJsonBody(request, maxBodyBytes),
+        body: () => readJsonBody(incoming.request(), maxBodyBytes),
+        query: (schema) => readQuery(incoming.searchParams(), schema),
       });
     } catch (error) {
       // Every internal error reaches the operator, whether or not it is a KeywayError (a
       // vault integrity failure is one); the caller only ever sees the generic body.
       if (error instanceof KeywayError && error.code !== 'internal_error') {
-        return errorResponse(error, credential !== null);
+        return errorReply(error, credential !== null);
       }
-      onInternalError(error, request);
+      onInternalError(error, incoming.request());
       return json(500, {
         error: 'internal_error',
         error_description: 'the server failed to handle the request',
       });
     }
   };
+
+  const handler: KeywayHandler = async (request, context) =>
+    toResponse(await dispatch(webIncoming(request, context)));
+  Object.defineProperty(handler, DISPATCH, { value: dispatch });
+  return handler;
 }

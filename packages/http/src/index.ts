@@ -18,6 +18,7 @@ export {
   toWebRequest,
   writeWebResponse,
 } from './node.js';
+export { nodeCrypto } from './node-crypto.js';
 export { createNodeFetch, type NodeFetchOptions } from './node-fetch.js';
 export { OPERATIONS, openApiDocument } from './openapi.js';
 export { DEFAULT_MAX_BODY_BYTES } from './request.js';

@@ -1,6 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { KeywayHandler } from './handler.js';
+import { KeywayError } from '@keyway/core';
+import { dispatchOf, type Incoming, type KeywayHandler } from './handler.js';
 import { DEFAULT_MAX_BODY_BYTES, setRawTarget } from './request.js';
+import { errorReply, type Reply } from './responses.js';
 import { streamOf } from './streams.js';
 
 /** A Node `http` / Express request, with what Express adds when it is there. */
@@ -48,9 +50,14 @@ function bodyOf(req: NodeRequest): BodyInit | null {
   return streamOf(req);
 }
 
-/** Builds a Web `Request` from a Node request, keeping its raw target on the side. */
-export function toWebRequest(req: NodeRequest, options: NodeHandlerOptions = {}): Request {
-  const target = req.originalUrl ?? req.url ?? '/';
+/** The request target as the client sent it (Express: before its mount path was cut). */
+function targetOf(req: NodeRequest): string {
+  return req.originalUrl ?? req.url ?? '/';
+}
+
+/** The URL of a Node request. Throws on a target or `Host` no URL can be made of. */
+function urlOf(req: NodeRequest, options: NodeHandlerOptions): URL {
+  const target = targetOf(req);
   const encrypted = (req.socket as { encrypted?: boolean }).encrypted === true;
   const proto =
     (options.trustProxy ? forwarded(req.headers['x-forwarded-proto']) : undefined) ??
@@ -60,7 +67,10 @@ export function toWebRequest(req: NodeRequest, options: NodeHandlerOptions = {})
     req.headers.host ??
     'localhost';
   // An absolute-form or otherwise odd target still yields a URL on our origin.
-  const url = new URL(target.startsWith('/') ? target : `/${target}`, `${proto}://${host}`);
+  return new URL(target.startsWith('/') ? target : `/${target}`, `${proto}://${host}`);
+}
+
+function webRequestOf(req: NodeRequest, url: URL): Request {
   const headers = new Headers();
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     headers.append(req.rawHeaders[i] as string, req.rawHeaders[i + 1] as string);
@@ -72,8 +82,83 @@ export function toWebRequest(req: NodeRequest, options: NodeHandlerOptions = {})
     body,
     ...(body === null ? {} : { duplex: 'half' }),
   } as RequestInit);
-  setRawTarget(request, target);
+  setRawTarget(request, targetOf(req));
   return request;
+}
+
+/** Builds a Web `Request` from a Node request, keeping its raw target on the side. */
+export function toWebRequest(req: NodeRequest, options: NodeHandlerOptions = {}): Request {
+  return webRequestOf(req, urlOf(req, options));
+}
+
+/**
+ * A Node request as the handler reads it: method, raw path and `Authorization` straight
+ * from Node, so a read never builds a Web `Request` (nor its headers and body stream);
+ * one is made only when a body or a hook asks for it.
+ */
+class NodeIncoming implements Incoming {
+  readonly method: string;
+  readonly path: string;
+  /** The Web request, once something asked for it. */
+  made: Request | undefined;
+  readonly #req: NodeRequest;
+  readonly #options: NodeHandlerOptions;
+  #url: URL | undefined;
+
+  constructor(req: NodeRequest, options: NodeHandlerOptions) {
+    this.#req = req;
+    this.#options = options;
+    this.method = req.method ?? 'GET';
+    const target = targetOf(req);
+    const end = target.search(/[?#]/);
+    this.path = end === -1 ? target : target.slice(0, end);
+  }
+
+  authorization(): string | null {
+    // Every Authorization header, joined as `Headers.get` joins them (Node's `headers`
+    // keeps only the first): two credentials are refused, never one of them picked.
+    const raw = this.#req.rawHeaders;
+    let value: string | null = null;
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i] as string;
+      if (name.length === 13 && name.toLowerCase() === 'authorization') {
+        value = value === null ? (raw[i + 1] as string) : `${value}, ${raw[i + 1]}`;
+      }
+    }
+    return value;
+  }
+
+  /** The URL, made when first needed (a query, a body): a read by path needs none. */
+  #urlOf(): URL {
+    if (this.#url === undefined) {
+      try {
+        this.#url = urlOf(this.#req, this.#options);
+      } catch (cause) {
+        throw new KeywayError('invalid_request', 'malformed request target', { cause });
+      }
+    }
+    return this.#url;
+  }
+
+  searchParams(): URLSearchParams {
+    return this.#urlOf().searchParams;
+  }
+
+  request(): Request {
+    this.made ??= webRequestOf(this.#req, this.#urlOf());
+    return this.made;
+  }
+
+  clientAddress(): string | null {
+    return clientAddressOf(this.#req, this.#options) ?? null;
+  }
+}
+
+/** Writes a {@link Reply}: one `writeHead`, one `end`. */
+function writeReply(res: ServerResponse, reply: Reply): void {
+  res.writeHead(reply.status, reply.headers);
+  if (reply.body === null) res.end();
+  else res.end(reply.body);
 }
 
 /** Resolves when a Node response can take more (`drain`) or is gone (`close`). */
@@ -126,10 +211,14 @@ export async function writeWebResponse(res: ServerResponse, response: Response):
  * parsed; a body that may be larger than the limit (declared so, or of unknown length)
  * gets `Connection: close` instead, and the socket closes after the answer.
  */
-function finishUnreadBody(req: NodeRequest, res: ServerResponse, request: Request): void {
+function finishUnreadBody(
+  req: NodeRequest,
+  res: ServerResponse,
+  request: Request | undefined,
+): void {
   const declared = Number(req.headers['content-length'] ?? Number.NaN);
   if (!(declared <= DEFAULT_MAX_BODY_BYTES)) res.setHeader('connection', 'close');
-  if (request.body !== null && !request.body.locked) {
+  if (request !== undefined && request.body !== null && !request.body.locked) {
     request.body.cancel().catch(() => {});
   } else {
     req.resume();
@@ -151,15 +240,32 @@ export function toNodeHandler(
   handler: KeywayHandler,
   options: NodeHandlerOptions = {},
 ): (req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) => void {
+  const dispatch = dispatchOf(handler);
+  const fail =
+    (res: ServerResponse, next: ((error?: unknown) => void) | undefined) => (error: unknown) => {
+      if (next) next(error);
+      else res.destroy(error instanceof Error ? error : undefined);
+    };
   return (req, res, next) => {
+    if (dispatch !== undefined) {
+      // A handler of createHandler: its answers go to the socket without Web objects.
+      const incoming = new NodeIncoming(req, options);
+      dispatch(incoming)
+        .then((reply) => {
+          if (!req.complete) finishUnreadBody(req, res, incoming.made);
+          writeReply(res, reply);
+        })
+        .catch(fail(res, next));
+      return;
+    }
+    // Any other fetch-style handler (a wrapper of ours, or someone else's).
     let request: Request;
     try {
       request = toWebRequest(req, options);
     } catch {
-      res.statusCode = 400;
-      res.setHeader('content-type', 'application/json; charset=utf-8');
-      res.end(
-        JSON.stringify({ error: 'invalid_request', error_description: 'malformed request target' }),
+      writeReply(
+        res,
+        errorReply(new KeywayError('invalid_request', 'malformed request target'), false),
       );
       return;
     }
@@ -168,9 +274,6 @@ export function toNodeHandler(
         if (!req.complete) finishUnreadBody(req, res, request);
         return writeWebResponse(res, response);
       })
-      .catch((error: unknown) => {
-        if (next) next(error);
-        else res.destroy(error instanceof Error ? error : undefined);
-      });
+      .catch(fail(res, next));
   };
 }

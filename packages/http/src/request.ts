@@ -51,15 +51,10 @@ export function rawPathOf(request: Request): string {
 }
 
 /**
- * The credential of an `Authorization: Bearer <token>` header (scheme case-insensitive,
- * RFC 6750 §2.1), `null` when there is no header, or `undefined` when a header is present
- * but is not a well-formed bearer credential.
+ * The credential of an `Authorization: Bearer <token>` header's value (scheme
+ * case-insensitive, RFC 6750 §2.1), `null` when there is no header, or `undefined` when a
+ * header is present but is not a well-formed bearer credential.
  */
-export function bearerCredential(request: Request): string | null | undefined {
-  return bearerOf(request.headers.get('authorization'));
-}
-
-/** {@link bearerCredential} of an `Authorization` header's value (`null`: no header). */
 export function bearerOf(header: string | null | undefined): string | null | undefined {
   if (header === null || header === undefined) return null;
   // Lenient on the credential's alphabet (any visible ASCII), so every valid root key can
@@ -139,10 +134,9 @@ function typed(value: string, type: string): unknown {
  * most once; core then checks the values.
  */
 export function readQuery(
-  request: Request,
+  params: URLSearchParams,
   schema: { shape: Record<string, QueryField> },
 ): Record<string, unknown> {
-  const params = new URL(request.url).searchParams;
   const query: Record<string, unknown> = {};
   for (const [key, value] of params) {
     const field = Object.hasOwn(schema.shape, key) ? schema.shape[key] : undefined;

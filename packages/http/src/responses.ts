@@ -1,6 +1,16 @@
 import type { KeywayError } from '@keyway/core';
 
-/* The responses every Keyway route and guard answers with (API.md §1.2, §1.3). */
+/* The answers every Keyway route and guard gives (API.md §1.2, §1.3). */
+
+/**
+ * An answer before it becomes a Web `Response`: the Node adapter writes it to the socket
+ * as it is (no `Response`, no body stream), every other runtime gets a `Response`.
+ */
+export interface Reply {
+  status: number;
+  headers: Record<string, string>;
+  body: string | null;
+}
 
 const JSON_HEADERS = {
   'content-type': 'application/json; charset=utf-8',
@@ -10,23 +20,30 @@ const JSON_HEADERS = {
   'x-content-type-options': 'nosniff',
 };
 
-export function json(
-  status: number,
-  body: unknown,
-  headers: Record<string, string> = {},
-): Response {
-  return new Response(JSON.stringify(body), { status, headers: { ...JSON_HEADERS, ...headers } });
+export function json(status: number, body: unknown, headers?: Record<string, string>): Reply {
+  return {
+    status,
+    headers: headers === undefined ? JSON_HEADERS : { ...JSON_HEADERS, ...headers },
+    body: JSON.stringify(body),
+  };
 }
 
-export function noContent(): Response {
-  return new Response(null, { status: 204, headers: { 'cache-control': 'no-store' } });
+const NO_CONTENT_HEADERS = { 'cache-control': 'no-store' };
+
+export function noContent(): Reply {
+  return { status: 204, headers: NO_CONTENT_HEADERS, body: null };
+}
+
+/** The Web `Response` of a reply. */
+export function toResponse(reply: Reply): Response {
+  return new Response(reply.body, { status: reply.status, headers: reply.headers });
 }
 
 /**
- * The API error body of a {@link KeywayError}, with `WWW-Authenticate` for `401`/`403`
+ * The API error answer of a {@link KeywayError}, with `WWW-Authenticate` for `401`/`403`
  * (RFC 6750 §3) and `Retry-After` for `429`.
  */
-export function errorResponse(error: KeywayError, credentialPresented: boolean): Response {
+export function errorReply(error: KeywayError, credentialPresented: boolean): Reply {
   const headers: Record<string, string> = {};
   if (error.code === 'invalid_token') {
     headers['www-authenticate'] = credentialPresented
@@ -37,4 +54,9 @@ export function errorResponse(error: KeywayError, credentialPresented: boolean):
   }
   if (error.retryAfter !== undefined) headers['retry-after'] = String(error.retryAfter);
   return json(error.status, error.toJSON(), headers);
+}
+
+/** {@link errorReply} as a Web `Response`. */
+export function errorResponse(error: KeywayError, credentialPresented: boolean): Response {
+  return toResponse(errorReply(error, credentialPresented));
 }

@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -61,9 +61,19 @@ function binDir(): string {
 export async function startTestPostgres(): Promise<TestPostgres> {
   const configured = process.env.TEST_DATABASE_URL;
   if (configured) return { url: configured, stop: async () => {} };
+  return startPostgres();
+}
 
+/**
+ * Starts a PostgreSQL server on a free loopback port. Without `dataDir`, in a new temporary
+ * directory removed at stop; with it, on that cluster (created there when missing, kept at
+ * stop), so data loaded once serves later runs (the benchmarks' large tables).
+ */
+export async function startPostgres(options: { dataDir?: string } = {}): Promise<TestPostgres> {
   const bin = binDir();
-  const dir = mkdtempSync(join(tmpdir(), 'keyway-pg-'));
+  const kept = options.dataDir !== undefined;
+  const dir = kept ? (options.dataDir as string) : mkdtempSync(join(tmpdir(), 'keyway-pg-'));
+  mkdirSync(dir, { recursive: true });
   const data = join(dir, 'data');
   const asRoot = process.getuid?.() === 0;
   const run = (command: string, args: string[]) => {
@@ -77,17 +87,19 @@ export async function startTestPostgres(): Promise<TestPostgres> {
     chownSync(dir, uid, gid);
   }
   const port = await freePort();
-  run('initdb', [
-    '-D',
-    data,
-    '-U',
-    'keyway',
-    '--auth=trust',
-    '-E',
-    'UTF8',
-    '--no-locale',
-    '--no-sync',
-  ]);
+  if (!existsSync(join(data, 'PG_VERSION'))) {
+    run('initdb', [
+      '-D',
+      data,
+      '-U',
+      'keyway',
+      '--auth=trust',
+      '-E',
+      'UTF8',
+      '--no-locale',
+      '--no-sync',
+    ]);
+  }
   run('pg_ctl', [
     '-D',
     data,
@@ -97,7 +109,7 @@ export async function startTestPostgres(): Promise<TestPostgres> {
     '-t',
     '60',
     '-o',
-    `-p ${port} -h 127.0.0.1 -k ${dir} -F -N 300 -c shared_buffers=64MB`,
+    `-p ${port} -h 127.0.0.1 -k ${dir} -F -N 300 -c shared_buffers=${kept ? '256MB' : '64MB'}`,
     'start',
   ]);
   let stopped = false;
@@ -107,9 +119,10 @@ export async function startTestPostgres(): Promise<TestPostgres> {
       if (stopped) return;
       stopped = true;
       try {
-        run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+        // A kept cluster stops cleanly (no recovery at the next start).
+        run('pg_ctl', ['-D', data, '-m', kept ? 'fast' : 'immediate', '-w', 'stop']);
       } finally {
-        rmSync(dir, { recursive: true, force: true });
+        if (!kept) rmSync(dir, { recursive: true, force: true });
       }
     },
   };

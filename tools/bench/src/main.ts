@@ -1,0 +1,83 @@
+// `pnpm bench`: every benchmark of docs/benchmarks.md, each figure a ratio against a floor
+// measured in the same run. `--smoke` runs tiny sizes in seconds (CI proves the benchmarks
+// still run); `--out <file>` writes the report elsewhere.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startPostgres } from '@keyway/test-support/postgres';
+import { benchHandler } from './handler.js';
+import { benchPrefixList } from './prefix-list.js';
+import { benchRefreshStorm } from './refresh-storm.js';
+import { type Report, writeReport } from './report.js';
+import { benchServe } from './serve.js';
+import { benchTokenCheck } from './token-check.js';
+
+const args = process.argv.slice(2);
+const smoke = args.includes('--smoke');
+const outAt = args.indexOf('--out');
+const repo = join(import.meta.dirname ?? '.', '..', '..', '..');
+const out =
+  outAt === -1 ? (smoke ? null : join(repo, 'docs', 'benchmarks.md')) : (args[outAt + 1] ?? null);
+
+const SIZES = smoke
+  ? { tokens: [200, 2_000], connections: 3_000, handler: 2_000 }
+  : { tokens: [10_000, 1_000_000], connections: 1_000_000, handler: 10_000 };
+const BUDGET = smoke ? { timeMs: 50, rounds: 1 } : { timeMs: 1_000, rounds: 3 };
+const LOOPBACK = smoke
+  ? { connections: 32, seconds: 1, rounds: 1 }
+  : { connections: 32, seconds: 5, rounds: 3 };
+const STORM = smoke ? { callers: 10, storms: 1 } : { callers: 50, storms: 3 };
+
+// The large tables are built once and kept outside the repository; a smoke run keeps nothing.
+const cacheDir = smoke
+  ? mkdtempSync(join(tmpdir(), 'keyway-bench-'))
+  : (process.env.KEYWAY_BENCH_CACHE ?? '/var/tmp/keyway-bench');
+const log = (line: string) => console.log(line);
+log(`keyway bench${smoke ? ' (smoke)' : ''}: tables cached in ${cacheDir}`);
+
+const postgres = await startPostgres(smoke ? {} : { dataDir: join(cacheDir, 'pg') });
+try {
+  const started = Date.now();
+  const tokenCheck = await benchTokenCheck({
+    sizes: SIZES.tokens,
+    cacheDir,
+    postgresUrl: postgres.url,
+    budget: BUDGET,
+    log,
+  });
+  const handler = await benchHandler({ cacheDir, size: SIZES.handler, budget: BUDGET });
+  log(`handler in process: ${(handler.ratio * 100).toFixed(0)}% of a bare function`);
+  const serve = await benchServe(LOOPBACK);
+  for (const row of serve.reads) {
+    log(
+      `${row.route}: ${Math.round(row.keyway.requestsPerSecond)} req/s, bare ${Math.round(row.bare.requestsPerSecond)}, Hono ${Math.round(row.hono.requestsPerSecond)}`,
+    );
+  }
+  log(`minting: ${Math.round(serve.mint.requestsPerSecond)} tokens/s`);
+  const prefixList = await benchPrefixList({
+    cacheDir,
+    postgresUrl: postgres.url,
+    size: SIZES.connections,
+    budget: BUDGET,
+    log,
+  });
+  const storm = await benchRefreshStorm({ postgresUrl: postgres.url, ...STORM });
+  log(`refresh storm: ${storm.refreshes.join(', ')} upstream refresh(es) per storm`);
+  const report: Report = {
+    smoke,
+    date: new Date(),
+    seconds: (Date.now() - started) / 1000,
+    tokenCheck,
+    handler,
+    serve,
+    prefixList,
+    storm,
+    loopback: LOOPBACK,
+  };
+  const text = writeReport(report, out);
+  if (out === null) console.log(`\n${text}`);
+  else log(`wrote ${out}`);
+} finally {
+  await postgres.stop();
+  if (smoke) rmSync(cacheDir, { recursive: true, force: true });
+}

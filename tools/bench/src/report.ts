@@ -1,0 +1,190 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import type { Compared } from './measure.js';
+import type { PrefixListRow } from './prefix-list.js';
+import type { StormResult } from './refresh-storm.js';
+import type { ServeOptions, ServeResult } from './serve.js';
+import type { TokenCheckRow } from './token-check.js';
+
+export interface Report {
+  smoke: boolean;
+  date: Date;
+  seconds: number;
+  tokenCheck: TokenCheckRow[];
+  handler: Compared;
+  serve: ServeResult;
+  prefixList: PrefixListRow[];
+  storm: StormResult;
+  loopback: ServeOptions;
+}
+
+/** Everything after this line of docs/benchmarks.md is written by hand and kept. */
+export const NOTES_MARKER = '<!-- Written by hand below this line; `pnpm bench` keeps it. -->';
+
+const int = (n: number) => Math.round(n).toLocaleString('en-US');
+const pct = (n: number) => `${(n * 100).toFixed(0)}%`;
+const us = (n: number) => n.toFixed(1);
+const ms = (n: number) => (n / 1000).toFixed(2);
+const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MiB`;
+const size = (n: number) =>
+  n >= 1_000_000 ? `${n / 1_000_000}M` : n >= 1000 ? `${n / 1000}k` : `${n}`;
+const verdict = (ok: boolean) => (ok ? 'met' : '**not met**');
+
+/** The report as Markdown; written to `file` (keeping its hand-written notes) unless null. */
+export function writeReport(report: Report, file: string | null): string {
+  const cpu = cpus();
+  const lines: string[] = [];
+  const push = (...more: string[]) => lines.push(...more);
+  push(
+    '# Benchmarks',
+    '',
+    `Written by \`pnpm bench\` on ${report.date.toISOString().slice(0, 10)}: ${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${mib(totalmem())} of memory, Node ${process.version}, ${process.platform}/${process.arch}; the run took ${Math.round(report.seconds)} s.${report.smoke ? ' **Smoke run: tiny sizes, not figures to quote.**' : ''}`,
+    '',
+    'Every figure is set against a floor measured in the same run, in alternating rounds',
+    '(the median of the rounds is shown), so the ratios hold from machine to machine where',
+    'the absolute numbers do not. Throughput and latency are per call, measured with',
+    'tinybench in process and with autocannon over loopback HTTP.',
+    '',
+  );
+
+  push(
+    '## Token check',
+    '',
+    '`broker.authenticate(token)` then `broker.authorize(principal, path)`, over 1,000 real',
+    'tokens in turn in a table of that many live tokens, with `crypto: nodeCrypto` (as',
+    '`keyway serve` runs). The floor is the same work written bare on node:crypto and the',
+    "engine's driver: parse, HMAC-SHA-256, constant-time compare, SHA-256 of the id, one",
+    'prepared point read, expiry, scope match.',
+    '',
+    '| Storage | Live tokens | Keyway | Floor | Keyway / floor | Keyway p99 | Floor p99 |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  );
+  for (const row of report.tokenCheck) {
+    push(
+      `| ${row.engine} | ${size(row.size)} | ${int(row.subject.opsPerSecond)}/s | ${int(row.floor.opsPerSecond)}/s | ${pct(row.ratio)} | ${us(row.subject.p99)} µs | ${us(row.floor.p99)} µs |`,
+    );
+  }
+  push('');
+  const engines = [...new Set(report.tokenCheck.map((row) => row.engine))];
+  const growth = engines.map((engine) => {
+    const rows = report.tokenCheck.filter((row) => row.engine === engine);
+    const small = rows[0] as TokenCheckRow;
+    const large = rows[rows.length - 1] as TokenCheckRow;
+    return {
+      engine,
+      from: small.size,
+      to: large.size,
+      factor: large.subject.p99 / small.subject.p99,
+    };
+  });
+  push(
+    `p99 growth from ${size(growth[0]?.from ?? 0)} to ${size(growth[0]?.to ?? 0)} live tokens: ${growth.map((g) => `${g.engine} ${g.factor.toFixed(2)}×`).join(', ')}.`,
+    '',
+  );
+
+  push(
+    '## Handler in process',
+    '',
+    'An authenticated read, `GET /api/admin/tokens/<name>` with a broker token on SQLite,',
+    'through `createHandler` (`Request` → `Response`, body read), against a bare function',
+    'returning the same `Response` for the same `Request`.',
+    '',
+    '| Keyway | Bare function | Keyway / bare | Keyway p99 |',
+    '| ---: | ---: | ---: | ---: |',
+    `| ${int(report.handler.subject.opsPerSecond)}/s | ${int(report.handler.floor.opsPerSecond)}/s | ${pct(report.handler.ratio)} | ${us(report.handler.subject.p99)} µs |`,
+    '',
+  );
+
+  push(
+    '## Over loopback HTTP',
+    '',
+    `\`keyway serve\` on SQLite in its own process; autocannon in the benchmark's process with ${report.loopback.connections} connections for ${report.loopback.seconds} s per round, ${report.loopback.rounds} round(s). The reference servers, each in its own process, answer the same status, headers and body: a bare \`node:http\` server and Hono on \`@hono/node-server\`.`,
+    '',
+    '| Route (broker token) | Keyway | Bare node:http | Hono | Keyway / Hono | Keyway / bare | Keyway p99 |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  );
+  for (const row of report.serve.reads) {
+    push(
+      `| \`${row.route}\` | ${int(row.keyway.requestsPerSecond)}/s | ${int(row.bare.requestsPerSecond)}/s | ${int(row.hono.requestsPerSecond)}/s | ${pct(row.keyway.requestsPerSecond / row.hono.requestsPerSecond)} | ${pct(row.keyway.requestsPerSecond / row.bare.requestsPerSecond)} | ${row.keyway.p99} ms |`,
+    );
+  }
+  const failures = report.serve.reads.reduce(
+    (sum, row) => sum + row.keyway.failures + row.bare.failures + row.hono.failures,
+    0,
+  );
+  push('', `Failed requests (non-2xx, errors, timeouts): ${failures}.`, '');
+
+  push(
+    '## `keyway serve`: minting and memory',
+    '',
+    '| Mints (root key, `POST /api/admin/tokens`) | p99 | Failed | RSS idle | RSS peak | RSS after the load |',
+    '| ---: | ---: | ---: | ---: | ---: | ---: |',
+    `| ${int(report.serve.mint.requestsPerSecond)}/s | ${report.serve.mint.p99} ms | ${report.serve.mint.failures} | ${mib(report.serve.memory.idleRss)} | ${mib(report.serve.memory.peakRss)} | ${mib(report.serve.memory.rssAfterLoad)} |`,
+    '',
+  );
+
+  push(
+    '## Prefix list',
+    '',
+    'A 100-item page of one tenant (`prefix=t<k>`, each tenant 1,000 connections) in a table',
+    "of connections, through `broker.connections.list`, against the adapter's own SQL for the",
+    'page run straight on the driver.',
+    '',
+    '| Storage | Connections | Keyway p50 | Keyway p99 | Floor p50 | Keyway / floor |',
+    '| --- | ---: | ---: | ---: | ---: | ---: |',
+  );
+  for (const row of report.prefixList) {
+    push(
+      `| ${row.engine} | ${size(row.size)} | ${ms(row.subject.p50)} ms | ${ms(row.subject.p99)} ms | ${ms(row.floor.p50)} ms | ${pct(row.ratio)} |`,
+    );
+  }
+  push('');
+
+  push(
+    '## Refresh storm',
+    '',
+    `${report.storm.callers} concurrent credential requests for one connection whose access token is due, spread over ${report.storm.instances} broker instances (each with its own pool) on one PostgreSQL database; the authorization server counts the refresh grants it receives.`,
+    '',
+    '| Storm | Upstream refreshes | Wall time |',
+    '| ---: | ---: | ---: |',
+    ...report.storm.refreshes.map(
+      (count, i) => `| ${i + 1} | ${count} | ${(report.storm.millis[i] ?? 0).toFixed(0)} ms |`,
+    ),
+    '',
+  );
+
+  const worst = (rows: Compared[]) => Math.min(...rows.map((row) => row.ratio));
+  const readsVsHono = Math.min(
+    ...report.serve.reads.map((row) => row.keyway.requestsPerSecond / row.hono.requestsPerSecond),
+  );
+  const readsVsBare = Math.min(
+    ...report.serve.reads.map((row) => row.keyway.requestsPerSecond / row.bare.requestsPerSecond),
+  );
+  const slowestList = Math.max(...report.prefixList.map((row) => row.subject.p50));
+  push(
+    '## Targets',
+    '',
+    '| Target | This run | |',
+    '| --- | --- | --- |',
+    `| Token check ≥ 90% of the floor, every engine and size | worst ${pct(worst(report.tokenCheck))} | ${verdict(worst(report.tokenCheck) >= 0.9)} |`,
+    `| Token check p99 grows ≤ 1.5× from the smallest to the largest table | worst ${Math.max(...growth.map((g) => g.factor)).toFixed(2)}× | ${verdict(Math.max(...growth.map((g) => g.factor)) <= 1.5)} |`,
+    `| Authenticated read over loopback ≥ 50% of Hono | worst ${pct(readsVsHono)} | ${verdict(readsVsHono >= 0.5)} |`,
+    `| Authenticated read over loopback ≥ 35% of bare node:http | worst ${pct(readsVsBare)} | ${verdict(readsVsBare >= 0.35)} |`,
+    `| 100-item prefix list < 5 ms (p50) | slowest ${ms(slowestList)} ms | ${verdict(slowestList < 5000)} |`,
+    `| Refresh storm: exactly 1 upstream refresh | ${report.storm.refreshes.join(', ')} | ${verdict(report.storm.refreshes.every((n) => n === 1))} |`,
+    '',
+    'Run it: `pnpm bench` (about 15 minutes the first time, when it builds the 1M-row tables',
+    'in `/var/tmp/keyway-bench` or `$KEYWAY_BENCH_CACHE`; later runs reuse them), or',
+    '`pnpm bench --smoke` for a check in seconds that every benchmark still runs.',
+    '',
+  );
+
+  let text = lines.join('\n');
+  if (file !== null) {
+    const previous = existsSync(file) ? readFileSync(file, 'utf8') : '';
+    const at = previous.indexOf(NOTES_MARKER);
+    text += `\n${at === -1 ? `${NOTES_MARKER}\n` : previous.slice(at)}`;
+    writeFileSync(file, text.endsWith('\n') ? text : `${text}\n`);
+  }
+  return text;
+}

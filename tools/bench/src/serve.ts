@@ -1,0 +1,152 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generateVaultKey } from '@keyway/core';
+import { sqliteStorage } from '@keyway/store-sqlite';
+import { startBrokerProcess } from '@keyway/test-support/processes';
+import { createTestBroker, createTestWorld } from '@keyway/testing';
+import { activeConnection, ROOT_KEY } from './fixtures.js';
+import { median } from './measure.js';
+import { type Load, load, memoryOf, startReferenceServer } from './processes.js';
+
+const CONNECTION = 'acme/alice/demo';
+
+/** The sizes of a loopback run. */
+export interface ServeOptions {
+  connections: number;
+  seconds: number;
+  rounds: number;
+}
+
+/** One read route over loopback: Keyway against the two reference servers. */
+export interface LoopbackRow {
+  route: string;
+  keyway: Load;
+  bare: Load;
+  hono: Load;
+}
+
+export interface ServeResult {
+  reads: LoopbackRow[];
+  mint: Load;
+  /** `keyway serve`'s memory, bytes: idle after start, and at its peak after the load. */
+  memory: { idleRss: number; peakRss: number; rssAfterLoad: number };
+}
+
+/** Headers the server writes itself; the reference servers write their own. */
+const TRANSPORT_HEADERS = new Set(['date', 'connection', 'keep-alive', 'content-length']);
+
+const pickLoad = (all: Load[]): Load => ({
+  requestsPerSecond: median(all.map((l) => l.requestsPerSecond)),
+  p50: median(all.map((l) => l.p50)),
+  p99: median(all.map((l) => l.p99)),
+  failures: all.reduce((sum, l) => sum + l.failures, 0),
+});
+
+/**
+ * Builds a SQLite file with one active connection (authorized against the in-memory test
+ * world, in this process), so `keyway serve` on it has something to read.
+ */
+async function seed(file: string, vaultKey: string): Promise<void> {
+  const world = createTestWorld();
+  const storage = sqliteStorage(file);
+  const broker = createTestBroker(world, { rootKey: ROOT_KEY, storage, vaultKeys: [vaultKey] });
+  await activeConnection(world, broker, CONNECTION);
+  await broker.close();
+}
+
+/**
+ * `keyway serve` on SQLite over loopback HTTP: authenticated reads against a bare
+ * node:http server and Hono on @hono/node-server answering the same bytes, minting
+ * throughput, and the process's memory.
+ */
+export async function benchServe(options: ServeOptions): Promise<ServeResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'keyway-bench-serve-'));
+  const stops: (() => Promise<void>)[] = [];
+  try {
+    const file = join(dir, 'keyway.sqlite');
+    const vaultKey = generateVaultKey();
+    writeFileSync(`${file}.vault-keys`, `${vaultKey}\n`, { mode: 0o600 });
+    await seed(file, vaultKey);
+
+    const keyway = await startBrokerProcess({
+      KEYWAY_ROOT_KEY: ROOT_KEY,
+      KEYWAY_DATABASE: file,
+    });
+    stops.push(() => keyway.stop());
+    const pid = keyway.child.pid as number;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const idleRss = memoryOf(pid).rss;
+
+    const minted = await fetch(`${keyway.url}/api/admin/tokens`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'bench', scopes: ['acme'], expires_in: 86_400 }),
+    });
+    if (minted.status !== 201) throw new Error(`mint answered ${minted.status}`);
+    const { access_token: token } = (await minted.json()) as { access_token: string };
+    const authorization = { authorization: `Bearer ${token}` };
+
+    const paths = ['/api/admin/tokens/bench', `/api/oauth/connections/${CONNECTION}`];
+    const canned: Record<
+      string,
+      { status: number; headers: Record<string, string>; body: string }
+    > = {};
+    for (const path of paths) {
+      const response = await fetch(keyway.url + path, { headers: authorization });
+      if (response.status !== 200) throw new Error(`GET ${path} answered ${response.status}`);
+      const headers: Record<string, string> = {};
+      response.headers.forEach((value, key) => {
+        if (!TRANSPORT_HEADERS.has(key)) headers[key] = value;
+      });
+      canned[path] = { status: response.status, headers, body: await response.text() };
+    }
+    const bare = await startReferenceServer('bare', canned);
+    stops.push(() => bare.stop());
+    const hono = await startReferenceServer('hono', canned);
+    stops.push(() => hono.stop());
+
+    const reads: LoopbackRow[] = [];
+    for (const path of paths) {
+      const runs = { keyway: [] as Load[], bare: [] as Load[], hono: [] as Load[] };
+      for (let round = 0; round < options.rounds; round++) {
+        for (const [name, server] of [
+          ['bare', bare],
+          ['hono', hono],
+          ['keyway', keyway],
+        ] as const) {
+          runs[name].push(
+            await load({
+              url: server.url + path,
+              connections: options.connections,
+              seconds: options.seconds,
+              headers: authorization,
+            }),
+          );
+        }
+      }
+      reads.push({
+        route: `GET ${path.replace(CONNECTION, '<path>').replace('/bench', '/<name>')}`,
+        keyway: pickLoad(runs.keyway),
+        bare: pickLoad(runs.bare),
+        hono: pickLoad(runs.hono),
+      });
+    }
+
+    let counter = 0;
+    const mint = await load({
+      url: `${keyway.url}/api/admin/tokens`,
+      connections: options.connections,
+      seconds: options.seconds,
+      method: 'POST',
+      headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+      body: () =>
+        JSON.stringify({ name: `load.${++counter}`, scopes: ['acme/load'], expires_in: 600 }),
+    });
+    const after = memoryOf(pid);
+    return { reads, mint, memory: { idleRss, peakRss: after.peak, rssAfterLoad: after.rss } };
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,192 @@
+import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Broker } from '@keyway/core';
+import { memoryStorage } from '@keyway/store-memory';
+import { postgresStorage } from '@keyway/store-postgres';
+import { sqliteStorage } from '@keyway/store-sqlite';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { benchBroker, postgresTokens, ROOT_KEY, SAMPLE_TOKENS, sqliteTokens } from './fixtures.js';
+import { type Budget, type Compared, compare } from './measure.js';
+
+export type Engine = 'memory' | 'sqlite' | 'postgres';
+
+/** One token-check figure: an engine at a table size, Keyway against its floor. */
+export interface TokenCheckRow extends Compared {
+  engine: Engine;
+  size: number;
+}
+
+/** What the floor reads of a token row. */
+interface FloorRow {
+  scopes: string;
+  expires_at: number | string;
+}
+
+/** The tag key, derived as Keyway derives it (HKDF-SHA-256 of the root key). */
+const TAG_KEY = Buffer.from(
+  hkdfSync('sha256', ROOT_KEY, 'keyway/v1', 'keyway/v1/broker-token-tag', 32),
+);
+
+/**
+ * The bare floor of a token check, written directly on node:crypto and the engine's
+ * driver: parse, HMAC-SHA-256, constant-time compare, SHA-256 of the id, one point read,
+ * expiry, scope match. No validation beyond that, no error objects, no abstractions.
+ */
+function floorCheck(
+  read: (idHash: string) => FloorRow | undefined | Promise<FloorRow | undefined>,
+) {
+  return async (token: string, path: string): Promise<void> => {
+    if (token.length !== 68 || !token.startsWith('kw1_')) throw new Error('format');
+    const body = Buffer.from(token.slice(4), 'base64url');
+    const id = body.subarray(0, 16);
+    const tag = createHmac('sha256', TAG_KEY).update(id).digest();
+    if (!timingSafeEqual(tag, body.subarray(16))) throw new Error('tag');
+    const row = await read(createHash('sha256').update(id).digest('hex'));
+    if (row === undefined || Number(row.expires_at) <= Date.now()) throw new Error('unknown');
+    const scopes = JSON.parse(row.scopes) as string[];
+    if (!scopes.some((scope) => `${path}/`.startsWith(scope.slice(0, -2))))
+      throw new Error('scope');
+  };
+}
+
+/** The identifier hash of a token, as storage keys it. */
+const idHashOf = (token: string) =>
+  createHash('sha256')
+    .update(Buffer.from(token.slice(4), 'base64url').subarray(0, 16))
+    .digest('hex');
+
+/** Checks `tokens` in turn: each call authenticates one and authorizes a path under its scope. */
+function subjects(broker: Broker, floor: ReturnType<typeof floorCheck>, tokens: string[]) {
+  let a = 0;
+  let b = 0;
+  return {
+    keyway: async () => {
+      const i = a++ % tokens.length;
+      broker.authorize(await broker.authenticate(tokens[i] as string), `acme/t${i}/x`);
+    },
+    floor: () => {
+      const i = b++ % tokens.length;
+      return floor(tokens[i] as string, `acme/t${i}/x`);
+    },
+  };
+}
+
+/** Token check on memory storage at `size` live tokens (built in this process). */
+async function onMemory(size: number, budget: Budget): Promise<Compared> {
+  const storage = memoryStorage();
+  const broker = benchBroker(storage);
+  const floorRows = new Map<string, FloorRow>();
+  const tokens: string[] = [];
+  const far = Date.UTC(2099, 0, 1);
+  for (let i = 0; i < Math.min(SAMPLE_TOKENS, size); i++) {
+    const issued = await broker.tokens.mint(
+      { kind: 'root' },
+      { name: `sample${i}`, scopes: [`acme/t${i}`], expires_in: 2_592_000 },
+    );
+    tokens.push(issued.access_token);
+    floorRows.set(idHashOf(issued.access_token), {
+      scopes: JSON.stringify(issued.scopes),
+      expires_at: Date.parse(issued.expires_at),
+    });
+  }
+  for (let i = tokens.length; i < size; i++) {
+    const idHash = randomBytes(32).toString('hex');
+    const record = {
+      idHash,
+      name: `filler${i}`,
+      scopes: ['filler/**'],
+      expiresAt: far,
+      createdAt: 0,
+      createdBy: 'root',
+    };
+    await storage.insertToken(record, 0);
+    floorRows.set(idHash, { scopes: '["filler/**"]', expires_at: far });
+  }
+  const run = subjects(
+    broker,
+    floorCheck((idHash) => floorRows.get(idHash)),
+    tokens,
+  );
+  try {
+    return await compare(run.keyway, run.floor, budget);
+  } finally {
+    await broker.close();
+  }
+}
+
+async function onSqlite(dir: string, size: number, budget: Budget): Promise<Compared> {
+  const { file, tokens } = await sqliteTokens(dir, size);
+  const broker = benchBroker(sqliteStorage(file));
+  const bare = new Database(file);
+  bare.pragma('journal_mode = WAL');
+  const find = bare.prepare('SELECT scopes, expires_at FROM keyway_tokens WHERE id_hash = ?');
+  const run = subjects(
+    broker,
+    floorCheck((idHash) => find.get(idHash) as FloorRow | undefined),
+    tokens,
+  );
+  try {
+    return await compare(run.keyway, run.floor, budget);
+  } finally {
+    await broker.close();
+    bare.close();
+  }
+}
+
+async function onPostgres(
+  serverUrl: string,
+  dir: string,
+  size: number,
+  budget: Budget,
+): Promise<Compared> {
+  const { url, tokens } = await postgresTokens(serverUrl, dir, size);
+  const broker = benchBroker(await postgresStorage({ connectionString: url }));
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const run = subjects(
+    broker,
+    floorCheck(
+      async (idHash) =>
+        (
+          await client.query<FloorRow>({
+            name: 'floor-token',
+            text: 'SELECT scopes, expires_at FROM keyway_tokens WHERE id_hash = $1',
+            values: [idHash],
+          })
+        ).rows[0],
+    ),
+    tokens,
+  );
+  try {
+    return await compare(run.keyway, run.floor, budget);
+  } finally {
+    await broker.close();
+    await client.end();
+  }
+}
+
+/** Token check against its floor, per engine and table size. */
+export async function benchTokenCheck(options: {
+  sizes: number[];
+  cacheDir: string;
+  postgresUrl: string;
+  budget: Budget;
+  log: (line: string) => void;
+}): Promise<TokenCheckRow[]> {
+  const rows: TokenCheckRow[] = [];
+  for (const engine of ['memory', 'sqlite', 'postgres'] as const) {
+    for (const size of options.sizes) {
+      const result =
+        engine === 'memory'
+          ? await onMemory(size, options.budget)
+          : engine === 'sqlite'
+            ? await onSqlite(options.cacheDir, size, options.budget)
+            : await onPostgres(options.postgresUrl, options.cacheDir, size, options.budget);
+      rows.push({ engine, size, ...result });
+      options.log(
+        `token check ${engine} ${size}: ${Math.round(result.subject.opsPerSecond)}/s vs floor ${Math.round(result.floor.opsPerSecond)}/s = ${(result.ratio * 100).toFixed(0)}%`,
+      );
+    }
+  }
+  return rows;
+}
