@@ -4,7 +4,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startPostgres } from '@keyway/test-support/postgres';
+import { startPostgres, startTestPostgres } from '@keyway/test-support/postgres';
 import { benchHandler } from './handler.js';
 import { benchPrefixList } from './prefix-list.js';
 import { benchRefreshStorm } from './refresh-storm.js';
@@ -35,7 +35,9 @@ const cacheDir = smoke
 const log = (line: string) => console.log(line);
 log(`keyway bench${smoke ? ' (smoke)' : ''}: tables cached in ${cacheDir}`);
 
-const postgres = await startPostgres(smoke ? {} : { dataDir: join(cacheDir, 'pg') });
+const postgres = smoke
+  ? await startTestPostgres()
+  : await startPostgres({ dataDir: join(cacheDir, 'pg') });
 try {
   const started = Date.now();
   const tokenCheck = await benchTokenCheck({
