@@ -19,6 +19,8 @@ import { sha256 } from '@noble/hashes/sha2.js';
 export interface PlatformCrypto {
   /** SHA-256 (FIPS 180-4) of `data`: 32 bytes. */
   sha256(data: Uint8Array): Uint8Array;
+  /** Optional: SHA-256 of `data` as lowercase hex, where the platform makes it directly. */
+  sha256Hex?(data: Uint8Array): string;
   /**
    * HMAC-SHA-256 keyed with `key`: the returned function computes the 32-byte tag of its
    * data. Keyed once, called for every token checked.

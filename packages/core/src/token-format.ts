@@ -39,7 +39,9 @@ export interface TokenCodec {
 
 /** The storage key of a token identifier: hex SHA-256. */
 export function hashTokenId(id: Uint8Array, platform: PlatformCrypto = nobleCrypto): string {
-  return bytesToHex(platform.sha256(id));
+  return platform.sha256Hex === undefined
+    ? bytesToHex(platform.sha256(id))
+    : platform.sha256Hex(id);
 }
 
 /**

@@ -161,7 +161,12 @@ export class TokenService {
     }
     const idHash = this.#codec.open(credential);
     if (idHash === null) throw invalidToken('the token is not valid');
-    const record = await this.#storage.findTokenByIdHash(idHash);
+    const storage = this.#storage;
+    // A storage that reads synchronously (memory, SQLite) is read without an await.
+    const record =
+      storage.findTokenByIdHashSync === undefined
+        ? await storage.findTokenByIdHash(idHash)
+        : storage.findTokenByIdHashSync(idHash);
     if (record === null) throw invalidToken('the token is unknown or has been revoked');
     if (record.expiresAt <= this.#now()) throw invalidToken('the token has expired');
     return {

@@ -13,6 +13,7 @@ import type { PlatformCrypto } from '@keyway/core';
  */
 export const nodeCrypto: PlatformCrypto = {
   sha256: (data) => createHash('sha256').update(data).digest(),
+  sha256Hex: (data) => createHash('sha256').update(data).digest('hex'),
   hmacSha256: (key) => {
     const copy = Uint8Array.from(key);
     return (data) => createHmac('sha256', copy).update(data).digest();

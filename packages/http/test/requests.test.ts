@@ -130,23 +130,32 @@ describe('request handling (API.md §1.2)', () => {
     expect(() => createHandler(h.broker, { basePath: 'keyway' })).toThrow(TypeError);
   });
 
-  it('answers 500 internal_error without internals when storage fails', async () => {
-    const storage = memoryStorage();
-    const failing = new Harness({
-      ...storage,
-      findTokenByIdHash: async () => {
+  it.each([
+    ['asynchronous', 'findTokenByIdHash'],
+    ['synchronous', 'findTokenByIdHashSync'],
+  ] as const)(
+    'answers 500 internal_error without internals when a %s storage read fails',
+    async (_, method) => {
+      const storage = memoryStorage();
+      const fire = () => {
         throw new Error('database is on fire at 10.0.0.7');
-      },
-    });
-    const token = await failing.mint('a', ['a']);
-    const reply = await failing.call('GET', '/api/admin/tokens', { token });
-    expect(reply.status).toBe(500);
-    expect(reply.body).toEqual({
-      error: 'internal_error',
-      error_description: 'the server failed to handle the request',
-    });
-    expect(failing.errors).toHaveLength(1);
-  });
+      };
+      const failing = new Harness({
+        ...storage,
+        findTokenByIdHashSync: method === 'findTokenByIdHashSync' ? fire : undefined,
+        findTokenByIdHash:
+          method === 'findTokenByIdHash' ? async () => fire() : storage.findTokenByIdHash,
+      });
+      const token = await failing.mint('a', ['a']);
+      const reply = await failing.call('GET', '/api/admin/tokens', { token });
+      expect(reply.status).toBe(500);
+      expect(reply.body).toEqual({
+        error: 'internal_error',
+        error_description: 'the server failed to handle the request',
+      });
+      expect(failing.errors).toHaveLength(1);
+    },
+  );
 });
 
 describe('toNodeHandler() over loopback HTTP', () => {

@@ -82,4 +82,6 @@ export interface SqlDriver {
    * where the engine answers synchronously).
    */
   query(statement: Statement): unknown;
+  /** `query` answers synchronously, never with a promise (SQLite). */
+  readonly synchronous?: boolean;
 }

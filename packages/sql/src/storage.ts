@@ -131,6 +131,9 @@ function counterOf(row: Row | undefined): CounterValue | null {
   return row === undefined ? null : { count: Number(row.count), expiresAt: Number(row.expires_at) };
 }
 
+/** The hot path of every authenticated request: one point read on the primary key. */
+const TOKEN_BY_ID_HASH = 'SELECT * FROM {tokens} WHERE id_hash = ?';
+
 /**
  * Keyway's {@link Storage} on SQL, written once for SQLite and PostgreSQL: each operation is
  * a program of statements (see `program.ts`) that the engine's driver runs, as one
@@ -179,8 +182,16 @@ export function sqlStorage(
         })(),
       ),
 
-    findTokenByIdHash: (idHash) =>
-      find(TOKENS, 'SELECT * FROM {tokens} WHERE id_hash = ?', [idHash]),
+    findTokenByIdHash: (idHash) => find(TOKENS, TOKEN_BY_ID_HASH, [idHash]),
+
+    ...(driver.synchronous === true
+      ? {
+          findTokenByIdHashSync(idHash: string) {
+            const row = driver.query({ kind: 'get', sql: TOKEN_BY_ID_HASH, params: [idHash] });
+            return typeof row === 'object' && row !== null ? TOKENS.fromRow(row as Row) : null;
+          },
+        }
+      : {}),
 
     findLiveTokenByName: (name, now) =>
       find(TOKENS, 'SELECT * FROM {tokens} WHERE name = ? AND expires_at > ?', [name, now]),

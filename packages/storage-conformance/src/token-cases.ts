@@ -45,6 +45,21 @@ export function tokenStorageCases({ open, connectAgain }: CaseContext): void {
       expect(await storage.findLiveTokenByName('alice.bot-1_x', NOW)).toEqual(record);
     });
 
+    it('answers the synchronous lookup, where offered, exactly as findTokenByIdHash', async () => {
+      const storage = await open();
+      const record = tokenRecord('sync.reader', { scopes: ['acme/**'], expiresAt: NOW + 1 });
+      const expired = tokenRecord('sync.gone', { expiresAt: NOW - 1 });
+      await insertAll(storage, [record, expired]);
+      const sync = storage.findTokenByIdHashSync?.bind(storage);
+      if (sync === undefined) return; // optional: this storage reads asynchronously only
+      for (const idHash of [record.idHash, expired.idHash, 'e'.repeat(64)]) {
+        expect(sync(idHash)).toEqual(await storage.findTokenByIdHash(idHash));
+      }
+      const found = sync(record.idHash) as TokenRecord;
+      found.scopes.push('other/**');
+      expect(sync(record.idHash)).toEqual(record);
+    });
+
     it('answers null for an unknown id hash or name', async () => {
       const storage = await open();
       expect(await storage.findTokenByIdHash('f'.repeat(64))).toBeNull();

@@ -125,6 +125,11 @@ export function memoryStorage(): MemoryStorage {
       return record === undefined ? null : copy(record);
     },
 
+    findTokenByIdHashSync(idHash) {
+      const record = tokens.get(idHash);
+      return record === undefined ? null : copy(record);
+    },
+
     async findLiveTokenByName(name, now) {
       const record = liveByName(name, now);
       return record === null ? null : copy(record);

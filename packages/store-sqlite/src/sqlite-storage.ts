@@ -68,6 +68,7 @@ function sqliteDriver(db: SqliteConnection) {
     // statement can interleave with it on this connection.
     execute: async (program, transaction) => executeSync(program, transaction),
     query: execute,
+    synchronous: true,
   };
   return { driver, executeSync };
 }

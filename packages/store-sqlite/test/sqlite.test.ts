@@ -9,6 +9,13 @@ const dir = mkdtempSync(join(tmpdir(), 'keyway-sqlite-plan-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('sqliteStorage()', () => {
+  it('offers the synchronous token lookup of the token check', async () => {
+    const storage = sqliteStorage(':memory:');
+    expect(typeof storage.findTokenByIdHashSync).toBe('function');
+    expect(storage.findTokenByIdHashSync?.('a'.repeat(64))).toBeNull();
+    await storage.close();
+  });
+
   it('applies the migrations once, however many connections open the file', async () => {
     const file = join(dir, 'migrations.sqlite');
     const first = sqliteStorage(file);

@@ -52,6 +52,13 @@ export interface TokenStorage {
    */
   findTokenByIdHash(idHash: string): Promise<TokenRecord | null>;
 
+  /**
+   * Optional: {@link findTokenByIdHash} answered synchronously, for a storage that reads
+   * without waiting on I/O (memory, SQLite). The token check then runs without an `await`
+   * between the request and its answer. Must answer exactly as `findTokenByIdHash` does.
+   */
+  findTokenByIdHashSync?(idHash: string): TokenRecord | null;
+
   /** The live token with this name, or `null`. */
   findLiveTokenByName(name: string, now: number): Promise<TokenRecord | null>;
 
