@@ -32,7 +32,11 @@ await build({
   },
   logLevel: 'warning',
 });
-const result = spawnSync(process.execPath, [join(outdir, 'main.js'), ...process.argv.slice(2)], {
-  stdio: 'inherit',
-});
+const result = spawnSync(
+  process.execPath,
+  ['--expose-gc', join(outdir, 'main.js'), ...process.argv.slice(2)],
+  {
+    stdio: 'inherit',
+  },
+);
 process.exit(result.status ?? 1);

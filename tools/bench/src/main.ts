@@ -22,7 +22,7 @@ const out =
 const SIZES = smoke
   ? { tokens: [200, 2_000], connections: 3_000, handler: 2_000 }
   : { tokens: [10_000, 1_000_000], connections: 1_000_000, handler: 10_000 };
-const BUDGET = smoke ? { timeMs: 50, rounds: 1 } : { timeMs: 1_000, rounds: 3 };
+const BUDGET = smoke ? { timeMs: 50, rounds: 1 } : { timeMs: 500, rounds: 9 };
 const LOOPBACK = smoke
   ? { connections: 32, seconds: 1, rounds: 1 }
   : { connections: 32, seconds: 5, rounds: 3 };

@@ -13,7 +13,7 @@ export interface Measured {
 export interface Compared {
   subject: Measured;
   floor: Measured;
-  /** Subject throughput over floor throughput, median of the rounds' ratios. */
+  /** The subject's median throughput over the floor's (medians over the rounds). */
   ratio: number;
 }
 
@@ -31,8 +31,13 @@ const median = (values: number[]): number => {
     : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
 };
 
+/** Collects garbage now, when the runner allows it (`--expose-gc`), so that the garbage of
+ * what ran before is not collected during the next measurement. */
+const collect = (globalThis as { gc?: () => void }).gc ?? (() => {});
+
 /** Measures one function with tinybench: one sample per call. */
 export async function measure(fn: () => unknown, timeMs: number): Promise<Measured> {
+  collect();
   const bench = new Bench({ time: timeMs, warmupTime: Math.min(200, timeMs), throws: true });
   bench.add('subject', fn as () => Promise<void>);
   await bench.run();
@@ -47,7 +52,7 @@ export async function measure(fn: () => unknown, timeMs: number): Promise<Measur
 
 /**
  * Measures a subject and its floor in alternating rounds (so drift of the machine hits
- * both alike) and reports the medians: the ratio is the median of the rounds' ratios.
+ * both alike) and reports the medians of the rounds, and the ratio of those medians.
  */
 export async function compare(
   subject: () => unknown,
@@ -65,11 +70,10 @@ export async function compare(
     p50: median(all.map((m) => m.p50)),
     p99: median(all.map((m) => m.p99)),
   });
-  return {
-    subject: pick(subjects),
-    floor: pick(floors),
-    ratio: median(subjects.map((m, i) => m.opsPerSecond / (floors[i] as Measured).opsPerSecond)),
-  };
+  const measured = pick(subjects);
+  const floored = pick(floors);
+  // Medians first: a burst of noise on this machine hits one measurement, not the ratio.
+  return { subject: measured, floor: floored, ratio: measured.opsPerSecond / floored.opsPerSecond };
 }
 
 export { median };

@@ -109,7 +109,7 @@ export async function startPostgres(options: { dataDir?: string } = {}): Promise
     '-t',
     '60',
     '-o',
-    `-p ${port} -h 127.0.0.1 -k ${dir} -F -N 300 -c shared_buffers=${kept ? '256MB' : '64MB'}`,
+    `-p ${port} -h 127.0.0.1 -k ${dir} -F -N 300 -c shared_buffers=${kept ? '1GB' : '64MB'}`,
     'start',
   ]);
   let stopped = false;
