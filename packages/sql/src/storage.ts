@@ -131,6 +131,10 @@ function counterOf(row: Row | undefined): CounterValue | null {
   return row === undefined ? null : { count: Number(row.count), expiresAt: Number(row.expires_at) };
 }
 
+/** A driver's answer to a `get`: the row, or `undefined` when there is none. */
+const asRow = (answer: unknown): Row | undefined =>
+  typeof answer === 'object' && answer !== null ? (answer as Row) : undefined;
+
 /** The hot path of every authenticated request: one point read on the primary key. */
 const TOKEN_BY_ID_HASH = 'SELECT * FROM {tokens} WHERE id_hash = ?';
 
@@ -153,10 +157,8 @@ export function sqlStorage(
     const changes = await driver.query({ kind: 'run', sql, params });
     return typeof changes === 'number' ? changes : 0;
   };
-  const one = async (sql: string, params: unknown[]): Promise<Row | undefined> => {
-    const row = await driver.query({ kind: 'get', sql, params });
-    return typeof row === 'object' && row !== null ? (row as Row) : undefined;
-  };
+  const one = async (sql: string, params: unknown[]): Promise<Row | undefined> =>
+    asRow(await driver.query({ kind: 'get', sql, params }));
   const list = async <R>(codec: RowCodec<R>, { sql, params }: SqlQuery): Promise<R[]> => {
     const rows = await driver.query({ kind: 'all', sql, params });
     return Array.isArray(rows) ? rows.map((row: Row) => codec.fromRow(row)) : [];
@@ -187,8 +189,10 @@ export function sqlStorage(
     ...(driver.synchronous === true
       ? {
           findTokenByIdHashSync(idHash: string) {
-            const row = driver.query({ kind: 'get', sql: TOKEN_BY_ID_HASH, params: [idHash] });
-            return typeof row === 'object' && row !== null ? TOKENS.fromRow(row as Row) : null;
+            const row = asRow(
+              driver.query({ kind: 'get', sql: TOKEN_BY_ID_HASH, params: [idHash] }),
+            );
+            return row === undefined ? null : TOKENS.fromRow(row);
           },
         }
       : {}),

@@ -15,14 +15,18 @@ export const SAMPLE_TOKENS = 1_000;
 /** Expiry of every fixture row: far away, so cached tables stay live. */
 const FAR_FUTURE = Date.UTC(2099, 0, 1);
 
-/** A broker on a storage, with the options every benchmark uses. */
-export function benchBroker(storage: Parameters<typeof createBroker>[0]['storage']): Broker {
+/** A broker on a storage, with the options every benchmark uses (and `overrides`). */
+export function benchBroker(
+  storage: Parameters<typeof createBroker>[0]['storage'],
+  overrides: Partial<Parameters<typeof createBroker>[0]> = {},
+): Broker {
   return createBroker({
     rootKey: ROOT_KEY,
     storage,
     crypto: nodeCrypto,
     vaultKeys: [generateVaultKey()],
     purgeIntervalMs: false,
+    ...overrides,
   });
 }
 
@@ -31,13 +35,7 @@ export function benchBroker(storage: Parameters<typeof createBroker>[0]['storage
  * so they stay live for as long as the cached tables are kept.
  */
 async function mintSample(storage: Parameters<typeof createBroker>[0]['storage'], count: number) {
-  const minting = createBroker({
-    rootKey: ROOT_KEY,
-    storage,
-    crypto: nodeCrypto,
-    purgeIntervalMs: false,
-    now: () => FAR_FUTURE - 86_400_000,
-  });
+  const minting = benchBroker(storage, { now: () => FAR_FUTURE - 86_400_000 });
   const tokens: string[] = [];
   for (let i = 0; i < count; i++) {
     const issued = await minting.tokens.mint(rootPrincipal(), {

@@ -31,7 +31,7 @@ const STORM = smoke ? { callers: 10, storms: 1 } : { callers: 50, storms: 3 };
 // The large tables are built once and kept outside the repository; a smoke run keeps nothing.
 const cacheDir = smoke
   ? mkdtempSync(join(tmpdir(), 'keyway-bench-'))
-  : (process.env.KEYWAY_BENCH_CACHE ?? '/var/tmp/keyway-bench');
+  : (process.env.KEYWAY_BENCH_CACHE ?? join(tmpdir(), 'keyway-bench-cache'));
 const log = (line: string) => console.log(line);
 log(`keyway bench${smoke ? ' (smoke)' : ''}: tables cached in ${cacheDir}`);
 

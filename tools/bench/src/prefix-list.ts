@@ -24,38 +24,28 @@ export async function benchPrefixList(options: {
   const rows: PrefixListRow[] = [];
   let tenant = 0;
   const nextPrefix = () => `t${tenant++ % tenantsOf(options.size)}`;
+  // Each engine's storage, and its driver running a statement of the shared SQL layer.
   const engines = {
     sqlite: async () => {
       const storage = sqliteStorage(await sqliteConnections(options.cacheDir, options.size));
       return {
         storage,
-        floor: () => {
-          const { sql, params } = storage.listConnectionsSql({
-            within: [nextPrefix()],
-            limit: 101,
-          });
-          return storage.database.prepare(sql).all(...params);
-        },
+        run: (sql: string, params: unknown[]) => storage.database.prepare(sql).all(...params),
       };
     },
     postgres: async () => {
       const url = await postgresConnections(options.postgresUrl, options.cacheDir, options.size);
       const storage = await postgresStorage({ connectionString: url });
-      return {
-        storage,
-        floor: () => {
-          const { sql, params } = storage.listConnectionsSql({
-            within: [nextPrefix()],
-            limit: 101,
-          });
-          return storage.pool.query(sql, params);
-        },
-      };
+      return { storage, run: (sql: string, params: unknown[]) => storage.pool.query(sql, params) };
     },
   };
   for (const engine of ['sqlite', 'postgres'] as const) {
-    const { storage, floor } = await engines[engine]();
+    const { storage, run } = await engines[engine]();
     const broker = benchBroker(storage);
+    const floor = () => {
+      const { sql, params } = storage.listConnectionsSql({ within: [nextPrefix()], limit: 101 });
+      return run(sql, params);
+    };
     try {
       const first = await broker.connections.list(rootPrincipal(), { prefix: 't0', limit: 100 });
       if (first.items.length !== 100) throw new Error(`the page held ${first.items.length} items`);

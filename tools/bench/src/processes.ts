@@ -1,46 +1,21 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startServerProcess } from '@keyway/test-support/examples';
 import autocannon from 'autocannon';
 
 export const benchDir = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-/** A server process of the benchmark. */
-export interface ServerProcess {
-  readonly url: string;
-  readonly child: ChildProcess;
-  stop(): Promise<void>;
-}
-
-/** Stops a child process and waits for its exit. */
-export async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
-}
-
 /** Starts a reference server (`bare` or `hono`) answering the given canned responses. */
-export async function startReferenceServer(
+export function startReferenceServer(
   kind: 'bare' | 'hono',
   routes: Record<string, { status: number; headers: Record<string, string>; body: string }>,
-): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['.build/reference-server.js', kind], {
+): Promise<{ base: string; stop: () => Promise<void> }> {
+  return startServerProcess(process.execPath, ['.build/reference-server.js', kind], {
     cwd: benchDir,
-    env: { PATH: process.env.PATH ?? '', BENCH_ROUTES: JSON.stringify(routes) },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { BENCH_ROUTES: JSON.stringify(routes) },
+    listening: /listening on (http:\/\/127\.0\.0\.1:\d+)/,
   });
-  const port = await new Promise<string>((resolve, reject) => {
-    let text = '';
-    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-      text += chunk;
-      const found = text.match(/port (\d+)/)?.[1];
-      if (found !== undefined) resolve(found);
-    });
-    child.once('exit', (code) => reject(new Error(`${kind} server exited with ${code}`)));
-  });
-  return { url: `http://127.0.0.1:${port}`, child, stop: () => stopChild(child) };
 }
 
 /** What a load run measured. */

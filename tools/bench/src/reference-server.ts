@@ -1,7 +1,7 @@
 // A reference server for the loopback benchmark, run in its own process: `bare` (node:http)
 // or `hono` (Hono on @hono/node-server). It answers each path of BENCH_ROUTES (JSON:
 // path → { status, headers, body }) with exactly those bytes, whatever the request says,
-// and prints the port it listens on.
+// and prints where it listens.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
@@ -29,7 +29,7 @@ if (kind === 'bare') {
     res.end(canned.body);
   });
   server.listen(0, '127.0.0.1', () => {
-    console.log(`port ${(server.address() as AddressInfo).port}`);
+    console.log(`listening on http://127.0.0.1:${(server.address() as AddressInfo).port}`);
   });
 } else if (kind === 'hono') {
   const app = new Hono();
@@ -37,7 +37,7 @@ if (kind === 'bare') {
     app.get(path, (c) => c.body(canned.body, canned.status as 200, canned.headers));
   }
   serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => {
-    console.log(`port ${info.port}`);
+    console.log(`listening on http://127.0.0.1:${info.port}`);
   });
 } else {
   throw new Error(`unknown reference server ${kind}`);

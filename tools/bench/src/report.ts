@@ -174,7 +174,7 @@ export function writeReport(report: Report, file: string | null): string {
     `| Refresh storm: exactly 1 upstream refresh | ${report.storm.refreshes.join(', ')} | ${verdict(report.storm.refreshes.every((n) => n === 1))} |`,
     '',
     'Run it: `pnpm bench` (about 9 minutes the first time, when it builds the 1M-row tables',
-    'in `/var/tmp/keyway-bench` or `$KEYWAY_BENCH_CACHE`; about 6 minutes when it reuses them), or',
+    'in `keyway-bench-cache` under the temporary directory, or `$KEYWAY_BENCH_CACHE`; about 6 minutes when it reuses them), or',
     '`pnpm bench --smoke` for a check in seconds that every benchmark still runs.',
     '',
   );

@@ -110,14 +110,14 @@ export async function benchServe(options: ServeOptions): Promise<ServeResult> {
     for (const path of paths) {
       const runs = { keyway: [] as Load[], bare: [] as Load[], hono: [] as Load[] };
       for (let round = 0; round < options.rounds; round++) {
-        for (const [name, server] of [
-          ['bare', bare],
-          ['hono', hono],
-          ['keyway', keyway],
+        for (const [name, base] of [
+          ['bare', bare.base],
+          ['hono', hono.base],
+          ['keyway', keyway.url],
         ] as const) {
           runs[name].push(
             await load({
-              url: server.url + path,
+              url: base + path,
               connections: options.connections,
               seconds: options.seconds,
               headers: authorization,

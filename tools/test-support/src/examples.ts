@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'vitest';
+import { startServerProcess } from './processes.js';
 
 /*
  * What every example app (examples/*) is tested for: Keyway's API mounted in the app, and
@@ -65,48 +66,8 @@ export async function exerciseNotesApp(
   expect(forged.status).toBe(401);
 }
 
-/**
- * Starts a server process that prints `notes app on http://127.0.0.1:<port>` once it
- * listens, and answers its base URL and a way to stop it.
- */
-export async function startServerProcess(
-  command: string,
-  args: string[],
-  options: { cwd: string; env: Record<string, string>; listening?: RegExp },
-): Promise<{ base: string; stop: () => Promise<void> }> {
-  const { spawn } = await import('node:child_process');
-  const child = spawn(command, args, {
-    cwd: options.cwd,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...options.env },
-  });
-  let output = '';
-  const pattern = options.listening ?? /notes app on (http:\/\/127\.0\.0\.1:\d+)/;
-  const base = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no start within 30 s:\n${output}`)), 30_000);
-    const read = (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = pattern.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1] as string);
-      }
-    };
-    child.stdout.on('data', read);
-    child.stderr.on('data', read);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`exited with ${code}:\n${output}`));
-    });
-  });
-  return {
-    base,
-    async stop() {
-      if (child.exitCode !== null) return;
-      child.kill('SIGTERM');
-      await once(child, 'exit');
-    },
-  };
-}
+/** Re-exported: the examples' tests start their servers with it. */
+export { startServerProcess };
 
 /** A free TCP port on loopback, for servers that cannot be told to pick one. */
 export async function freePort(): Promise<number> {

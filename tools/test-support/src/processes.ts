@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -126,4 +127,48 @@ export async function buildWorkspacePackages(filters: string[]): Promise<void> {
       cause: error,
     });
   }
+}
+
+/**
+ * Starts a server process that prints where it listens (by default `notes app on
+ * http://127.0.0.1:<port>`; `listening` names another pattern, its first group the URL),
+ * and answers its base URL and a way to stop it.
+ */
+export async function startServerProcess(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: Record<string, string>; listening?: RegExp },
+): Promise<{ base: string; stop: () => Promise<void> }> {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...options.env },
+  });
+  let output = '';
+  const pattern = options.listening ?? /notes app on (http:\/\/127\.0\.0\.1:\d+)/;
+  const base = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no start within 30 s:\n${output}`)), 30_000);
+    const read = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = pattern.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1] as string);
+      }
+    };
+    child.stdout.on('data', read);
+    child.stderr.on('data', read);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited with ${code}:\n${output}`));
+    });
+  });
+  return {
+    base,
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    },
+  };
 }
