@@ -1,4 +1,5 @@
 import type {
+  AuditEventRecord,
   ConnectionRecord,
   ConnectionStatus,
   JsonObject,
@@ -6,6 +7,8 @@ import type {
   ProviderRecord,
   TokenRecord,
   VaultEntryRecord,
+  WebhookDeliveryRecord,
+  WebhookDeliveryStatus,
 } from '@keyway/core/storage';
 import type { Row } from './program.js';
 
@@ -74,7 +77,7 @@ function parseJson(table: string, column: string, text: string): unknown {
   }
 }
 
-const STATUSES: readonly string[] = ['pending', 'active', 'error'] satisfies ConnectionStatus[];
+const STATUSES = ['pending', 'active', 'error'] as const satisfies readonly ConnectionStatus[];
 
 export const TOKENS: RowCodec<TokenRecord> = {
   table: 'tokens',
@@ -124,14 +127,10 @@ export const CONNECTIONS: RowCodec<ConnectionRecord> = {
   ],
   fromRow(row) {
     const read = reader('connections', row);
-    const status = read.text('status');
-    if (!STATUSES.includes(status)) {
-      throw new StoredRowError('connections', 'status', 'is not pending, active or error');
-    }
     return {
       id: read.text('id'),
       providerId: read.text('provider_id'),
-      status: status as ConnectionStatus,
+      status: oneOf('connections', 'status', read, STATUSES),
       state: read.object('state'),
       version: read.integer('version'),
       createdAt: read.integer('created_at'),
@@ -182,5 +181,120 @@ export const VAULT_ENTRIES: RowCodec<VaultEntryRecord> = {
   },
 };
 
+/** A text column that holds one of `values`. */
+function oneOf<T extends string>(
+  table: string,
+  column: string,
+  read: ReturnType<typeof reader>,
+  values: readonly T[],
+): T {
+  const value = read.text(column);
+  if (!(values as readonly string[]).includes(value)) {
+    throw new StoredRowError(
+      table,
+      column,
+      `is not ${values.slice(0, -1).join(', ')} or ${values.at(-1)}`,
+    );
+  }
+  return value as T;
+}
+
+export const AUDIT_EVENTS: RowCodec<AuditEventRecord> = {
+  table: 'audit_events',
+  columns: ['id', 'type', 'time', 'actor', 'resource_kind', 'resource', 'data', 'expires_at'],
+  toRow: (r) => [
+    r.id,
+    r.type,
+    r.time,
+    r.actor,
+    r.resourceKind,
+    r.resource,
+    JSON.stringify(r.data),
+    r.expiresAt,
+  ],
+  fromRow(row) {
+    const read = reader('audit_events', row);
+    return {
+      id: read.text('id'),
+      type: read.text('type'),
+      time: read.integer('time'),
+      actor: read.text('actor'),
+      resourceKind: oneOf('audit_events', 'resource_kind', read, ['token', 'path'] as const),
+      resource: read.text('resource'),
+      data: read.object('data'),
+      expiresAt: read.integer('expires_at'),
+    };
+  },
+};
+
+const DELIVERY_STATUSES = [
+  'pending',
+  'delivered',
+  'failed',
+] as const satisfies readonly WebhookDeliveryStatus[];
+
+export const WEBHOOK_DELIVERIES: RowCodec<WebhookDeliveryRecord> = {
+  table: 'webhook_deliveries',
+  columns: [
+    'id',
+    'event_id',
+    'url',
+    'body',
+    'status',
+    'attempts',
+    'next_attempt_at',
+    'last_attempt_at',
+    'last_status',
+    'last_error',
+    'lease_owner',
+    'lease_expires_at',
+    'created_at',
+    'expires_at',
+  ],
+  toRow: (r) => [
+    r.id,
+    r.eventId,
+    r.url,
+    r.body,
+    r.status,
+    r.attempts,
+    r.nextAttemptAt,
+    r.lastAttemptAt,
+    r.lastStatus,
+    r.lastError,
+    r.leaseOwner,
+    r.leaseExpiresAt,
+    r.createdAt,
+    r.expiresAt,
+  ],
+  fromRow(row) {
+    const read = reader('webhook_deliveries', row);
+    return {
+      id: read.text('id'),
+      eventId: read.text('event_id'),
+      url: read.text('url'),
+      body: read.text('body'),
+      status: oneOf('webhook_deliveries', 'status', read, DELIVERY_STATUSES),
+      attempts: read.integer('attempts'),
+      nextAttemptAt: read.integer('next_attempt_at'),
+      lastAttemptAt: read.integer('last_attempt_at'),
+      lastStatus: read.integer('last_status'),
+      lastError: read.text('last_error'),
+      leaseOwner: read.text('lease_owner'),
+      leaseExpiresAt: read.integer('lease_expires_at'),
+      createdAt: read.integer('created_at'),
+      expiresAt: read.integer('expires_at'),
+    };
+  },
+};
+
 /** Every codec, for the test that holds them to the schema. */
-export const CODECS = [TOKENS, PROVIDERS, CONNECTIONS, PENDING_AUTHORIZATIONS, VAULT_ENTRIES];
+export const CODECS = [
+  TOKENS,
+  PROVIDERS,
+  CONNECTIONS,
+  PENDING_AUTHORIZATIONS,
+  VAULT_ENTRIES,
+  AUDIT_EVENTS,
+  WEBHOOK_DELIVERIES,
+];

@@ -128,6 +128,55 @@ export const MIGRATION_STEPS: readonly (readonly SchemaStep[])[] = [
     },
     { index: 'counters_expires_at', on: 'counters', columns: ['expires_at'] },
   ],
+  [
+    {
+      create: 'audit_events',
+      columns: [
+        c('id', 'key'),
+        c('type', 'text'),
+        c('time', 'bigint'),
+        c('actor', 'text'),
+        c('resource_kind', 'text'),
+        c('resource', 'key'),
+        c('data', 'text'),
+        c('expires_at', 'bigint'),
+      ],
+      primaryKey: ['id'],
+    },
+    { index: 'audit_events_expires_at', on: 'audit_events', columns: ['expires_at'] },
+    {
+      index: 'audit_events_resource',
+      on: 'audit_events',
+      columns: ['resource_kind', 'resource', 'id'],
+    },
+    {
+      create: 'webhook_deliveries',
+      columns: [
+        c('id', 'key'),
+        c('event_id', 'text'),
+        c('url', 'text'),
+        c('body', 'text'),
+        c('status', 'text'),
+        c('attempts', 'integer'),
+        c('next_attempt_at', 'bigint'),
+        c('last_attempt_at', 'bigint'),
+        c('last_status', 'integer'),
+        c('last_error', 'text'),
+        c('lease_owner', 'text'),
+        c('lease_expires_at', 'bigint'),
+        c('created_at', 'bigint'),
+        c('expires_at', 'bigint'),
+      ],
+      primaryKey: ['id'],
+    },
+    {
+      index: 'webhook_deliveries_due',
+      on: 'webhook_deliveries',
+      columns: ['status', 'next_attempt_at'],
+    },
+    { index: 'webhook_deliveries_status', on: 'webhook_deliveries', columns: ['status', 'id'] },
+    { index: 'webhook_deliveries_expires_at', on: 'webhook_deliveries', columns: ['expires_at'] },
+  ],
 ];
 
 function columnType(dialect: Dialect, type: ColumnType): string {

@@ -1,5 +1,7 @@
 import type {
   CounterValue,
+  EventWrite,
+  ListAuditQuery,
   ListConnectionsQuery,
   ListPathsQuery,
   Storage,
@@ -10,12 +12,14 @@ import type {
 import { compile, type Dialect, marks } from './dialect.js';
 import { all, get, type Program, type Row, run, type SqlDriver } from './program.js';
 import {
+  AUDIT_EVENTS,
   CONNECTIONS,
   PENDING_AUTHORIZATIONS,
   PROVIDERS,
   type RowCodec,
   TOKENS,
   VAULT_ENTRIES,
+  WEBHOOK_DELIVERIES,
 } from './rows.js';
 
 /** A query in the shared notation and its parameters. */
@@ -69,6 +73,43 @@ export function connectionListQuery(query: ListConnectionsQuery): SqlQuery {
   });
 }
 
+/** The audit log's query, newest first (exported for EXPLAIN in the adapters' tests). */
+export function auditListQuery(query: ListAuditQuery): SqlQuery {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const visible: string[] = [];
+  if (query.within === undefined) visible.push("resource_kind = 'path'");
+  else if (query.within.length > 0) {
+    const ranges = query.within.map(() => 'resource = ? OR (resource >= ? AND resource < ?)');
+    visible.push(`(resource_kind = 'path' AND (${ranges.join(' OR ')}))`);
+    for (const root of query.within) params.push(root, `${root}/`, `${root}0`);
+  }
+  if (query.tokensBelow === undefined) visible.push("resource_kind = 'token'");
+  else if (query.tokensBelow !== null) {
+    // Names starting `N.`: the range [`N.`, `N/`) (`/` follows `.`).
+    visible.push("(resource_kind = 'token' AND resource >= ? AND resource < ?)");
+    params.push(`${query.tokensBelow}.`, `${query.tokensBelow}/`);
+  }
+  where.push(visible.length === 0 ? 'FALSE' : `(${visible.join(' OR ')})`);
+  if (query.type !== undefined) {
+    where.push('type = ?');
+    params.push(query.type);
+  }
+  if (query.since !== undefined) {
+    where.push('time >= ?');
+    params.push(query.since);
+  }
+  if (query.before !== undefined) {
+    where.push('id < ?');
+    params.push(query.before);
+  }
+  params.push(query.limit);
+  return {
+    sql: `SELECT * FROM {audit_events} WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT ?`,
+    params,
+  };
+}
+
 const insertSql = (codec: RowCodec<unknown>, conflict: string) =>
   `INSERT INTO {${codec.table}} (${codec.columns.join(', ')}) VALUES (${marks(codec.columns)})${conflict}`;
 const updateSql = (codec: RowCodec<unknown>, where: string) =>
@@ -81,6 +122,9 @@ const UPDATE_PROVIDER = updateSql(PROVIDERS, 'id = ? AND version = ?');
 const INSERT_CONNECTION = insertSql(CONNECTIONS, ' ON CONFLICT (id) DO NOTHING');
 const UPDATE_CONNECTION = updateSql(CONNECTIONS, 'id = ? AND version = ?');
 const INSERT_PENDING = insertSql(PENDING_AUTHORIZATIONS, '');
+// No conflict clause: an id that exists fails the statement, and the transaction with it.
+const INSERT_EVENT = insertSql(AUDIT_EVENTS, '');
+const INSERT_DELIVERY = insertSql(WEBHOOK_DELIVERIES, '');
 const PUT_VAULT = `INSERT INTO {vault_entries} (kind, key, ciphertext, key_id, version, created_at, updated_at)
   VALUES (?, ?, ?, ?, 1, ?, ?)
   ON CONFLICT (kind, key) DO UPDATE SET
@@ -108,22 +152,32 @@ function* putVault(write: VaultWrite, now: number) {
   return putVaultResult(yield* get(PUT_VAULT, putVaultParams(write, now)));
 }
 
+const DELETE_VAULT = 'DELETE FROM {vault_entries} WHERE kind = ? AND key = ?';
+
 function* deleteVault(keys: VaultKey[] | undefined) {
-  for (const { kind, key } of keys ?? []) {
-    yield* run('DELETE FROM {vault_entries} WHERE kind = ? AND key = ?', [kind, key]);
+  for (const { kind, key } of keys ?? []) yield* run(DELETE_VAULT, [kind, key]);
+}
+
+/** Appends events and their deliveries. */
+function* writeEvents(write: EventWrite | undefined) {
+  for (const event of write?.events ?? []) yield* run(INSERT_EVENT, AUDIT_EVENTS.toRow(event));
+  for (const delivery of write?.deliveries ?? []) {
+    yield* run(INSERT_DELIVERY, WEBHOOK_DELIVERIES.toRow(delivery));
   }
 }
 
-/** Writes one row (an insert or a compare-and-set) and its vault changes, or nothing. */
+/** Writes one row (an insert or a compare-and-set), its vault changes and events, or nothing. */
 function* writeWithVault(
   sql: string,
   values: unknown[],
   changes: VaultChanges | undefined,
   now: number,
+  events: EventWrite | undefined,
 ) {
   if ((yield* run(sql, values)) !== 1) return false;
   for (const write of changes?.put ?? []) yield* putVault(write, now);
   yield* deleteVault(changes?.delete);
+  yield* writeEvents(events);
   return true;
 }
 
@@ -175,12 +229,14 @@ export function sqlStorage(
     },
 
     // ─── tokens ───
-    insertToken: (record, now) =>
+    insertToken: (record, now, events) =>
       atomic(
         (function* () {
           yield* run('DELETE FROM {tokens} WHERE name = ? AND expires_at <= ?', [record.name, now]);
           // A concurrent insert of the name waits on the unique index, then does nothing.
-          return (yield* run(INSERT_TOKEN, TOKENS.toRow(record))) === 1;
+          if ((yield* run(INSERT_TOKEN, TOKENS.toRow(record))) !== 1) return false;
+          yield* writeEvents(events);
+          return true;
         })(),
       ),
 
@@ -233,11 +289,12 @@ export function sqlStorage(
           for (const idHash of changes.delete) {
             yield* run('DELETE FROM {tokens} WHERE id_hash = ?', [idHash]);
           }
+          yield* writeEvents(changes.events);
           return true;
         })(),
       ),
 
-    deleteTokenTree: (name, now) =>
+    deleteTokenTree: (name, now, events) =>
       atomic(
         (function* () {
           const live = yield* get(
@@ -246,6 +303,7 @@ export function sqlStorage(
           );
           if (live === undefined) return false;
           yield* run(`DELETE FROM {tokens} WHERE ${TREE}`, treeParams(name));
+          yield* writeEvents(events);
           return true;
         })(),
       ),
@@ -255,20 +313,23 @@ export function sqlStorage(
 
     listProviders: (query) => list(PROVIDERS, pathListQuery('providers', 'id', query)),
 
-    insertProvider: (record, changes) =>
-      atomic(writeWithVault(INSERT_PROVIDER, PROVIDERS.toRow(record), changes, record.updatedAt)),
+    insertProvider: (record, changes, events) =>
+      atomic(
+        writeWithVault(INSERT_PROVIDER, PROVIDERS.toRow(record), changes, record.updatedAt, events),
+      ),
 
-    compareAndSetProvider: (record, expectedVersion, changes) =>
+    compareAndSetProvider: (record, expectedVersion, changes, events) =>
       atomic(
         writeWithVault(
           UPDATE_PROVIDER,
           [...PROVIDERS.toRow(record), record.id, expectedVersion],
           changes,
           record.updatedAt,
+          events,
         ),
       ),
 
-    deleteProvider: (id, vaultDeletes) =>
+    deleteProvider: (id, vaultDeletes, events) =>
       atomic(
         (function* () {
           // The row lock makes a concurrent insertConnection (which key-share locks the
@@ -285,6 +346,7 @@ export function sqlStorage(
           if (used !== undefined) return 'in_use' as const;
           yield* run('DELETE FROM {providers} WHERE id = ?', [id]);
           yield* deleteVault(vaultDeletes);
+          yield* writeEvents(events);
           return 'deleted' as const;
         })(),
       ),
@@ -294,7 +356,7 @@ export function sqlStorage(
 
     listConnections: (query) => list(CONNECTIONS, connectionListQuery(query)),
 
-    insertConnection: (record, changes) =>
+    insertConnection: (record, changes, events) =>
       atomic(
         (function* () {
           // Key-share lock on the provider: a concurrent deleteProvider either sees this
@@ -309,27 +371,31 @@ export function sqlStorage(
             CONNECTIONS.toRow(record),
             changes,
             record.updatedAt,
+            events,
           );
         })(),
       ),
 
     // Concurrent writers from one version queue on the row lock; when the first commits,
     // the others re-check the version and update nothing.
-    compareAndSetConnection: (record, expectedVersion, changes) =>
+    compareAndSetConnection: (record, expectedVersion, changes, events) =>
       atomic(
         writeWithVault(
           UPDATE_CONNECTION,
           [...CONNECTIONS.toRow(record), record.id, expectedVersion],
           changes,
           record.updatedAt,
+          events,
         ),
       ),
 
-    deleteConnection: (id, vaultDeletes) =>
+    deleteConnection: (id, vaultDeletes, events) =>
       atomic(
         (function* () {
           yield* deleteVault(vaultDeletes);
-          return (yield* run('DELETE FROM {connections} WHERE id = ?', [id])) === 1;
+          if ((yield* run('DELETE FROM {connections} WHERE id = ?', [id])) !== 1) return false;
+          yield* writeEvents(events);
+          return true;
         })(),
       ),
 
@@ -350,11 +416,27 @@ export function sqlStorage(
     getVaultEntry: (kind, key) =>
       find(VAULT_ENTRIES, 'SELECT * FROM {vault_entries} WHERE kind = ? AND key = ?', [kind, key]),
 
-    putVaultEntry: async (write, now) =>
-      putVaultResult(await one(PUT_VAULT, putVaultParams(write, now))),
+    putVaultEntry: async (write, now, events) =>
+      events === undefined
+        ? putVaultResult(await one(PUT_VAULT, putVaultParams(write, now)))
+        : atomic(
+            (function* () {
+              const result = yield* putVault(write, now);
+              yield* writeEvents(events(result.created));
+              return result;
+            })(),
+          ),
 
-    deleteVaultEntry: async (kind, key) =>
-      (await changed('DELETE FROM {vault_entries} WHERE kind = ? AND key = ?', [kind, key])) === 1,
+    deleteVaultEntry: async (kind, key, events) =>
+      events === undefined
+        ? (await changed(DELETE_VAULT, [kind, key])) === 1
+        : atomic(
+            (function* () {
+              if ((yield* run(DELETE_VAULT, [kind, key])) !== 1) return false;
+              yield* writeEvents(events);
+              return true;
+            })(),
+          ),
 
     listVaultEntries: ({ kind, ...query }) =>
       list(VAULT_ENTRIES, pathListQuery('vault_entries', 'key', query, { kind })),
@@ -414,6 +496,63 @@ export function sqlStorage(
         ]),
       ),
 
+    // ─── events ───
+    appendEvents: (events) => atomic(writeEvents(events)),
+
+    listAuditEvents: (query) => list(AUDIT_EVENTS, auditListQuery(query)),
+
+    // One statement: the subquery locks the due rows it picks, skipping rows another
+    // instance is claiming (PostgreSQL); SQLite runs the statement alone.
+    claimWebhookDeliveries: async (owner, leaseExpiresAt, now, limit) => {
+      const claimed = await list(WEBHOOK_DELIVERIES, {
+        sql: `UPDATE {webhook_deliveries} SET lease_owner = ?, lease_expires_at = ?
+          WHERE id IN (SELECT id FROM {webhook_deliveries}
+            WHERE status = 'pending' AND next_attempt_at <= ? AND lease_expires_at <= ?
+            ORDER BY next_attempt_at, id LIMIT ?{lock FOR UPDATE SKIP LOCKED})
+          RETURNING *`,
+        params: [owner, leaseExpiresAt, now, now, limit],
+      });
+      return claimed.sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || (a.id < b.id ? -1 : 1));
+    },
+
+    finishWebhookAttempt: async (id, owner, outcome) =>
+      (await changed(
+        `UPDATE {webhook_deliveries} SET status = ?, attempts = ?, next_attempt_at = ?,
+           last_attempt_at = ?, last_status = ?, last_error = ?, expires_at = ?,
+           lease_owner = '', lease_expires_at = 0
+         WHERE id = ? AND lease_owner = ?`,
+        [
+          outcome.status,
+          outcome.attempts,
+          outcome.nextAttemptAt,
+          outcome.lastAttemptAt,
+          outcome.lastStatus,
+          outcome.lastError,
+          outcome.expiresAt,
+          id,
+          owner,
+        ],
+      )) === 1,
+
+    listWebhookDeliveries: ({ status, after, limit }) => {
+      const where: string[] = [];
+      const params: unknown[] = [];
+      if (status !== undefined) {
+        where.push('status = ?');
+        params.push(status);
+      }
+      if (after !== undefined) {
+        where.push('id > ?');
+        params.push(after);
+      }
+      params.push(limit);
+      const filter = where.length > 0 ? ` WHERE ${where.join(' AND ')}` : '';
+      return list(WEBHOOK_DELIVERIES, {
+        sql: `SELECT * FROM {webhook_deliveries}${filter} ORDER BY id LIMIT ?`,
+        params,
+      });
+    },
+
     // ─── maintenance ───
     purgeExpired: (now, limit) =>
       once(
@@ -424,6 +563,8 @@ export function sqlStorage(
             ['pending_authorizations', 'state_hash'],
             ['leases', 'key'],
             ['counters', 'key'],
+            ['audit_events', 'id'],
+            ['webhook_deliveries', 'id'],
           ] as const) {
             // One short statement per table: a batch, never a long lock; on PostgreSQL,
             // rows a request is working on are skipped and left for the next round.

@@ -32,7 +32,7 @@ describe('the schema and the codecs', () => {
     expect(postgres).toContain(
       'CREATE INDEX keyway_connections_provider ON "keyway".keyway_connections (provider_id, id);',
     );
-    expect(migrations(SQLITE)).toHaveLength(2);
+    expect(migrations(SQLITE)).toHaveLength(3);
   });
 });
 

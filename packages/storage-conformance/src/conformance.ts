@@ -1,5 +1,6 @@
 import type { Storage } from '@keyway/core/storage';
 import { afterEach, describe } from 'vitest';
+import { eventStorageCases } from './event-cases.js';
 import { connectionStorageCases, providerStorageCases } from './path-record-cases.js';
 import {
   counterStorageCases,
@@ -43,7 +44,9 @@ export type StoredTable =
   | 'pending_authorizations'
   | 'vault_entries'
   | 'leases'
-  | 'counters';
+  | 'counters'
+  | 'audit_events'
+  | 'webhook_deliveries';
 
 /** What each group of cases receives. */
 export interface CaseContext {
@@ -102,6 +105,7 @@ export function runStorageConformance(name: string, target: ConformanceTarget): 
     vaultStorageCases(context);
     leaseStorageCases(context);
     counterStorageCases(context);
+    eventStorageCases(context);
     maintenanceCases(context);
   });
 }

@@ -1,6 +1,8 @@
 import {
+  type AuditEventRecord,
   type ConnectionRecord,
   compareCodePoints,
+  type EventWrite,
   isInSubtree,
   type ListPathsQuery,
   type PendingAuthorizationRecord,
@@ -10,6 +12,7 @@ import {
   type VaultChanges,
   type VaultEntryRecord,
   type VaultWrite,
+  type WebhookDeliveryRecord,
 } from '@keyway/core/storage';
 
 /** Storage held in this process's memory. */
@@ -62,6 +65,25 @@ export function memoryStorage(): MemoryStorage {
   const vault = new Map<string, VaultEntryRecord>();
   const leases = new Map<string, { owner: string; expiresAt: number }>();
   const counters = new Map<string, { count: number; expiresAt: number }>();
+  const auditEvents = new Map<string, AuditEventRecord>();
+  const deliveries = new Map<string, WebhookDeliveryRecord>();
+
+  /** Throws, before anything is written, when an event or delivery id is taken. */
+  function checkEvents(write: EventWrite | undefined): void {
+    if (write === undefined) return;
+    const ids = new Set<string>();
+    for (const { id } of [...write.events, ...write.deliveries]) {
+      if (ids.has(id) || auditEvents.has(id) || deliveries.has(id)) {
+        throw new Error(`event or delivery id "${id}" exists already`);
+      }
+      ids.add(id);
+    }
+  }
+
+  function writeEvents(write: EventWrite | undefined): void {
+    for (const event of write?.events ?? []) auditEvents.set(event.id, copy(event));
+    for (const delivery of write?.deliveries ?? []) deliveries.set(delivery.id, copy(delivery));
+  }
 
   const vaultId = (kind: string, key: string) => `${kind}\u0000${key}`;
 
@@ -116,8 +138,10 @@ export function memoryStorage(): MemoryStorage {
 
   return {
     // ─── tokens ───
-    async insertToken(record, now) {
+    async insertToken(record, now, events) {
       if (liveByName(record.name, now) !== null) return false;
+      checkEvents(events);
+      writeEvents(events);
       for (const id of [...(tokensByName.get(record.name) ?? [])]) removeToken(id);
       putToken(record);
       return true;
@@ -160,6 +184,7 @@ export function memoryStorage(): MemoryStorage {
       // plan may throw: nothing has been written yet. Every write is checked before the
       // first is made, so the writes below cannot fail half-way.
       const changes = plan(tree);
+      checkEvents(changes.events);
       for (const record of changes.update) {
         for (const id of tokensByName.get(record.name) ?? []) {
           if (id !== record.idHash) throw new Error(`token name "${record.name}" is taken`);
@@ -172,11 +197,14 @@ export function memoryStorage(): MemoryStorage {
         }
       }
       for (const idHash of changes.delete) removeToken(idHash);
+      writeEvents(changes.events);
       return true;
     },
 
-    async deleteTokenTree(name, now) {
+    async deleteTokenTree(name, now, events) {
       if (liveByName(name, now) === null) return false;
+      checkEvents(events);
+      writeEvents(events);
       for (const treeName of treeNames(name)) {
         for (const id of [...(tokensByName.get(treeName) ?? [])]) removeToken(id);
       }
@@ -193,25 +221,31 @@ export function memoryStorage(): MemoryStorage {
       return selectPaths(providers, query, () => true);
     },
 
-    async insertProvider(record, changes) {
+    async insertProvider(record, changes, events) {
       if (providers.has(record.id)) return false;
+      checkEvents(events);
+      writeEvents(events);
       providers.set(record.id, copy(record));
       applyVault(changes, record.updatedAt);
       return true;
     },
 
-    async compareAndSetProvider(record, expectedVersion, changes) {
+    async compareAndSetProvider(record, expectedVersion, changes, events) {
       if (providers.get(record.id)?.version !== expectedVersion) return false;
+      checkEvents(events);
+      writeEvents(events);
       providers.set(record.id, copy(record));
       applyVault(changes, record.updatedAt);
       return true;
     },
 
-    async deleteProvider(id, vaultDeletes) {
+    async deleteProvider(id, vaultDeletes, events) {
       if (!providers.has(id)) return 'not_found';
       for (const connection of connections.values()) {
         if (connection.providerId === id) return 'in_use';
       }
+      checkEvents(events);
+      writeEvents(events);
       providers.delete(id);
       for (const { kind, key } of vaultDeletes ?? []) vault.delete(vaultId(kind, key));
       return 'deleted';
@@ -233,23 +267,30 @@ export function memoryStorage(): MemoryStorage {
       );
     },
 
-    async insertConnection(record, changes) {
+    async insertConnection(record, changes, events) {
       if (connections.has(record.id)) return false;
+      checkEvents(events);
+      writeEvents(events);
       connections.set(record.id, copy(record));
       applyVault(changes, record.updatedAt);
       return true;
     },
 
-    async compareAndSetConnection(record, expectedVersion, changes) {
+    async compareAndSetConnection(record, expectedVersion, changes, events) {
       if (connections.get(record.id)?.version !== expectedVersion) return false;
+      checkEvents(events);
+      writeEvents(events);
       connections.set(record.id, copy(record));
       applyVault(changes, record.updatedAt);
       return true;
     },
 
-    async deleteConnection(id, vaultDeletes) {
+    async deleteConnection(id, vaultDeletes, events) {
+      if (connections.has(id)) checkEvents(events);
       for (const { kind, key } of vaultDeletes ?? []) vault.delete(vaultId(kind, key));
-      return connections.delete(id);
+      const existed = connections.delete(id);
+      if (existed) writeEvents(events);
+      return existed;
     },
 
     // ─── pending authorizations ───
@@ -273,11 +314,18 @@ export function memoryStorage(): MemoryStorage {
       return entry === undefined ? null : copy(entry);
     },
 
-    async putVaultEntry(write, now) {
-      return putVault(write, now);
+    async putVaultEntry(write, now, events) {
+      const written = events?.(!vault.has(vaultId(write.kind, write.key)));
+      checkEvents(written);
+      const result = putVault(write, now);
+      writeEvents(written);
+      return result;
     },
 
-    async deleteVaultEntry(kind, key) {
+    async deleteVaultEntry(kind, key, events) {
+      if (!vault.has(vaultId(kind, key))) return false;
+      checkEvents(events);
+      writeEvents(events);
       return vault.delete(vaultId(kind, key));
     },
 
@@ -336,6 +384,60 @@ export function memoryStorage(): MemoryStorage {
       return live === undefined || live.expiresAt <= now ? null : { ...live };
     },
 
+    // ─── events ───
+    async appendEvents(events) {
+      checkEvents(events);
+      writeEvents(events);
+    },
+
+    async listAuditEvents({ within, tokensBelow, type, since, before, limit }) {
+      const result: AuditEventRecord[] = [];
+      const ids = [...auditEvents.keys()].sort((a, b) => compareCodePoints(b, a));
+      for (const id of ids) {
+        if (before !== undefined && compareCodePoints(id, before) >= 0) continue;
+        const event = auditEvents.get(id) as AuditEventRecord;
+        if (type !== undefined && event.type !== type) continue;
+        if (since !== undefined && event.time < since) continue;
+        const visible =
+          event.resourceKind === 'path'
+            ? within === undefined || within.some((root) => isInSubtree(root, event.resource))
+            : tokensBelow === undefined ||
+              (tokensBelow !== null && event.resource.startsWith(`${tokensBelow}.`));
+        if (!visible) continue;
+        result.push(copy(event));
+        if (result.length >= limit) break;
+      }
+      return result;
+    },
+
+    async claimWebhookDeliveries(owner, leaseExpiresAt, now, limit) {
+      const due = [...deliveries.values()]
+        .filter((d) => d.status === 'pending' && d.nextAttemptAt <= now && d.leaseExpiresAt <= now)
+        .sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || compareCodePoints(a.id, b.id))
+        .slice(0, limit);
+      for (const delivery of due) {
+        delivery.leaseOwner = owner;
+        delivery.leaseExpiresAt = leaseExpiresAt;
+      }
+      return due.map(copy);
+    },
+
+    async finishWebhookAttempt(id, owner, outcome) {
+      const delivery = deliveries.get(id);
+      if (delivery === undefined || delivery.leaseOwner !== owner) return false;
+      deliveries.set(id, { ...delivery, ...outcome, leaseOwner: '', leaseExpiresAt: 0 });
+      return true;
+    },
+
+    async listWebhookDeliveries({ status, after, limit }) {
+      return [...deliveries.values()]
+        .filter((d) => status === undefined || d.status === status)
+        .filter((d) => after === undefined || compareCodePoints(d.id, after) > 0)
+        .sort((a, b) => compareCodePoints(a.id, b.id))
+        .slice(0, limit)
+        .map(copy);
+    },
+
     // ─── maintenance ───
     async purgeExpired(now, limit) {
       let removed = 0;
@@ -351,7 +453,13 @@ export function memoryStorage(): MemoryStorage {
       for (const [key] of expiredLeases) leases.delete(key);
       const expiredCounters = [...counters].filter(([, c]) => c.expiresAt <= now).slice(0, limit);
       for (const [key] of expiredCounters) counters.delete(key);
-      return removed + expiredLeases.length + expiredCounters.length;
+      removed += expiredLeases.length + expiredCounters.length;
+      for (const map of [auditEvents, deliveries] as Map<string, { expiresAt: number }>[]) {
+        const expired = [...map].filter(([, r]) => r.expiresAt <= now).slice(0, limit);
+        for (const [id] of expired) map.delete(id);
+        removed += expired.length;
+      }
+      return removed;
     },
 
     async close() {},

@@ -1,5 +1,9 @@
 import type {
+  AuditEventRecord,
   ConnectionRecord,
+  EventWrite,
+  ListAuditQuery,
+  ListDeliveriesQuery,
   ListConnectionsQuery,
   ListPathsQuery,
   ListTokensQuery,
@@ -12,6 +16,8 @@ import type {
   VaultEntryRecord,
   VaultKey,
   VaultWrite,
+  WebhookAttemptOutcome,
+  WebhookDeliveryRecord,
 } from './records.js';
 
 export * from './records.js';
@@ -29,7 +35,11 @@ export * from './records.js';
  * - every list is ordered by its key in Unicode code point order (UTF-8 byte order, SQL
  *   `COLLATE "C"` / `BINARY`), is served by an index, and pages with `after` (exclusive)
  *   and `limit`;
- * - secrets never reach an adapter in clear: the vault encrypts before storage sees them.
+ * - secrets never reach an adapter in clear: the vault encrypts before storage sees them;
+ * - a write that takes `events` ({@link EventWrite}) appends them in its own transaction,
+ *   only when it changes something (an insert that finds the key taken, a compare-and-set
+ *   that finds another version, a delete of nothing write no event); if appending fails,
+ *   nothing is written.
  */
 
 /**
@@ -44,7 +54,7 @@ export interface TokenStorage {
    *
    * @returns `true` when inserted, `false` when the name is taken.
    */
-  insertToken(record: TokenRecord, now: number): Promise<boolean>;
+  insertToken(record: TokenRecord, now: number, events?: EventWrite): Promise<boolean>;
 
   /**
    * The record with this identifier hash, live or expired, or `null`. The hot path of every
@@ -69,7 +79,8 @@ export interface TokenStorage {
    * Reads the tree of `name` (its root first, then descendants in name order), passes it to
    * `plan`, and writes the changes `plan` returns, all in one transaction: no other writer
    * interleaves with a half-applied tree, and if `plan` or a write throws nothing is
-   * written. `plan` is a pure, synchronous function.
+   * written. `plan` is a pure, synchronous function; the events it returns are written
+   * with the changes.
    *
    * @returns `false` (without calling `plan`) when no live token has this name.
    */
@@ -84,7 +95,7 @@ export interface TokenStorage {
    * or expired, in one transaction, and answers `true`. Otherwise deletes nothing and
    * answers `false`.
    */
-  deleteTokenTree(name: string, now: number): Promise<boolean>;
+  deleteTokenTree(name: string, now: number, events?: EventWrite): Promise<boolean>;
 }
 
 /** Provider storage. */
@@ -101,7 +112,11 @@ export interface ProviderStorage {
    *
    * @returns `false`, writing nothing, when the id is taken.
    */
-  insertProvider(record: ProviderRecord, vault?: VaultChanges): Promise<boolean>;
+  insertProvider(
+    record: ProviderRecord,
+    vault?: VaultChanges,
+    events?: EventWrite,
+  ): Promise<boolean>;
 
   /**
    * Replaces a provider (and applies its vault changes) only while its stored version is
@@ -113,6 +128,7 @@ export interface ProviderStorage {
     record: ProviderRecord,
     expectedVersion: number,
     vault?: VaultChanges,
+    events?: EventWrite,
   ): Promise<boolean>;
 
   /**
@@ -122,6 +138,7 @@ export interface ProviderStorage {
   deleteProvider(
     id: string,
     vaultDeletes?: VaultKey[],
+    events?: EventWrite,
   ): Promise<'deleted' | 'not_found' | 'in_use'>;
 }
 
@@ -138,7 +155,11 @@ export interface ConnectionStorage {
    *
    * @returns `false`, writing nothing, when the id is taken.
    */
-  insertConnection(record: ConnectionRecord, vault?: VaultChanges): Promise<boolean>;
+  insertConnection(
+    record: ConnectionRecord,
+    vault?: VaultChanges,
+    events?: EventWrite,
+  ): Promise<boolean>;
 
   /**
    * Replaces a connection (and applies its vault changes) only while its stored version is
@@ -150,14 +171,16 @@ export interface ConnectionStorage {
     record: ConnectionRecord,
     expectedVersion: number,
     vault?: VaultChanges,
+    events?: EventWrite,
   ): Promise<boolean>;
 
   /**
    * Deletes a connection, and the vault entries named, in one transaction.
    *
-   * @returns whether the connection existed (the vault entries go either way).
+   * @returns whether the connection existed (the vault entries go either way; the events
+   * only when it existed).
    */
-  deleteConnection(id: string, vaultDeletes?: VaultKey[]): Promise<boolean>;
+  deleteConnection(id: string, vaultDeletes?: VaultKey[], events?: EventWrite): Promise<boolean>;
 }
 
 /** Pending-authorization storage. */
@@ -184,17 +207,19 @@ export interface VaultStorage {
 
   /**
    * Creates the entry with version 1, or replaces its ciphertext and adds one to its
-   * version. Atomic: concurrent puts each get a distinct version.
+   * version. Atomic: concurrent puts each get a distinct version. `events`, given whether
+   * the entry was created, names the events to write in the same transaction.
    *
    * @returns the stored entry and whether it was created.
    */
   putVaultEntry(
     write: VaultWrite,
     now: number,
+    events?: (created: boolean) => EventWrite,
   ): Promise<{ entry: VaultEntryRecord; created: boolean }>;
 
-  /** Deletes the entry. @returns whether it existed. */
-  deleteVaultEntry(kind: string, key: string): Promise<boolean>;
+  /** Deletes the entry (and writes `events` when it existed). @returns whether it existed. */
+  deleteVaultEntry(kind: string, key: string, events?: EventWrite): Promise<boolean>;
 
   /** Entries of one kind ordered by key. */
   listVaultEntries(query: ListVaultQuery): Promise<VaultEntryRecord[]>;
@@ -263,11 +288,49 @@ export interface CounterStorage {
   getCounter(key: string, now: number): Promise<CounterValue | null>;
 }
 
+/**
+ * The audit log and the webhook outbox (API.md §11). Events are appended by the writes
+ * they record (their `events` argument) or, for what changes nothing (a secret read, a
+ * credential hand-out), by {@link EventStorage.appendEvents}.
+ */
+export interface EventStorage {
+  /** Appends events and their deliveries in one transaction. An id that exists throws. */
+  appendEvents(events: EventWrite): Promise<void>;
+
+  /** Events newest first (descending id), as the query selects. */
+  listAuditEvents(query: ListAuditQuery): Promise<AuditEventRecord[]>;
+
+  /**
+   * Leases up to `limit` due deliveries to `owner` until `leaseExpiresAt`: `pending` ones
+   * whose `nextAttemptAt <= now` and whose lease has ended (`leaseExpiresAt <= now`), the
+   * earliest due first. Atomic: across every process sharing the storage, a delivery is
+   * leased to one owner at a time (on PostgreSQL `FOR UPDATE SKIP LOCKED`).
+   *
+   * @returns the leased deliveries, as stored after the lease.
+   */
+  claimWebhookDeliveries(
+    owner: string,
+    leaseExpiresAt: number,
+    now: number,
+    limit: number,
+  ): Promise<WebhookDeliveryRecord[]>;
+
+  /**
+   * Records an attempt's outcome and ends the lease, only while `owner` holds it.
+   *
+   * @returns `false`, writing nothing, when `owner` no longer holds the lease.
+   */
+  finishWebhookAttempt(id: string, owner: string, outcome: WebhookAttemptOutcome): Promise<boolean>;
+
+  /** Deliveries ordered by id, optionally of one status. */
+  listWebhookDeliveries(query: ListDeliveriesQuery): Promise<WebhookDeliveryRecord[]>;
+}
+
 /** Housekeeping. */
 export interface MaintenanceStorage {
   /**
    * Deletes up to `limit` expired records of each purgeable kind (broker tokens, pending
-   * authorizations, leases, counters), in short transactions that never hold locks a request waits
+   * authorizations, leases, counters, audit events, webhook deliveries), in short transactions that never hold locks a request waits
    * on for long.
    *
    * @returns how many records were deleted.
@@ -288,6 +351,7 @@ export interface Storage
     VaultStorage,
     LeaseStorage,
     CounterStorage,
+    EventStorage,
     MaintenanceStorage {
   /** Releases connections or handles. */
   close(): Promise<void>;
@@ -323,6 +387,11 @@ export const STORAGE_METHODS = [
   'releaseLease',
   'incrementCounter',
   'getCounter',
+  'appendEvents',
+  'listAuditEvents',
+  'claimWebhookDeliveries',
+  'finishWebhookAttempt',
+  'listWebhookDeliveries',
   'purgeExpired',
   'close',
 ] as const satisfies readonly (keyof Storage)[];

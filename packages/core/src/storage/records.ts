@@ -48,6 +48,8 @@ export interface TokenTreeChanges {
   update: TokenRecord[];
   /** `idHash` of records to delete. */
   delete: string[];
+  /** The events that record this change, written in its transaction. */
+  events?: EventWrite;
 }
 
 /** Options of {@link TokenStorage.listLiveTokens}. */
@@ -172,4 +174,109 @@ export interface VaultEntryRecord extends VaultWrite {
 /** Options of {@link VaultStorage.listVaultEntries}. */
 export interface ListVaultQuery extends ListPathsQuery {
   kind: string;
+}
+
+// ─── Events: the audit log and the webhook outbox ───────────────────────────────────────
+
+/**
+ * One event of the audit log (API.md §11), as stored. Its id orders the log: `evt_`, the
+ * time as 12 hex digits, then randomness, so that newer events have greater ids.
+ */
+export interface AuditEventRecord {
+  /** The primary key, and the order of the log (code point order). */
+  id: string;
+  type: string;
+  time: number;
+  /** `root`, `token:<name>` or `system`. */
+  actor: string;
+  /** `token` when `resource` is a broker token's name, `path` when it is a resource path. */
+  resourceKind: 'token' | 'path';
+  resource: string;
+  /** What happened, never a secret. */
+  data: JsonObject;
+  /** When the retention ends and the purge may delete it. */
+  expiresAt: number;
+}
+
+/**
+ * The state of a webhook delivery: `pending` until an attempt is answered with a 2xx
+ * (`delivered`) or the last attempt fails (`failed`).
+ */
+export type WebhookDeliveryStatus = 'pending' | 'delivered' | 'failed';
+
+/** One event to deliver to one webhook endpoint: a row of the outbox. */
+export interface WebhookDeliveryRecord {
+  /** `dlv_…`; the primary key. */
+  id: string;
+  /** The event's id, sent as `webhook-id`: the same on every attempt. */
+  eventId: string;
+  /** The endpoint's URL. */
+  url: string;
+  /** The event as JSON: the exact body of every attempt. */
+  body: string;
+  status: WebhookDeliveryStatus;
+  /** Attempts made so far. */
+  attempts: number;
+  /** When a `pending` delivery is next due. */
+  nextAttemptAt: number;
+  /** When the last attempt ended; 0 before the first. */
+  lastAttemptAt: number;
+  /** The HTTP status of the last attempt's answer; 0 when there was none. */
+  lastStatus: number;
+  /** Why the last attempt failed (`HTTP 500`, `timeout`…); empty when it did not. */
+  lastError: string;
+  /** The instance running an attempt now; empty when none. */
+  leaseOwner: string;
+  /** Until when `leaseOwner` holds the delivery; 0 when no one does. */
+  leaseExpiresAt: number;
+  createdAt: number;
+  /** When the purge may delete it: never while `pending`, the retention after it ends. */
+  expiresAt: number;
+}
+
+/**
+ * Events and their deliveries, written with the change they record in one transaction: a
+ * change is never without its record, nor a record without its change.
+ */
+export interface EventWrite {
+  events: AuditEventRecord[];
+  deliveries: WebhookDeliveryRecord[];
+}
+
+/** Options of {@link EventStorage.listAuditEvents}: newest first. */
+export interface ListAuditQuery {
+  /**
+   * Path events (every event whose `resourceKind` is `path`) only in these subtrees: as
+   * {@link ListPathsQuery.within}. Absent: every path event; empty: none.
+   */
+  within?: string[];
+  /**
+   * Token events: absent, every one; `null`, none; a name `N`, only those of the tokens
+   * named `N.…` (N's descendants, not N).
+   */
+  tokensBelow?: string | null;
+  type?: string;
+  /** Only events with `time >= since`. */
+  since?: number;
+  /** Only ids strictly before this one in code point order (the cursor). */
+  before?: string;
+  limit: number;
+}
+
+/** Options of {@link EventStorage.listWebhookDeliveries}: ordered by id. */
+export interface ListDeliveriesQuery {
+  status?: WebhookDeliveryStatus;
+  after?: string;
+  limit: number;
+}
+
+/** What an attempt leaves on a delivery. */
+export interface WebhookAttemptOutcome {
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  nextAttemptAt: number;
+  lastAttemptAt: number;
+  lastStatus: number;
+  lastError: string;
+  expiresAt: number;
 }
