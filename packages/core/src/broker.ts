@@ -1,3 +1,5 @@
+import { EventService } from './audit.js';
+import { toBase64Url } from './bytes.js';
 import { type BrokerConfig, resolveBrokerConfig } from './config.js';
 import { ConnectionService } from './connections/service.js';
 import { ConnectionRecords } from './connections/state.js';
@@ -12,6 +14,7 @@ import { SecretService } from './secrets.js';
 import type { Storage } from './storage/contract.js';
 import { type AuthenticationContext, TokenService } from './tokens.js';
 import type { Vault } from './vault.js';
+import { WebhookSender } from './webhooks.js';
 
 /**
  * A Keyway broker: every operation of the HTTP contract, callable in process.
@@ -27,6 +30,8 @@ export interface Broker {
   readonly providers: ProviderService;
   /** Connections (API.md §5). */
   readonly connections: ConnectionService;
+  /** The audit log and the webhook outbox (API.md §11). */
+  readonly events: EventService;
   /**
    * The client-ID metadata document of this deployment (served at
    * `GET /api/oauth/client-metadata.json`), or `null` without a `baseUrl`.
@@ -56,7 +61,8 @@ export interface Broker {
    */
   authorize(principal: Principal, path: string): string;
   /**
-   * Deletes expired tokens, pending authorizations and leases, in batches of 500 until
+   * Deletes expired tokens, pending authorizations, leases, counters, and audit events and
+   * ended webhook deliveries past their retention, in batches of 500 until
    * none is left. Runs in the background every `purgeIntervalMs`; call it yourself when
    * that is off.
    *
@@ -88,10 +94,9 @@ export function createBroker(config: BrokerConfig): Broker {
   const resolved = resolveBrokerConfig(config);
   const limiter = new RateLimiter(resolved.rateLimits, resolved.storage, resolved.now);
   const tokens = new TokenService({ ...resolved, limiter });
-  const { emit } = resolved;
-  const { storage } = resolved;
+  const { events, storage } = resolved;
   const vault = (): Vault => resolved.vault;
-  const secrets = new SecretService({ storage, vault, now: resolved.now, emit });
+  const secrets = new SecretService({ storage, vault, now: resolved.now, events });
   const registry: ProviderRegistry = new ProviderRegistry({
     storage,
     vault,
@@ -100,7 +105,7 @@ export function createBroker(config: BrokerConfig): Broker {
     allowedHosts: resolved.allowedHosts,
     profile: resolved.profile,
     declared: resolved.providers,
-    emit,
+    events,
     onPartyChanged: (providerId) => records.requireReauthorizationOf(providerId),
   });
   const providers = new ProviderService({
@@ -109,7 +114,7 @@ export function createBroker(config: BrokerConfig): Broker {
     management: resolved.providerManagement,
     allowedHosts: resolved.allowedHosts,
     registry,
-    emit,
+    events,
   });
   const records: ConnectionRecords = new ConnectionRecords({
     storage,
@@ -123,9 +128,30 @@ export function createBroker(config: BrokerConfig): Broker {
     allowedHosts: resolved.allowedHosts,
     refreshMarginMs: resolved.refreshMarginMs,
     refreshLeaseMs: resolved.refreshLeaseMs,
-    emit,
+    events,
   });
   const connections = new ConnectionService(records);
+  const sender =
+    resolved.webhooks.length === 0
+      ? null
+      : new WebhookSender({
+          storage,
+          outbound: resolved.outbound,
+          now: resolved.now,
+          webhooks: resolved.webhooks,
+          retentionMs: events.retentionMs,
+          owner: toBase64Url(resolved.randomBytes(12)),
+          onError: resolved.onBackgroundError,
+        });
+  if (sender !== null) {
+    events.onDeliveries = () => sender.wake();
+    if (resolved.webhookPollIntervalMs !== false) {
+      sender.start(resolved.webhookPollIntervalMs);
+      // Deliveries left by a previous run (a crash, a restart) go out at once.
+      sender.wake();
+    }
+  }
+  const eventService = new EventService(storage, sender);
 
   async function purgeExpired(): Promise<number> {
     let total = 0;
@@ -157,6 +183,7 @@ export function createBroker(config: BrokerConfig): Broker {
     secrets,
     providers,
     connections,
+    events: eventService,
     clientMetadataDocument() {
       return resolved.profile === null ? null : clientMetadataDocument(resolved.profile);
     },
@@ -174,6 +201,7 @@ export function createBroker(config: BrokerConfig): Broker {
     purgeExpired,
     async close() {
       clearInterval(timer);
+      await sender?.stop();
       await purging;
       await storage.close();
     },

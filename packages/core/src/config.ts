@@ -1,6 +1,19 @@
+import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
-import { createEmitter, type EmitEvent, type KeywayEvent } from './events.js';
-import { createOutboundFetch, type OutboundFetch, type Transport } from './outbound.js';
+import {
+  EVENT_TYPES,
+  EventLog,
+  type KeywayEvent,
+  type KeywayEventType,
+  type WebhookEndpoint,
+} from './events.js';
+import {
+  allowedHostSet,
+  createOutboundFetch,
+  endpointProblem,
+  type OutboundFetch,
+  type Transport,
+} from './outbound.js';
 import { nobleCrypto, type PlatformCrypto } from './platform-crypto.js';
 import type { RateLimitsConfig } from './rate-limit.js';
 import type { ClientProfile } from './registration.js';
@@ -119,6 +132,21 @@ export interface BrokerConfig {
    */
   onEvent?: (event: KeywayEvent) => void | Promise<void>;
   /**
+   * Webhook endpoints (API.md §11): each event of the listed `types` (all when absent) is
+   * POSTed to `url`, signed as Standard Webhooks says with `secret` (`whsec_` and a base64
+   * key), at least once, from an outbox in the storage. Default none.
+   */
+  webhooks?: WebhookEndpoint[];
+  /**
+   * How often this instance looks for webhook deliveries that are due (retries, and events
+   * written by other instances), in milliseconds; `false` turns it off (call
+   * `broker.events.deliverDue()` yourself). A delivery of this instance's own event starts
+   * at once either way. Default 1000.
+   */
+  webhookPollIntervalMs?: number | false;
+  /** Days the audit log keeps an event, and the outbox an ended delivery (1–3650). Default 90. */
+  auditRetentionDays?: number;
+  /**
    * How often expired tokens, pending authorizations and leases are purged in the
    * background, in milliseconds; `false` turns it off (call `broker.purgeExpired()`
    * yourself, e.g. from a cron job). Default 60000.
@@ -150,6 +178,33 @@ export interface BrokerConfig {
 }
 
 const isFunction = (value: unknown) => typeof value === 'function';
+
+const WEBHOOK_SECRET = 'a webhook "secret" must be "whsec_" followed by a base64 key (Standard Webhooks)';
+
+function signingKeyProblem(secret: string): string | null {
+  if (!/^whsec_[A-Za-z0-9+/]{16,}={0,2}$/.test(secret)) return WEBHOOK_SECRET;
+  try {
+    new Webhook(secret);
+    return null;
+  } catch {
+    return WEBHOOK_SECRET;
+  }
+}
+
+const WebhookSchema = z.strictObject(
+  {
+    url: z.string(),
+    secret: z.string().refine((secret) => signingKeyProblem(secret) === null, WEBHOOK_SECRET),
+    types: z
+      .array(z.enum(EVENT_TYPES as [KeywayEventType, ...KeywayEventType[]]))
+      .min(1)
+      .optional(),
+  },
+  { error: '"webhooks" must be an array of { url, secret, types? }' },
+);
+const POLL_INTERVAL =
+  '"webhookPollIntervalMs" must be false or an integer from 100 to 3600000';
+const RETENTION = '"auditRetentionDays" must be an integer from 1 to 3650';
 const PURGE_INTERVAL = '"purgeIntervalMs" must be false or an integer from 1000 to 86400000';
 
 const RATE_LIMITS =
@@ -224,6 +279,22 @@ const BrokerConfigSchema = z.object({
     .optional(),
   onEvent: z
     .custom<(event: KeywayEvent) => void>(isFunction, { message: '"onEvent" must be a function' })
+    .optional(),
+  webhooks: z.array(WebhookSchema, { error: '"webhooks" must be an array' }).optional(),
+  webhookPollIntervalMs: z
+    .union(
+      [
+        z.literal(false),
+        z.number().int(POLL_INTERVAL).min(100, POLL_INTERVAL).max(3_600_000, POLL_INTERVAL),
+      ],
+      { error: POLL_INTERVAL },
+    )
+    .optional(),
+  auditRetentionDays: z
+    .number({ error: RETENTION })
+    .int(RETENTION)
+    .min(1, RETENTION)
+    .max(3650, RETENTION)
     .optional(),
   providerManagement: z.boolean({ error: '"providerManagement" must be a boolean' }).optional(),
   providers: z
@@ -307,7 +378,9 @@ export interface ResolvedBrokerConfig {
   providerManagement: boolean;
   providers: Record<string, ProviderInput>;
   allowedRedirects: string[];
-  emit: EmitEvent;
+  events: EventLog;
+  webhooks: WebhookEndpoint[];
+  webhookPollIntervalMs: number | false;
   purgeIntervalMs: number | false;
   refreshMarginMs: number;
   refreshLeaseMs: number;
@@ -354,11 +427,25 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
   const onBackgroundError =
     parsed.onBackgroundError ??
     ((error: unknown) => console.error('keyway: background work failed', error));
+  const webhooks = parsed.webhooks ?? [];
+  const allowedHosts = allowedHostSet(parsed.allowedHosts);
+  webhooks.forEach((endpoint, index) => {
+    const problem = endpointProblem(endpoint.url, allowedHosts);
+    if (problem !== null) {
+      throw new TypeError(`invalid broker configuration: "webhooks.${index}.url": ${problem}`);
+    }
+  });
+  if (new Set(webhooks.map((endpoint) => endpoint.url)).size !== webhooks.length) {
+    throw new TypeError('invalid broker configuration: two "webhooks" have the same url');
+  }
+  const now = parsed.now ?? Date.now;
+  const randomBytes =
+    parsed.randomBytes ?? ((length: number) => crypto.getRandomValues(new Uint8Array(length)));
   return {
     rootKey: parsed.rootKey,
     storage: parsed.storage,
-    now: parsed.now ?? Date.now,
-    randomBytes: parsed.randomBytes ?? ((length) => crypto.getRandomValues(new Uint8Array(length))),
+    now,
+    randomBytes,
     crypto: parsed.crypto ?? nobleCrypto,
     vault: new Vault(parsed.vaultKeys ?? [deriveVaultKey(parsed.rootKey)]),
     allowedHosts: parsed.allowedHosts ?? [],
@@ -366,9 +453,17 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     providerManagement: parsed.providerManagement ?? false,
     providers: parsed.providers ?? {},
     allowedRedirects: (parsed.allowedRedirects ?? []).map((url) => new URL(url).origin),
-    emit: createEmitter(parsed.onEvent, parsed.now ?? Date.now, (error) =>
-      onBackgroundError(error),
-    ),
+    events: new EventLog({
+      storage: parsed.storage,
+      now,
+      randomBytes,
+      retentionDays: parsed.auditRetentionDays ?? 90,
+      webhooks,
+      onEvent: parsed.onEvent,
+      onError: (error) => onBackgroundError(error),
+    }),
+    webhooks,
+    webhookPollIntervalMs: parsed.webhookPollIntervalMs ?? 1000,
     outbound: createOutboundFetch({
       ...(parsed.fetch === undefined ? {} : { fetch: parsed.fetch }),
       allowedHosts: parsed.allowedHosts ?? [],

@@ -1,5 +1,14 @@
+import { bytesToHex } from '@noble/hashes/utils.js';
+import type {
+  AuditEventRecord,
+  EventWrite,
+  JsonObject,
+  Storage,
+  WebhookDeliveryRecord,
+} from './storage/contract.js';
+
 /**
- * What happened, as the `onEvent` hook receives it.
+ * The type of an event: every state change and every credential hand-out.
  *
  * @see API.md §11
  */
@@ -10,52 +19,211 @@ export type KeywayEventType =
   | 'provider.created'
   | 'provider.updated'
   | 'provider.deleted'
-  | 'secret.written'
+  | 'secret.created'
+  | 'secret.updated'
   | 'secret.deleted'
+  | 'secret.read'
   | 'connection.created'
-  | 'connection.authorization_started'
   | 'connection.authorized'
-  | 'connection.authorization_failed'
   | 'connection.refreshed'
-  | 'connection.refresh_failed'
+  | 'connection.failed'
   | 'connection.reauthorization_required'
-  | 'connection.deleted';
+  | 'connection.deleted'
+  | 'credentials.issued';
+
+/** Every event type, in the order of API.md §11. */
+export const EVENT_TYPES: readonly KeywayEventType[] = [
+  'token.created',
+  'token.narrowed',
+  'token.deleted',
+  'provider.created',
+  'provider.updated',
+  'provider.deleted',
+  'secret.created',
+  'secret.updated',
+  'secret.deleted',
+  'secret.read',
+  'connection.created',
+  'connection.authorized',
+  'connection.refreshed',
+  'connection.failed',
+  'connection.reauthorization_required',
+  'connection.deleted',
+  'credentials.issued',
+];
 
 /**
- * An event: what happened, when, who did it, and to which resource path (or token name).
- * Never a secret: no token, key, client secret, verifier or state.
+ * An event, as the audit log lists it, webhooks receive it and the `onEvent` hook gets it.
+ * Never a secret: no token, key, client secret, verifier, state or code.
  *
  * @see API.md §11
  */
 export interface KeywayEvent {
+  /** `evt_…`: unique; the `webhook-id` of its deliveries. */
+  id: string;
   type: KeywayEventType;
   /** ISO 8601 UTC with milliseconds. */
-  at: string;
+  time: string;
   /** `root`, `token:<name>`, or `system` for what the broker did on its own (callback, refresh). */
   actor: string;
-  /** The connection, provider or secret path, or the token name. */
+  /** The connection, provider or secret path, or the token's name for `token.*`. */
   resource: string;
+  /** What happened beyond the type: granted scopes, an OAuth error code… */
+  data: JsonObject;
 }
 
-/** Emits an event; the time is added. */
-export type EmitEvent = (event: Omit<KeywayEvent, 'at'>) => void;
+/** What a service says happened; {@link EventLog.of} makes the event of it. */
+export interface EventSpec {
+  type: KeywayEventType;
+  actor: string;
+  resource: string;
+  data?: JsonObject;
+}
+
+/** A webhook endpoint (API.md §11), as configured. */
+export interface WebhookEndpoint {
+  url: string;
+  /** `whsec_` and the base64 signing key (Standard Webhooks). */
+  secret: string;
+  /** Only these event types; all when absent. */
+  types?: KeywayEventType[];
+}
+
+const DAY = 86_400_000;
+
+/** `expiresAt` of a delivery while it is pending: the purge never takes it. */
+export const PENDING_FOREVER = Number.MAX_SAFE_INTEGER;
+
+/** The event as JSON, as the audit log serves it and webhooks receive it. */
+export function eventOf(record: AuditEventRecord): KeywayEvent {
+  return {
+    id: record.id,
+    type: record.type as KeywayEventType,
+    time: new Date(record.time).toISOString(),
+    actor: record.actor,
+    resource: record.resource,
+    data: record.data,
+  };
+}
 
 /**
- * Wraps the `onEvent` hook so that a hook that throws, or whose promise rejects, never
- * breaks the request that caused the event; its errors go to `onError`.
+ * Makes the events of the broker's changes and sees them out: each change passes
+ * {@link EventLog.of}'s write to storage with its own (one transaction), then calls
+ * {@link EventLog.published}, which runs the `onEvent` hook and wakes the webhook sender.
+ * What changes nothing (a secret read, a credential hand-out) goes through
+ * {@link EventLog.append}.
  */
-export function createEmitter(
-  onEvent: ((event: KeywayEvent) => void | Promise<void>) | undefined,
-  now: () => number,
-  onError: (error: unknown) => void,
-): EmitEvent {
-  if (onEvent === undefined) return () => {};
-  return (event) => {
-    try {
-      const result = onEvent({ ...event, at: new Date(now()).toISOString() });
-      if (result instanceof Promise) result.catch(onError);
-    } catch (error) {
-      onError(error);
+export class EventLog {
+  readonly #storage: Storage;
+  readonly #now: () => number;
+  readonly #randomBytes: (length: number) => Uint8Array;
+  readonly #retentionMs: number;
+  readonly #webhooks: readonly WebhookEndpoint[];
+  readonly #onEvent: ((event: KeywayEvent) => void | Promise<void>) | undefined;
+  readonly #onError: (error: unknown) => void;
+  /** Called after a commit that wrote deliveries: the sender looks for due ones. */
+  onDeliveries: () => void = () => {};
+
+  constructor(options: {
+    storage: Storage;
+    now: () => number;
+    randomBytes: (length: number) => Uint8Array;
+    retentionDays: number;
+    webhooks: readonly WebhookEndpoint[];
+    onEvent: ((event: KeywayEvent) => void | Promise<void>) | undefined;
+    onError: (error: unknown) => void;
+  }) {
+    this.#storage = options.storage;
+    this.#now = options.now;
+    this.#randomBytes = options.randomBytes;
+    this.#retentionMs = options.retentionDays * DAY;
+    this.#webhooks = options.webhooks;
+    this.#onEvent = options.onEvent;
+    this.#onError = options.onError;
+  }
+
+  /** How long audit rows and ended deliveries are kept, in milliseconds. */
+  get retentionMs(): number {
+    return this.#retentionMs;
+  }
+
+  /** A time-ordered id: the prefix, 12 hex digits of the time, 16 of randomness. */
+  #id(prefix: string, time: number): string {
+    return `${prefix}_${time.toString(16).padStart(12, '0')}${bytesToHex(this.#randomBytes(8))}`;
+  }
+
+  /** The event of a change and its deliveries: pass it to the storage write of the change. */
+  of(...specs: EventSpec[]): EventWrite {
+    const write: EventWrite = { events: [], deliveries: [] };
+    for (const spec of specs) {
+      const time = this.#now();
+      const record: AuditEventRecord = {
+        id: this.#id('evt', time),
+        type: spec.type,
+        time,
+        actor: spec.actor,
+        resourceKind: spec.type.startsWith('token.') ? 'token' : 'path',
+        resource: spec.resource,
+        data: spec.data ?? {},
+        expiresAt: time + this.#retentionMs,
+      };
+      write.events.push(record);
+      const body = JSON.stringify(eventOf(record));
+      for (const endpoint of this.#webhooks) {
+        if (endpoint.types !== undefined && !endpoint.types.includes(spec.type)) continue;
+        write.deliveries.push(this.#delivery(record, endpoint.url, body, time));
+      }
     }
-  };
+    return write;
+  }
+
+  #delivery(
+    event: AuditEventRecord,
+    url: string,
+    body: string,
+    time: number,
+  ): WebhookDeliveryRecord {
+    return {
+      id: this.#id('dlv', time),
+      eventId: event.id,
+      url,
+      body,
+      status: 'pending',
+      attempts: 0,
+      nextAttemptAt: time,
+      lastAttemptAt: 0,
+      lastStatus: 0,
+      lastError: '',
+      leaseOwner: '',
+      leaseExpiresAt: 0,
+      createdAt: time,
+      expiresAt: PENDING_FOREVER,
+    };
+  }
+
+  /**
+   * After the write that carried `write` has committed: the `onEvent` hook gets each event
+   * (its errors go to `onBackgroundError`, never to the request), and the webhook sender
+   * wakes up.
+   */
+  published(write: EventWrite): void {
+    if (this.#onEvent !== undefined) {
+      for (const record of write.events) {
+        try {
+          const result = this.#onEvent(eventOf(record));
+          if (result instanceof Promise) result.catch(this.#onError);
+        } catch (error) {
+          this.#onError(error);
+        }
+      }
+    }
+    if (write.deliveries.length > 0) this.onDeliveries();
+  }
+
+  /** Appends the events of what changes nothing in storage (a read, a hand-out). */
+  async append(...specs: EventSpec[]): Promise<void> {
+    const write = this.of(...specs);
+    await this.#storage.appendEvents(write);
+    this.published(write);
+  }
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EVENT_TYPES, type KeywayEventType } from './events.js';
 import { LIST_LIMIT } from './pagination.js';
 
 /**
@@ -47,6 +48,25 @@ export const ConnectionListQuery = z.strictObject({
   prefix,
   provider_id: z.string().optional(),
   status: z.enum(['pending', 'active', 'error'], { error: STATUS }).optional(),
+  ...listFields,
+});
+
+const TYPE = '"type" must be an event type of API.md §11, like connection.authorized';
+const SINCE = '"since" must be an RFC 3339 time, like 2026-11-23T10:00:00Z';
+
+/** `GET /api/admin/audit` (API.md §11). */
+export const AuditListQuery = z.strictObject({
+  prefix,
+  type: z.enum(EVENT_TYPES as [KeywayEventType, ...KeywayEventType[]], { error: TYPE }).optional(),
+  since: z.iso.datetime({ offset: true, error: SINCE }).optional(),
+  ...listFields,
+});
+
+const DELIVERY_STATUS = '"status" must be pending, delivered or failed';
+
+/** `GET /api/admin/webhooks/deliveries` (API.md §11). */
+export const DeliveryListQuery = z.strictObject({
+  status: z.enum(['pending', 'delivered', 'failed'], { error: DELIVERY_STATUS }).optional(),
   ...listFields,
 });
 
@@ -218,6 +238,18 @@ export type SecretListQueryInput = z.input<typeof SecretListQuery>;
  * @see API.md §5, §1.4
  */
 export type ConnectionListQueryInput = z.input<typeof ConnectionListQuery>;
+/**
+ * The audit log's query: `{ prefix?, type?, since?, limit?, cursor? }`.
+ *
+ * @see API.md §11, §1.4
+ */
+export type AuditListQueryInput = z.input<typeof AuditListQuery>;
+/**
+ * The webhook deliveries' query: `{ status?, limit?, cursor? }`.
+ *
+ * @see API.md §11, §1.4
+ */
+export type DeliveryListQueryInput = z.input<typeof DeliveryListQuery>;
 /**
  * The credentials query: `{ force_refresh? }`.
  *

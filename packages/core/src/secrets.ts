@@ -1,12 +1,12 @@
 import { utf8 } from './bytes.js';
 import { KeywayError } from './errors.js';
-import type { EmitEvent } from './events.js';
+import type { EventLog } from './events.js';
 import { listWindow, type Page, toPage } from './pagination.js';
 import { actorOf, assertCoversPath, type Principal } from './principal.js';
 import { parseResourcePath } from './resource-path.js';
 import { PutSecretBody, SecretListQuery } from './schemas.js';
 import { intersectScopes, ROOT_SCOPE } from './scope.js';
-import type { Storage, VaultEntryRecord } from './storage/contract.js';
+import type { EventWrite, Storage, VaultEntryRecord } from './storage/contract.js';
 import { parseQuery, parseShape } from './validation.js';
 import type { Vault } from './vault.js';
 
@@ -72,15 +72,15 @@ export class SecretService {
   readonly #storage: Storage;
   readonly #vault: () => Vault;
   readonly #now: () => number;
-  readonly #emit: EmitEvent;
+  readonly #events: EventLog;
 
   constructor(options: {
     storage: Storage;
     vault: () => Vault;
     now: () => number;
-    emit?: EmitEvent;
+    events: EventLog;
   }) {
-    this.#emit = options.emit ?? (() => {});
+    this.#events = options.events;
     this.#storage = options.storage;
     this.#vault = options.vault;
     this.#now = options.now;
@@ -105,8 +105,17 @@ export class SecretService {
     }
     assertCoversPath(principal, valid);
     const write = await this.#vault().seal({ kind: SECRET_KIND, key: valid }, value);
-    const { entry, created } = await this.#storage.putVaultEntry(write, this.#now());
-    this.#emit({ type: 'secret.written', actor: actorOf(principal), resource: valid });
+    const actor = actorOf(principal);
+    let events: EventWrite | undefined;
+    const { entry, created } = await this.#storage.putVaultEntry(write, this.#now(), (isNew) => {
+      events = this.#events.of({
+        type: isNew ? 'secret.created' : 'secret.updated',
+        actor,
+        resource: valid,
+      });
+      return events;
+    });
+    if (events !== undefined) this.#events.published(events);
     return { secret: toView(entry), created };
   }
 
@@ -120,7 +129,15 @@ export class SecretService {
     assertCoversPath(principal, valid);
     const entry = await this.#storage.getVaultEntry(SECRET_KIND, valid);
     if (entry === null) throw new KeywayError('not_found', `no secret at ${JSON.stringify(valid)}`);
-    return { ...toView(entry), value: await this.#vault().open(entry) };
+    const value = await this.#vault().open(entry);
+    // Recorded before the value leaves: a read that cannot be recorded does not happen.
+    await this.#events.append({
+      type: 'secret.read',
+      actor: actorOf(principal),
+      resource: valid,
+      data: { version: entry.version },
+    });
+    return { ...toView(entry), value };
   }
 
   /**
@@ -131,10 +148,15 @@ export class SecretService {
   async delete(principal: Principal, path: string): Promise<void> {
     const valid = parseResourcePath(path);
     assertCoversPath(principal, valid);
-    if (!(await this.#storage.deleteVaultEntry(SECRET_KIND, valid))) {
+    const events = this.#events.of({
+      type: 'secret.deleted',
+      actor: actorOf(principal),
+      resource: valid,
+    });
+    if (!(await this.#storage.deleteVaultEntry(SECRET_KIND, valid, events))) {
       throw new KeywayError('not_found', `no secret at ${JSON.stringify(valid)}`);
     }
-    this.#emit({ type: 'secret.deleted', actor: actorOf(principal), resource: valid });
+    this.#events.published(events);
   }
 
   /** Lists the secrets the caller's scopes cover, without values, ordered by path. */

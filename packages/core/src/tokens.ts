@@ -1,5 +1,5 @@
 import { KeywayError } from './errors.js';
-import type { EmitEvent } from './events.js';
+import type { EventLog } from './events.js';
 import { listWindow, type Page, toPage } from './pagination.js';
 import type { PlatformCrypto } from './platform-crypto.js';
 import {
@@ -12,7 +12,12 @@ import {
 import type { RateLimiter } from './rate-limit.js';
 import { MintTokenBody, NarrowTokenBody, TokenListQuery } from './schemas.js';
 import { canonicalizeScopes, intersectScopes, isNarrowerOrEqual, type Scope } from './scope.js';
-import type { TokenRecord, TokenStorage } from './storage/contract.js';
+import type {
+  EventWrite,
+  TokenRecord,
+  TokenStorage,
+  TokenTreeChanges,
+} from './storage/contract.js';
 import {
   createRootKeyCheck,
   createTokenCodec,
@@ -60,7 +65,8 @@ export interface TokenServiceOptions {
   randomBytes: (length: number) => Uint8Array;
   /** SHA-256 and HMAC of the token check; default: @noble/hashes. */
   crypto?: PlatformCrypto;
-  emit?: EmitEvent;
+  /** Makes the audit events of each change. */
+  events: EventLog;
   /** The rate limits of failed authentication and minting; none without it. */
   limiter?: RateLimiter;
 }
@@ -107,11 +113,11 @@ export class TokenService {
   readonly #randomBytes: (length: number) => Uint8Array;
   readonly #codec: ReturnType<typeof createTokenCodec>;
   readonly #isRootKey: (presented: string) => boolean;
-  readonly #emit: EmitEvent;
+  readonly #events: EventLog;
   readonly #limiter: RateLimiter | null;
 
   constructor(options: TokenServiceOptions) {
-    this.#emit = options.emit ?? (() => {});
+    this.#events = options.events;
     this.#limiter = options.limiter ?? null;
     this.#storage = options.storage;
     this.#now = options.now;
@@ -230,10 +236,16 @@ export class TokenService {
       createdAt: now,
       createdBy: actorOf(principal),
     };
-    if (!(await this.#storage.insertToken(record, now))) {
+    const events = this.#events.of({
+      type: 'token.created',
+      actor: record.createdBy,
+      resource: name,
+      data: { scopes, expires_at: new Date(expiresAt).toISOString() },
+    });
+    if (!(await this.#storage.insertToken(record, now, events))) {
       throw new KeywayError('conflict', `a live token is already named ${JSON.stringify(name)}`);
     }
-    this.#emit({ type: 'token.created', actor: record.createdBy, resource: name });
+    this.#events.published(events);
     return {
       name,
       access_token: token,
@@ -290,6 +302,7 @@ export class TokenService {
 
     const now = this.#now();
     let updated: TokenRecord | undefined;
+    let events: EventWrite | undefined;
     const found = await this.#storage.updateTokenTree(valid, now, (tree) => {
       const [target, ...descendants] = tree as [TokenRecord, ...TokenRecord[]];
       if (scopes !== undefined && !isNarrowerOrEqual(scopes, target.scopes)) {
@@ -309,7 +322,7 @@ export class TokenService {
       }
       const narrowed = { ...target, scopes: scopes ?? target.scopes, expiresAt };
       updated = narrowed;
-      const changes = { update: [narrowed], delete: [] as string[] };
+      const changes: TokenTreeChanges = { update: [narrowed], delete: [] };
       for (const descendant of descendants) {
         const kept = intersectScopes(descendant.scopes, narrowed.scopes);
         if (kept.length === 0) {
@@ -326,10 +339,22 @@ export class TokenService {
           });
         }
       }
+      events = this.#events.of({
+        type: 'token.narrowed',
+        actor: actorOf(principal),
+        resource: valid,
+        data: {
+          scopes: narrowed.scopes,
+          expires_at: new Date(expiresAt).toISOString(),
+          descendants_narrowed: changes.update.length - 1,
+          descendants_deleted: changes.delete.length,
+        },
+      });
+      changes.events = events;
       return changes;
     });
-    if (!found || updated === undefined) throw notFound(valid);
-    this.#emit({ type: 'token.narrowed', actor: actorOf(principal), resource: valid });
+    if (!found || updated === undefined || events === undefined) throw notFound(valid);
+    this.#events.published(events);
     return toView(updated);
   }
 
@@ -342,7 +367,12 @@ export class TokenService {
   async delete(principal: Principal, name: string): Promise<void> {
     const valid = parseTokenName(name);
     assertManagesToken(principal, valid);
-    if (!(await this.#storage.deleteTokenTree(valid, this.#now()))) throw notFound(valid);
-    this.#emit({ type: 'token.deleted', actor: actorOf(principal), resource: valid });
+    const events = this.#events.of({
+      type: 'token.deleted',
+      actor: actorOf(principal),
+      resource: valid,
+    });
+    if (!(await this.#storage.deleteTokenTree(valid, this.#now(), events))) throw notFound(valid);
+    this.#events.published(events);
   }
 }

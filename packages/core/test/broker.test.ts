@@ -254,8 +254,17 @@ describe('onEvent', () => {
     });
     const issued = await broker.tokens.mint(rootPrincipal(), { name: 'a', scopes: ['x'] });
     expect(events).toEqual([
-      { type: 'token.created', at: '2026-11-21T00:00:00.000Z', actor: 'root', resource: 'a' },
+      {
+        id: expect.stringMatching(/^evt_01a1fb671800[0-9a-f]{16}$/),
+        type: 'token.created',
+        time: '2026-11-21T00:00:00.000Z',
+        actor: 'root',
+        resource: 'a',
+        data: { scopes: ['x/**'], expires_at: '2026-11-21T01:00:00.000Z' },
+      },
     ]);
+    // The hook gets what the audit log holds.
+    expect((await broker.events.list(rootPrincipal())).items).toEqual(events);
     expect(JSON.stringify(events)).not.toContain(issued.access_token);
     mode = 'throw';
     await expect(

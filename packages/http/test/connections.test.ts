@@ -178,7 +178,6 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
       expect(events.map((e) => e.type)).toEqual([
         'provider.created',
         'connection.created',
-        'connection.authorization_started',
         'connection.authorized',
       ]);
       expect(events.at(-1)).toEqual({

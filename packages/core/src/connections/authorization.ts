@@ -199,8 +199,14 @@ export class AuthorizationFlow {
         createdAt: now,
         updatedAt: now,
       };
-      if (await o.storage.insertConnection(record)) {
-        o.emit({ type: 'connection.created', actor: actorOf(principal), resource: connectionId });
+      const events = o.events.of({
+        type: 'connection.created',
+        actor: actorOf(principal),
+        resource: connectionId,
+        data: { provider_id: provider },
+      });
+      if (await o.storage.insertConnection(record, undefined, events)) {
+        o.events.published(events);
       } else {
         const raced = await this.records.get(connectionId);
         if (raced !== null && raced.providerId !== provider) {
@@ -239,11 +245,6 @@ export class AuthorizationFlow {
     url.searchParams.set('code_challenge_method', 'S256');
     if (scopes.length > 0) url.searchParams.set('scope', scopes.join(' '));
     url.searchParams.set('resource', party.resource);
-    o.emit({
-      type: 'connection.authorization_started',
-      actor: actorOf(principal),
-      resource: connectionId,
-    });
     return {
       connection_id: connectionId,
       provider_id: provider,
@@ -334,11 +335,6 @@ export class AuthorizationFlow {
         ));
       const failure = forgotten ? FORGOTTEN_CLIENT : describeOAuthFailure(error);
       const status = await this.records.recordFailure(pending.connectionId, failure);
-      o.emit({
-        type: 'connection.authorization_failed',
-        actor: 'system',
-        resource: pending.connectionId,
-      });
       return outcome(status, failure);
     }
 
@@ -360,14 +356,18 @@ export class AuthorizationFlow {
       });
       return outcome('verification_required', null, flowId);
     }
-    const written = await this.records.activate(pending.connectionId, tokens, saved.scopes);
+    const written = await this.records.activate(
+      pending.connectionId,
+      tokens,
+      saved.scopes,
+      'system',
+    );
     if (written === null) {
       return outcome('error', {
         code: 'connection_deleted',
         description: 'the connection was deleted meanwhile',
       });
     }
-    o.emit({ type: 'connection.authorized', actor: 'system', resource: pending.connectionId });
     return outcome('active', null);
   }
 
@@ -397,14 +397,14 @@ export class AuthorizationFlow {
       }),
       'verification tokens',
     );
-    const written = await this.records.activate(taken.connectionId, tokens, flow.scopes);
+    const written = await this.records.activate(
+      taken.connectionId,
+      tokens,
+      flow.scopes,
+      actorOf(principal),
+    );
     if (written === null)
       throw new KeywayError('not_found', `no connection ${JSON.stringify(taken.connectionId)}`);
-    o.emit({
-      type: 'connection.authorized',
-      actor: actorOf(principal),
-      resource: taken.connectionId,
-    });
     return connectionView(written);
   }
 }

@@ -136,7 +136,6 @@ export class Refresher {
       const result = await oauth.processRefreshTokenResponse(as, client, response);
       next = tokensFrom(result, tokens, o.now());
     } catch (error) {
-      o.emit({ type: 'connection.refresh_failed', actor: 'system', resource: id });
       const code = await oauthErrorCode(error);
       if (
         code === 'invalid_client' &&
@@ -164,9 +163,16 @@ export class Refresher {
           'the authorization server rejected the refresh token: authorize again',
         );
       }
-      // A transient failure while the current token is still valid: keep using it.
-      if (stillValid) return tokens;
+      // A transient failure: the connection stays as it is, and the failure is recorded.
       const failure = describeOAuthFailure(error);
+      await o.events.append({
+        type: 'connection.failed',
+        actor: 'system',
+        resource: id,
+        data: { error: failure.code, phase: 'refresh', token_still_valid: stillValid },
+      });
+      // While the current token is still valid, keep using it.
+      if (stillValid) return tokens;
       throw new KeywayError(
         'upstream_error',
         `the token could not be refreshed: ${failure.code} (${failure.description})`,
@@ -196,6 +202,16 @@ export class Refresher {
           } satisfies ConnectionState,
         },
         tokens: next,
+        event: {
+          type: 'connection.refreshed',
+          actor: 'system',
+          resource: id,
+          data: {
+            token_expires_at:
+              next.expires_at === null ? null : new Date(next.expires_at).toISOString(),
+            refresh_token_rotated: next.refresh_token !== tokens.refresh_token,
+          },
+        },
       };
     });
     if (written === null)
@@ -210,7 +226,6 @@ export class Refresher {
       }
       return current;
     }
-    o.emit({ type: 'connection.refreshed', actor: 'system', resource: id });
     return next;
   }
 }

@@ -128,6 +128,17 @@ export class ConnectionService {
     if (force || this.#refresher.due(tokens)) {
       tokens = await this.#refresher.refreshOnce(connectionId, tokens);
     }
+    // Recorded before the token leaves: a hand-out that cannot be recorded does not happen.
+    await this.#records.o.events.append({
+      type: 'credentials.issued',
+      actor: actorOf(principal),
+      resource: connectionId,
+      data: {
+        token_expires_at:
+          tokens.expires_at === null ? null : new Date(tokens.expires_at).toISOString(),
+        ...(force ? { forced_refresh: true } : {}),
+      },
+    });
     return {
       connection_id: connectionId,
       access_token: tokens.access_token,
@@ -220,14 +231,18 @@ export class ConnectionService {
     if (record === null) throw notFound(connectionId);
     const tokens = await this.#records.tokensOf(record).catch(() => null);
     if (tokens !== null) await this.#revoke(record.providerId, tokens);
-    await this.#records.o.storage.deleteConnection(connectionId, [
-      { kind: CONNECTION_TOKENS_KIND, key: connectionId },
-    ]);
-    this.#records.o.emit({
+    const { events } = this.#records.o;
+    const written = events.of({
       type: 'connection.deleted',
       actor: actorOf(principal),
       resource: connectionId,
     });
+    const existed = await this.#records.o.storage.deleteConnection(
+      connectionId,
+      [{ kind: CONNECTION_TOKENS_KIND, key: connectionId }],
+      written,
+    );
+    if (existed) events.published(written);
   }
 
   /** Revokes at the party the tokens came from, never at the provider's current server. */

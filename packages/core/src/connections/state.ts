@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { KeywayError } from '../errors.js';
-import type { EmitEvent } from '../events.js';
+import type { EventLog, EventSpec } from '../events.js';
 import type { OutboundFetch } from '../outbound.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { ConnectionRecord, ConnectionStatus, Storage } from '../storage/contract.js';
@@ -159,7 +159,8 @@ export interface ConnectionServiceOptions {
   allowedRedirects: readonly string[];
   /** Hosts that may be reached over plain http and on private addresses (development). */
   allowedHosts: readonly string[];
-  emit: EmitEvent;
+  /** Makes the audit events of each change. */
+  events: EventLog;
   /** Refresh when the access token expires within this many ms. */
   refreshMarginMs: number;
   /**
@@ -170,7 +171,12 @@ export interface ConnectionServiceOptions {
 }
 
 /** A change {@link ConnectionRecords.update} writes, or `null` to write nothing. */
-type ConnectionChange = { record: ConnectionRecord; tokens?: ConnectionTokens } | null;
+type ConnectionChange = {
+  record: ConnectionRecord;
+  tokens?: ConnectionTokens;
+  /** The event that records the change, written in its transaction. */
+  event: EventSpec;
+} | null;
 
 /**
  * Connection records and their sealed tokens, as the flows read and change them: every
@@ -212,7 +218,11 @@ export class ConnectionRecords {
                   .seal({ kind: CONNECTION_TOKENS_KIND, key: id }, JSON.stringify(planned.tokens)),
               ],
             };
-      if (await this.o.storage.compareAndSetConnection(next, current.version, vault)) return next;
+      const events = this.o.events.of(planned.event);
+      if (await this.o.storage.compareAndSetConnection(next, current.version, vault, events)) {
+        this.o.events.published(events);
+        return next;
+      }
     }
     throw new KeywayError(
       'conflict',
@@ -297,12 +307,27 @@ export class ConnectionRecords {
     mode: 'keep-active' | 'error' = 'keep-active',
   ): Promise<'active' | 'error'> {
     const error = connectionFailure(failure);
+    const event: EventSpec =
+      mode === 'error'
+        ? {
+            type: 'connection.reauthorization_required',
+            actor: 'system',
+            resource: id,
+            data: { error: error.code },
+          }
+        : {
+            type: 'connection.failed',
+            actor: 'system',
+            resource: id,
+            data: { error: error.code, phase: 'authorization' },
+          };
     const written = await this.update(id, (record) => ({
       record: {
         ...record,
         status: mode === 'keep-active' && record.status === 'active' ? 'active' : 'error',
         state: { ...connectionState(record), error } satisfies ConnectionState,
       },
+      event,
     }));
     return written?.status === 'active' ? 'active' : 'error';
   }
@@ -314,7 +339,6 @@ export class ConnectionRecords {
     message: string,
   ): Promise<KeywayError> {
     await this.recordFailure(id, failure, 'error');
-    this.o.emit({ type: 'connection.reauthorization_required', actor: 'system', resource: id });
     return new KeywayError('reauthorization_required', message);
   }
 
@@ -323,16 +347,28 @@ export class ConnectionRecords {
     id: string,
     tokens: Omit<ConnectionTokens, 'generation'>,
     requestedScopes: string[],
+    actor: string,
   ): Promise<ConnectionRecord | null> {
     const now = this.o.now();
+    const scopes = tokens.scope.length > 0 ? tokens.scope : requestedScopes;
     return this.update(id, (record) => {
       const generation = connectionState(record).generation + 1;
       return {
+        event: {
+          type: 'connection.authorized',
+          actor,
+          resource: id,
+          data: {
+            scopes,
+            token_expires_at: tokens.expires_at === null ? null : new Date(tokens.expires_at).toISOString(),
+            refreshable: tokens.refresh_token !== null,
+          },
+        },
         record: {
           ...record,
           status: 'active',
           state: {
-            scopes: tokens.scope.length > 0 ? tokens.scope : requestedScopes,
+            scopes,
             token_expires_at: tokens.expires_at,
             authorized_at: now,
             last_refreshed_at: null,
@@ -372,16 +408,15 @@ export class ConnectionRecords {
                   status: 'error',
                   state: { ...connectionState(current), error: PARTY_CHANGED },
                 },
+                event: {
+                  type: 'connection.reauthorization_required',
+                  actor: 'system',
+                  resource: record.id,
+                  data: { error: PARTY_CHANGED.code },
+                },
               },
         );
-        if (written?.status === 'error' && written.version > record.version) {
-          affected++;
-          this.o.emit({
-            type: 'connection.reauthorization_required',
-            actor: 'system',
-            resource: record.id,
-          });
-        }
+        if (written?.status === 'error' && written.version > record.version) affected++;
       }
       const last = page[page.length - 1];
       if (page.length < 200 || last === undefined) return affected;

@@ -6,7 +6,7 @@ import {
   throwUnlessDiscovered,
 } from '../discovery/index.js';
 import { KeywayError } from '../errors.js';
-import type { EmitEvent } from '../events.js';
+import type { EventLog } from '../events.js';
 import type { OutboundFetch } from '../outbound.js';
 import { actorOf, assertCoversPath, type Principal, rootPrincipal } from '../principal.js';
 import { type ClientProfile, customAuthMethod } from '../registration.js';
@@ -36,7 +36,7 @@ export interface ProviderRegistryOptions {
   /** The deployment as authorization servers see it; `null` when `baseUrl` is not set. */
   profile: ClientProfile | null;
   declared: Record<string, ProviderInput>;
-  emit: EmitEvent;
+  events: EventLog;
   /**
    * Called after a provider moved to another authorization server or client: puts its
    * active connections in `error` and answers how many.
@@ -191,21 +191,27 @@ export class ProviderRegistry {
       put: puts,
       delete: deletes.filter((d) => !puts.some((p) => p.kind === d.kind && p.key === d.key)),
     };
+    const events = this.#o.events.of({
+      type: existing === null ? 'provider.created' : 'provider.updated',
+      actor: actorOf(principal),
+      resource: providerId,
+      data: {
+        template: 'mcp',
+        mode,
+        issuer: discovery.authorization_server.issuer,
+      },
+    });
     const written =
       existing === null
-        ? await this.#o.storage.insertProvider(record, changes)
-        : await this.#o.storage.compareAndSetProvider(record, existing.version, changes);
+        ? await this.#o.storage.insertProvider(record, changes, events)
+        : await this.#o.storage.compareAndSetProvider(record, existing.version, changes, events);
     if (!written) {
       throw new KeywayError(
         'conflict',
         `provider ${JSON.stringify(providerId)} was changed concurrently; retry`,
       );
     }
-    this.#o.emit({
-      type: existing === null ? 'provider.created' : 'provider.updated',
-      actor: actorOf(principal),
-      resource: providerId,
-    });
+    this.#o.events.published(events);
     const final = moved ? await this.#recordPartyChange(record, state) : record;
     return { record: final, created: existing === null };
   }
@@ -280,12 +286,17 @@ export class ProviderRegistry {
         version: record.version + 1,
         updatedAt: now,
       };
-      if (
-        !(await this.#o.storage.compareAndSetProvider(written, record.version, {
-          put: puts,
-          delete: deletes,
-        }))
-      ) {
+      const events = this.#o.events.of({
+        type: 'provider.updated',
+        actor: 'system',
+        resource: id,
+        data: {
+          reason: puts.length > 0 ? 'client_registered' : 'metadata_changed',
+          issuer,
+        },
+      });
+      const changes = { put: puts, delete: deletes };
+      if (!(await this.#o.storage.compareAndSetProvider(written, record.version, changes, events))) {
         // Another authorization or a PUT changed it meanwhile: start again from theirs.
         if (attempt < 3) continue;
         throw new KeywayError(
@@ -293,7 +304,7 @@ export class ProviderRegistry {
           `provider ${JSON.stringify(id)} was changed concurrently; retry`,
         );
       }
-      this.#o.emit({ type: 'provider.updated', actor: 'system', resource: id });
+      this.#o.events.published(events);
       const final = partyMoved ? await this.#recordPartyChange(written, next) : written;
       const finalState = providerState(final);
       return { id, state: finalState, client: currentClient(id, finalState) };
@@ -329,7 +340,16 @@ export class ProviderRegistry {
         version: record.version + 1,
         updatedAt: this.#o.now(),
       };
-      if (await this.#o.storage.compareAndSetProvider(next, record.version)) return true;
+      const events = this.#o.events.of({
+        type: 'provider.updated',
+        actor: 'system',
+        resource: providerId,
+        data: { reason: 'registration_stale', issuer },
+      });
+      if (await this.#o.storage.compareAndSetProvider(next, record.version, undefined, events)) {
+        this.#o.events.published(events);
+        return true;
+      }
     }
     return true;
   }
@@ -352,8 +372,18 @@ export class ProviderRegistry {
       } satisfies ProviderState,
       version: record.version + 1,
     };
+    const events = this.#o.events.of({
+      type: 'provider.updated',
+      actor: 'system',
+      resource: record.id,
+      data: { reason: 'connections_reauthorization_required', connections: affected },
+    });
     // A concurrent PUT wins: it recorded its own change.
-    return (await this.#o.storage.compareAndSetProvider(next, record.version)) ? next : record;
+    if (!(await this.#o.storage.compareAndSetProvider(next, record.version, undefined, events))) {
+      return record;
+    }
+    this.#o.events.published(events);
+    return next;
   }
 
   /**

@@ -1,6 +1,6 @@
 import { type DiscoveryTrace, discover } from '../discovery/index.js';
 import { KeywayError } from '../errors.js';
-import type { EmitEvent } from '../events.js';
+import type { EventLog } from '../events.js';
 import type { OutboundFetch } from '../outbound.js';
 import { listWindow, type Page, toPage } from '../pagination.js';
 import { actorOf, assertCoversPath, type Principal } from '../principal.js';
@@ -26,7 +26,7 @@ export interface ProviderServiceOptions {
   management: boolean;
   allowedHosts: readonly string[];
   registry: ProviderRegistry;
-  emit: EmitEvent;
+  events: EventLog;
 }
 
 /**
@@ -131,7 +131,12 @@ export class ProviderService {
       { kind: CLIENT_SECRET_KIND, key: secretKey(providerId, issuer) },
       { kind: REGISTRATION_TOKEN_KIND, key: secretKey(providerId, issuer) },
     ]);
-    const outcome = await this.#o.storage.deleteProvider(providerId, keys);
+    const events = this.#o.events.of({
+      type: 'provider.deleted',
+      actor: actorOf(principal),
+      resource: providerId,
+    });
+    const outcome = await this.#o.storage.deleteProvider(providerId, keys, events);
     if (outcome === 'not_found')
       throw new KeywayError('not_found', `no provider ${JSON.stringify(providerId)}`);
     if (outcome === 'in_use') {
@@ -140,7 +145,7 @@ export class ProviderService {
         `provider ${JSON.stringify(providerId)} still has connections; delete them first`,
       );
     }
-    this.#o.emit({ type: 'provider.deleted', actor: actorOf(principal), resource: providerId });
+    this.#o.events.published(events);
   }
 
   /**

@@ -1,0 +1,120 @@
+import { KeywayError } from './errors.js';
+import { eventOf, type KeywayEvent } from './events.js';
+import { listWindow, type Page, toPage } from './pagination.js';
+import type { Principal } from './principal.js';
+import { parseResourcePath } from './resource-path.js';
+import { AuditListQuery, DeliveryListQuery } from './schemas.js';
+import { listableSubtrees } from './secrets.js';
+import type { Storage, WebhookDeliveryRecord, WebhookDeliveryStatus } from './storage/contract.js';
+import { parseQuery } from './validation.js';
+import type { WebhookSender } from './webhooks.js';
+
+/**
+ * A webhook delivery as `GET /api/admin/webhooks/deliveries` lists it.
+ *
+ * @see API.md §11
+ */
+export interface DeliveryView {
+  id: string;
+  /** The event, as every attempt sent it; its `id` is the `webhook-id`. */
+  event: KeywayEvent;
+  url: string;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  /** When the next attempt is due; `null` once the delivery has ended. */
+  next_attempt_at: string | null;
+  last_attempt_at: string | null;
+  /** The HTTP status of the last answer; `null` when there was none (timeout, refused…). */
+  last_status: number | null;
+  /** Why the last attempt failed; `null` when it did not, or before the first. */
+  last_error: string | null;
+  created_at: string;
+}
+
+const iso = (time: number) => new Date(time).toISOString();
+
+function deliveryView(record: WebhookDeliveryRecord): DeliveryView {
+  return {
+    id: record.id,
+    event: JSON.parse(record.body) as KeywayEvent,
+    url: record.url,
+    status: record.status,
+    attempts: record.attempts,
+    next_attempt_at: record.status === 'pending' ? iso(record.nextAttemptAt) : null,
+    last_attempt_at: record.lastAttemptAt === 0 ? null : iso(record.lastAttemptAt),
+    last_status: record.lastStatus === 0 ? null : record.lastStatus,
+    last_error: record.lastError === '' ? null : record.lastError,
+    created_at: iso(record.createdAt),
+  };
+}
+
+/**
+ * The audit log and the webhook outbox (API.md §11), reached as `broker.events`.
+ */
+export class EventService {
+  readonly #storage: Storage;
+  readonly #sender: WebhookSender | null;
+
+  constructor(storage: Storage, sender: WebhookSender | null) {
+    this.#storage = storage;
+    this.#sender = sender;
+  }
+
+  /**
+   * The audit log, newest first: the events whose resource the caller's scopes cover, and
+   * token events of its descendants (all of them for the root key). With `prefix`, only
+   * events of resources in that subtree (no token events: a token's name is not a path).
+   *
+   * @param query `{ prefix?, type?, since?, limit?, cursor? }`, checked here.
+   * @throws {KeywayError} `invalid_request`, `invalid_path`.
+   */
+  async list(principal: Principal, query?: unknown): Promise<Page<KeywayEvent>> {
+    const options = parseQuery(AuditListQuery, query);
+    const prefix =
+      options.prefix === undefined ? undefined : parseResourcePath(options.prefix, 'prefix');
+    const { limit, after } = listWindow(options);
+    const within = listableSubtrees(principal, prefix);
+    const tokensBelow =
+      prefix !== undefined ? null : principal.kind === 'root' ? undefined : principal.name;
+    const records = await this.#storage.listAuditEvents({
+      ...(within === undefined ? {} : { within }),
+      ...(tokensBelow === undefined ? {} : { tokensBelow }),
+      ...(options.type === undefined ? {} : { type: options.type }),
+      ...(options.since === undefined ? {} : { since: Date.parse(options.since) }),
+      ...(after === undefined ? {} : { before: after }),
+      limit: limit + 1,
+    });
+    return toPage(records, limit, (record) => record.id, eventOf);
+  }
+
+  /**
+   * Webhook deliveries in id order, optionally of one status; the root key only.
+   *
+   * @param query `{ status?, limit?, cursor? }`, checked here.
+   * @throws {KeywayError} `invalid_request`, `insufficient_scope`.
+   */
+  async deliveries(principal: Principal, query?: unknown): Promise<Page<DeliveryView>> {
+    const options = parseQuery(DeliveryListQuery, query);
+    if (principal.kind !== 'root') {
+      throw new KeywayError('insufficient_scope', 'webhook deliveries are for the root key only');
+    }
+    const { limit, after } = listWindow(options);
+    const records = await this.#storage.listWebhookDeliveries({
+      ...(options.status === undefined ? {} : { status: options.status }),
+      ...(after === undefined ? {} : { after }),
+      limit: limit + 1,
+    });
+    return toPage(records, limit, (record) => record.id, deliveryView);
+  }
+
+  /**
+   * Attempts every webhook delivery due now, and waits for them. The broker does this on
+   * its own (after each event, and every `webhookPollIntervalMs`); call it when that is
+   * off, or in tests.
+   *
+   * @returns how many attempts were made.
+   */
+  async deliverDue(): Promise<number> {
+    return this.#sender === null ? 0 : this.#sender.deliverDue();
+  }
+}
