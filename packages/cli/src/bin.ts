@@ -25,6 +25,9 @@ Starts the Keyway broker. Environment:
                     and host from X-Forwarded-Proto/-Host (behind a proxy you run)
   KEYWAY_RATE_LIMITS  on, off, or auth=20/60,mint=60/60 (count per window in seconds;
                     name=off turns one off). Default on; shared through PostgreSQL
+  KEYWAY_WEBHOOK_URL, KEYWAY_WEBHOOK_SECRET  a webhook endpoint and its whsec_ secret
+                    (both or neither); KEYWAY_WEBHOOK_TYPES: only these event types
+  KEYWAY_AUDIT_RETENTION_DAYS  days the audit log keeps an event (default 90)
   KEYWAY_HEADERS_TIMEOUT_MS     time to receive request headers (default 10000)
   KEYWAY_REQUEST_TIMEOUT_MS     time to receive a whole request (default 30000)
   KEYWAY_KEEP_ALIVE_TIMEOUT_MS  idle keep-alive connection lifetime (default 5000)

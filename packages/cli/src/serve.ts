@@ -4,6 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
   type Broker,
+  type BrokerConfig,
   createBroker,
   generateVaultKey,
   parseRateLimits,
@@ -107,6 +108,13 @@ export interface ServeOptions {
   clientMetadataUrl?: string;
   /** Origins `redirect_to` may point to. */
   allowedRedirects?: string[];
+  /**
+   * Webhook endpoints (API.md §11): `KEYWAY_WEBHOOK_URL`, `KEYWAY_WEBHOOK_SECRET` and
+   * optionally `KEYWAY_WEBHOOK_TYPES` (comma-separated event types) give one.
+   */
+  webhooks?: { url: string; secret: string; types?: string[] }[];
+  /** Days audit events are kept (`KEYWAY_AUDIT_RETENTION_DAYS`). Default 90. */
+  auditRetentionDays?: number;
   /** Where lines for the operator go; default `console.log`. */
   log?: (line: string) => void;
 }
@@ -208,6 +216,12 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       baseUrl: options.baseUrl ?? `http://localhost:${listening}`,
       providerManagement: options.providerManagement ?? true,
       allowedRedirects: options.allowedRedirects ?? [],
+      ...(options.webhooks === undefined
+        ? {}
+        : { webhooks: options.webhooks as BrokerConfig['webhooks'] }),
+      ...(options.auditRetentionDays === undefined
+        ? {}
+        : { auditRetentionDays: options.auditRetentionDays }),
       rateLimits:
         options.rateLimits === false
           ? false
@@ -325,5 +339,27 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
   if (env.KEYWAY_VAULT_KEYS) {
     options.vaultKeys = env.KEYWAY_VAULT_KEYS.split(',').map((key) => key.trim());
   }
+  const webhook = webhookFromEnv(env);
+  if (webhook !== undefined) options.webhooks = [webhook];
+  const retention = integerVariable(env, 'KEYWAY_AUDIT_RETENTION_DAYS', 1, 3650);
+  if (retention !== undefined) options.auditRetentionDays = retention;
   return options;
+}
+
+/** The webhook endpoint of `KEYWAY_WEBHOOK_URL`, `_SECRET` and `_TYPES`: both or neither. */
+function webhookFromEnv(
+  env: Record<string, string | undefined>,
+): { url: string; secret: string; types?: string[] } | undefined {
+  const url = env.KEYWAY_WEBHOOK_URL;
+  const secret = env.KEYWAY_WEBHOOK_SECRET;
+  if (!url && !secret) return undefined;
+  if (!url || !secret) {
+    throw new Error(
+      'KEYWAY_WEBHOOK_URL and KEYWAY_WEBHOOK_SECRET go together: set both (the secret is "whsec_" and a base64 key) or neither',
+    );
+  }
+  const types = env.KEYWAY_WEBHOOK_TYPES?.split(',')
+    .map((type) => type.trim())
+    .filter((type) => type !== '');
+  return { url, secret, ...(types === undefined || types.length === 0 ? {} : { types }) };
 }

@@ -68,8 +68,8 @@ export interface KeywayEvent {
   actor: string;
   /** The connection, provider or secret path, or the token's name for `token.*`. */
   resource: string;
-  /** What happened beyond the type: granted scopes, an OAuth error code… */
-  data: JsonObject;
+  /** What happened beyond the type (granted scopes, an OAuth error code…): JSON. */
+  data: Record<string, unknown>;
 }
 
 /** What a service says happened; {@link EventLog.of} makes the event of it. */

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CONNECTION_ERROR_CODES } from './connections/state.js';
 import { ERROR_STATUS } from './errors.js';
+import { EVENT_TYPES, type KeywayEventType } from './events.js';
 import { AuthorizationServerInfoSchema, ResourceInfoSchema } from './stored.js';
 
 /*
@@ -173,4 +174,28 @@ export const ProbeResultBody = z.object({
       note: z.string(),
     }),
   ),
+});
+
+/** An event of the audit log and of webhooks (API.md §11): never a secret. */
+export const EventBody = z.object({
+  id: z.string(),
+  type: z.enum(EVENT_TYPES as [KeywayEventType, ...KeywayEventType[]]),
+  time,
+  actor: z.string(),
+  resource: z.string(),
+  data: z.record(z.string(), z.unknown()),
+});
+
+/** A webhook delivery (API.md §11). */
+export const DeliveryViewBody = z.object({
+  id: z.string(),
+  event: EventBody,
+  url: z.string(),
+  status: z.enum(['pending', 'delivered', 'failed']),
+  attempts: z.number().int().nonnegative(),
+  next_attempt_at: time.nullable(),
+  last_attempt_at: time.nullable(),
+  last_status: z.number().int().nullable(),
+  last_error: z.string().nullable(),
+  created_at: time,
 });

@@ -96,6 +96,9 @@ describe('the root entry of @keyway/core', () => {
     expectTypeOf<z.output<typeof schemas.SecretViewBody>>().toEqualTypeOf<SecretView>();
     expectTypeOf<z.output<typeof schemas.SecretWithValueBody>>().toEqualTypeOf<SecretWithValue>();
     expectTypeOf<z.output<typeof schemas.ProbeResultBody>>().toEqualTypeOf<core.ProbeResult>();
+    expectTypeOf<z.output<typeof schemas.EventBody>>().toEqualTypeOf<core.KeywayEvent>();
+    type DeliveryView = Awaited<ReturnType<Broker['events']['deliveries']>>['items'][number];
+    expectTypeOf<z.output<typeof schemas.DeliveryViewBody>>().toEqualTypeOf<DeliveryView>();
     expect(Object.keys(schemas).length).toBeGreaterThan(20);
   });
 

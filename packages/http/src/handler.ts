@@ -226,6 +226,22 @@ function routes(broker: Broker, inspector: boolean): Route[] {
       },
     },
     {
+      prefix: '/api/admin/audit',
+      match: 'exact',
+      methods: {
+        GET: async ({ query, principal }) =>
+          json(200, await broker.events.list(principal, query(schemas.AuditListQuery))),
+      },
+    },
+    {
+      prefix: '/api/admin/webhooks/deliveries',
+      match: 'exact',
+      methods: {
+        GET: async ({ query, principal }) =>
+          json(200, await broker.events.deliveries(principal, query(schemas.DeliveryListQuery))),
+      },
+    },
+    {
       prefix: '/api/admin/discover',
       match: 'exact',
       methods: {

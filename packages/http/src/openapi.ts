@@ -235,6 +235,32 @@ export const OPERATIONS: readonly Operation[] = [
   },
   {
     method: 'get',
+    path: '/api/admin/audit',
+    id: 'listAuditEvents',
+    summary:
+      'The audit log, newest first: events of resources the credential covers, and of its descendant tokens.',
+    see: 'API.md §11',
+    query: schemas.AuditListQuery,
+    ok: { 200: { description: 'A page of events.', schema: schemas.PageOf(schemas.EventBody) } },
+    errors: ['invalid_request', 'invalid_path'],
+  },
+  {
+    method: 'get',
+    path: '/api/admin/webhooks/deliveries',
+    id: 'listWebhookDeliveries',
+    summary: 'Webhook deliveries by status (failed ones to replay by hand); the root key only.',
+    see: 'API.md §11',
+    query: schemas.DeliveryListQuery,
+    ok: {
+      200: {
+        description: 'A page of deliveries.',
+        schema: schemas.PageOf(schemas.DeliveryViewBody),
+      },
+    },
+    errors: ['invalid_request', 'insufficient_scope'],
+  },
+  {
+    method: 'get',
     path: '/api/oauth/connections',
     id: 'listConnections',
     summary: 'List the connections the credential covers, by prefix, provider and status.',

@@ -224,6 +224,15 @@ describe('real answers of every route against the document', () => {
     await call('DELETE', '/api/vault/secrets/acme/key');
     await call('DELETE', '/api/vault/secrets/acme/key');
 
+    // Events.
+    const audit = await call('GET', '/api/admin/audit?type=secret.deleted');
+    expect(audit.body.items.map((event: { type: string }) => event.type)).toEqual([
+      'secret.deleted',
+    ]);
+    await call('GET', '/api/admin/audit?since=yesterday');
+    await call('GET', '/api/admin/webhooks/deliveries?status=failed');
+    await call('GET', '/api/admin/webhooks/deliveries?status=lost');
+
     // The document itself, and what every authenticated route answers without a token.
     await call('GET', '/api/openapi.json', { token: null });
     await call('GET', '/api/admin/tokens', noToken);
