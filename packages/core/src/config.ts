@@ -179,7 +179,8 @@ export interface BrokerConfig {
 
 const isFunction = (value: unknown) => typeof value === 'function';
 
-const WEBHOOK_SECRET = 'a webhook "secret" must be "whsec_" followed by a base64 key (Standard Webhooks)';
+const WEBHOOK_SECRET =
+  'a webhook "secret" must be "whsec_" followed by a base64 key (Standard Webhooks)';
 
 function signingKeyProblem(secret: string): string | null {
   if (!/^whsec_[A-Za-z0-9+/]{16,}={0,2}$/.test(secret)) return WEBHOOK_SECRET;
@@ -202,8 +203,7 @@ const WebhookSchema = z.strictObject(
   },
   { error: '"webhooks" must be an array of { url, secret, types? }' },
 );
-const POLL_INTERVAL =
-  '"webhookPollIntervalMs" must be false or an integer from 100 to 3600000';
+const POLL_INTERVAL = '"webhookPollIntervalMs" must be false or an integer from 100 to 3600000';
 const RETENTION = '"auditRetentionDays" must be an integer from 1 to 3650';
 const PURGE_INTERVAL = '"purgeIntervalMs" must be false or an integer from 1000 to 86400000';
 

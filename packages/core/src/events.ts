@@ -147,9 +147,28 @@ export class EventLog {
     return this.#retentionMs;
   }
 
-  /** A time-ordered id: the prefix, 12 hex digits of the time, 16 of randomness. */
+  #lastTime = 0;
+  #sequence = 0;
+
+  /**
+   * A time-ordered id: the prefix, 12 hex digits of the time, 4 of a sequence within the
+   * millisecond, 12 of randomness. Ids made here only grow, even when the clock steps back,
+   * so the log lists this instance's events in the order they happened.
+   */
   #id(prefix: string, time: number): string {
-    return `${prefix}_${time.toString(16).padStart(12, '0')}${bytesToHex(this.#randomBytes(8))}`;
+    if (time > this.#lastTime) {
+      this.#lastTime = time;
+      this.#sequence = 0;
+    } else {
+      this.#sequence++;
+      if (this.#sequence > 0xffff) {
+        this.#lastTime++;
+        this.#sequence = 0;
+      }
+    }
+    const stamp = this.#lastTime.toString(16).padStart(12, '0');
+    const sequence = this.#sequence.toString(16).padStart(4, '0');
+    return `${prefix}_${stamp}${sequence}${bytesToHex(this.#randomBytes(6))}`;
   }
 
   /** The event of a change and its deliveries: pass it to the storage write of the change. */

@@ -10,7 +10,13 @@ const HOUR = 3_600_000;
  * The waits after each failed attempt (API.md §11): 5 s, 1 min, 10 min, 1 h, 6 h, then every
  * 12 h, until 3 days after the event; eleven attempts in all.
  */
-export const RETRY_DELAYS_MS: readonly number[] = [5 * SECOND, 60 * SECOND, 600 * SECOND, HOUR, 6 * HOUR];
+export const RETRY_DELAYS_MS: readonly number[] = [
+  5 * SECOND,
+  60 * SECOND,
+  600 * SECOND,
+  HOUR,
+  6 * HOUR,
+];
 const REPEAT_MS = 12 * HOUR;
 const GIVE_UP_AFTER_MS = 72 * HOUR;
 
@@ -113,7 +119,12 @@ export class WebhookSender {
     let attempted = 0;
     for (;;) {
       const now = this.#now();
-      const due = await this.#storage.claimWebhookDeliveries(this.#owner, now + LEASE_MS, now, BATCH);
+      const due = await this.#storage.claimWebhookDeliveries(
+        this.#owner,
+        now + LEASE_MS,
+        now,
+        BATCH,
+      );
       await Promise.all(due.map((delivery) => this.#attempt(delivery)));
       attempted += due.length;
       if (due.length < BATCH) return attempted;

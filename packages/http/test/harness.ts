@@ -74,6 +74,8 @@ export const storageFactories: StorageFactory[] = [
         'connections',
         'pending_authorizations',
         'vault_entries',
+        'audit_events',
+        'webhook_deliveries',
       ];
       const parts: string[] = [];
       for (const table of tables) {

@@ -1,9 +1,11 @@
 import type { KeywayEvent } from '@keyway/core';
 import { createTestWorld } from '@keyway/testing';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Harness, type Reply, START, storageFactories } from './harness.js';
+import { Harness, type Reply, ROOT_KEY, START, storageFactories } from './harness.js';
 
 const BASE = 'https://keyway.example.test';
+const HOOK = 'https://hooks.example.test/keyway';
+const WEBHOOK_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 
 describe.each(storageFactories)('no secret leaks out of connections ($name storage)', (factory) => {
   afterEach(() => {
@@ -28,8 +30,16 @@ describe.each(storageFactories)('no secret leaks out of connections ($name stora
       rotateRefreshTokens: true,
       challengeScope: 'read',
     });
+    /** What webhook endpoints received: headers and bodies. */
+    const delivered: string[] = [];
     h = new Harness(await factory.create(), {
-      fetch: world.fetch,
+      fetch: async (url, init) => {
+        if (!url.startsWith(HOOK)) return world.fetch(url, init);
+        delivered.push(`${JSON.stringify(init.headers)}\n${String(init.body)}`);
+        return new Response(null, { status: 204 });
+      },
+      webhooks: [{ url: HOOK, secret: WEBHOOK_SECRET }],
+      webhookPollIntervalMs: false,
       baseUrl: BASE,
       providerManagement: true,
       allowedRedirects: ['https://app.example.test'],
@@ -105,12 +115,37 @@ describe.each(storageFactories)('no secret leaks out of connections ($name stora
     await call('GET', '/api/oauth/connections/acme/a');
     await call('DELETE', '/api/oauth/connections/acme/c');
     await call('GET', '/api/oauth/credentials/acme/b');
+    // Broker tokens and vault secrets: their events, too, carry none.
+    const minted = await call(
+      'POST',
+      '/api/admin/tokens',
+      { body: { name: 'ci', scopes: ['acme'] } },
+      true,
+    );
+    const value = 'vault-value-4f1c9a7e-do-not-leak';
+    await call('PUT', '/api/vault/secrets/acme/api-key', { body: { value } });
+    await call('GET', '/api/vault/secrets/acme/api-key', {}, true);
+    await call('PATCH', '/api/admin/tokens/ci', { body: { scopes: ['acme/a'] } });
+    await call('DELETE', '/api/admin/tokens/ci');
+    const audit = await call('GET', '/api/admin/audit?limit=500');
+    expect(audit.body.items.length).toBeGreaterThan(15);
+    await h.broker.events.deliverDue();
+    expect(delivered.length).toBe(audit.body.items.length);
+    await call('GET', '/api/admin/webhooks/deliveries?limit=500');
 
-    const secrets = world.secrets();
+    const secrets = [
+      ...world.secrets(),
+      minted.body.access_token as string,
+      value,
+      ROOT_KEY,
+      WEBHOOK_SECRET,
+      WEBHOOK_SECRET.slice('whsec_'.length),
+    ];
     expect(secrets.length).toBeGreaterThan(10);
     const texts = [
       ...checked.map((reply) => `${[...reply.headers].join('\n')}\n${reply.text}`),
       JSON.stringify(events),
+      ...delivered,
       ...logged,
       ...h.errors.map((error) => `${(error as Error).message} ${(error as Error).stack}`),
     ];
@@ -121,7 +156,7 @@ describe.each(storageFactories)('no secret leaks out of connections ($name stora
     for (const reply of byDesign) {
       const allowed = reply.body.authorization_url
         ? [new URL(reply.body.authorization_url).searchParams.get('state')]
-        : [reply.body.access_token];
+        : [reply.body.access_token, reply.body.value];
       for (const secret of secrets) {
         if (!allowed.includes(secret)) expect(reply.text).not.toContain(secret);
       }

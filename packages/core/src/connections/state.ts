@@ -360,7 +360,8 @@ export class ConnectionRecords {
           resource: id,
           data: {
             scopes,
-            token_expires_at: tokens.expires_at === null ? null : new Date(tokens.expires_at).toISOString(),
+            token_expires_at:
+              tokens.expires_at === null ? null : new Date(tokens.expires_at).toISOString(),
             refreshable: tokens.refresh_token !== null,
           },
         },

@@ -296,7 +296,9 @@ export class ProviderRegistry {
         },
       });
       const changes = { put: puts, delete: deletes };
-      if (!(await this.#o.storage.compareAndSetProvider(written, record.version, changes, events))) {
+      if (
+        !(await this.#o.storage.compareAndSetProvider(written, record.version, changes, events))
+      ) {
         // Another authorization or a PUT changed it meanwhile: start again from theirs.
         if (attempt < 3) continue;
         throw new KeywayError(
