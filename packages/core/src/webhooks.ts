@@ -29,10 +29,13 @@ export function nextAttemptAt(createdAt: number, attempts: number, now: number):
   return next - createdAt > GIVE_UP_AFTER_MS ? null : next;
 }
 
-/** How long one instance holds a delivery while it attempts it: far above the timeout. */
-const LEASE_MS = 120 * SECOND;
 /** The whole-attempt timeout. */
 const ATTEMPT_TIMEOUT_MS = 15 * SECOND;
+/**
+ * How long one instance holds a delivery while it attempts it: twice the attempt's
+ * timeout. An instance that dies mid-attempt delays that delivery by at most this.
+ */
+const LEASE_MS = 2 * ATTEMPT_TIMEOUT_MS;
 /** Deliveries claimed per round; a full round is followed by another at once. */
 const BATCH = 20;
 

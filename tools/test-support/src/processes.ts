@@ -77,7 +77,8 @@ export async function startBrokerProcess(env: Record<string, string>): Promise<B
     child,
     output: () => text,
     async stop() {
-      if (child.exitCode !== null) return;
+      // Exited already, or killed (a signal leaves exitCode null).
+      if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
       await exited;
