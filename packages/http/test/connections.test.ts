@@ -181,10 +181,12 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
         'connection.authorized',
       ]);
       expect(events.at(-1)).toEqual({
+        id: expect.stringMatching(/^evt_[0-9a-f]{28}$/),
         type: 'connection.authorized',
-        at: iso(START),
+        time: iso(START),
         actor: 'system',
         resource: CONNECTION,
+        data: { scopes: ['read'], token_expires_at: iso(START + 3_600_000), refreshable: true },
       });
     });
 
