@@ -141,9 +141,12 @@ export async function startServerProcess(
   options: { cwd: string; env: Record<string, string>; listening?: RegExp },
 ): Promise<{ base: string; stop: () => Promise<void> }> {
   const { spawn } = await import('node:child_process');
+  // Its own process group: the npm packages' `bun` and `deno` are wrappers that start the
+  // real binary as a child, and stopping the wrapper alone would leave the server running.
   const child = spawn(command, args, {
     cwd: options.cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...options.env },
+    detached: true,
   });
   let output = '';
   const pattern = options.listening ?? /notes app on (http:\/\/127\.0\.0\.1:\d+)/;
@@ -167,9 +170,10 @@ export async function startServerProcess(
   return {
     base,
     async stop() {
-      if (child.exitCode !== null) return;
-      child.kill('SIGTERM');
-      await once(child, 'exit');
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = once(child, 'exit');
+      process.kill(-(child.pid as number), 'SIGTERM');
+      await exited;
     },
   };
 }
