@@ -1,14 +1,10 @@
-import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { toWebRequest, writeWebResponse } from '@keyway/http';
 import { createTestDatabase } from '@keyway/test-support/postgres';
 import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
-import { createTestWorld, type TestWorld } from '@keyway/testing';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
+import { serveWorld } from './peers.js';
 
 const ROOT_KEY = 'two-instances-root-key-0123456789abcdef';
 const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
@@ -101,33 +97,6 @@ describe.each([
     expect(read.body.value).toBe('shared secret');
   });
 });
-
-/** The in-memory test world, served over loopback HTTP so other processes can reach it. */
-async function serveWorld(): Promise<{ world: TestWorld; close(): Promise<void> }> {
-  let world: TestWorld | null = null;
-  const server = createServer((req, res) => {
-    (world as TestWorld)
-      .fetch(toWebRequest(req))
-      .then((response) => writeWebResponse(res, response));
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  world = createTestWorld({
-    resourceUrl: `${origin}/mcp`,
-    issuer: `${origin}/as`,
-    rotateRefreshTokens: true,
-    accessTokenLifetime: 30, // inside the 60 s refresh margin from the start
-  });
-  return {
-    world,
-    async close() {
-      server.closeAllConnections();
-      server.close();
-      await once(server, 'close');
-    },
-  };
-}
 
 describe.each([
   {

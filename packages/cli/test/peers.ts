@@ -1,7 +1,8 @@
 import { once } from 'node:events';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { toWebRequest, writeWebResponse } from '@keyway/http';
+import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
@@ -202,4 +203,39 @@ export function serveMcp(
       () => res.writeHead(500).end(),
     );
   });
+}
+
+/**
+ * The in-memory test world, served over loopback HTTP so other processes can reach it.
+ * Options go to `createTestWorld` (default: rotating refresh tokens, access tokens of 30 s,
+ * inside the 60 s refresh margin from the start).
+ */
+export async function serveWorld(
+  options: TestWorldOptions = {},
+): Promise<{ world: TestWorld; close(): Promise<void> }> {
+  let world: TestWorld | null = null;
+  const server = createServer((req, res) => {
+    (world as TestWorld)
+      .fetch(toWebRequest(req))
+      .then((response) => writeWebResponse(res, response));
+  });
+  const origin = await listen(server);
+  world = createTestWorld({
+    resourceUrl: `${origin}/mcp`,
+    issuer: `${origin}/as`,
+    rotateRefreshTokens: true,
+    accessTokenLifetime: 30,
+    ...options,
+  });
+  return { world, close: () => close(server) };
+}
+
+/** A loopback port nothing listens on (for now). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  await close(server);
+  return port;
 }

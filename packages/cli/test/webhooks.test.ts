@@ -8,6 +8,7 @@ import { createTestDatabase } from '@keyway/test-support/postgres';
 import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
+import { freePort } from './peers.js';
 
 const ROOT_KEY = 'webhook-processes-root-key-0123456789abcdef';
 const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
@@ -65,17 +66,6 @@ async function receiver(port: number, status: (id: string, nth: number) => numbe
       await once(server, 'close');
     },
   };
-}
-
-/** A loopback port nothing listens on (for now). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  server.close();
-  await once(server, 'close');
-  return port;
 }
 
 async function call(base: string, method: string, path: string, body?: unknown) {

@@ -15,7 +15,7 @@ import { memoryStorage } from '@keyway/store-memory';
 import { type PostgresStorage, postgresStorage } from '@keyway/store-postgres';
 import { type SqliteStorage, sqliteStorage } from '@keyway/store-sqlite';
 import { createTestSchema } from '@keyway/test-support/postgres';
-import { inject } from 'vitest';
+import { inject, vi } from 'vitest';
 import { createHandler, type KeywayHandler } from '../src/index.js';
 
 export const ROOT_KEY = 'test-root-key-0123456789-abcdefghijklmnop';
@@ -278,4 +278,20 @@ export async function storedClientSecret(
 ): Promise<string | null> {
   const entry = await broker.storage.getVaultEntry('client_secret', `${providerId} ${issuer}`);
   return entry === null ? null : broker.vault.open(entry);
+}
+
+/**
+ * Captures every console line (log, info, warn, error, debug) into `lines`, errors with
+ * their stacks, so a test can search them for secrets. `vi.restoreAllMocks()` ends it.
+ */
+export function captureConsole(lines: string[]): void {
+  for (const level of ['log', 'info', 'warn', 'error', 'debug'] as const) {
+    vi.spyOn(console, level).mockImplementation((...args: unknown[]) => {
+      lines.push(
+        args
+          .map((arg) => (arg instanceof Error ? `${arg.message} ${arg.stack}` : String(arg)))
+          .join(' '),
+      );
+    });
+  }
 }

@@ -1,7 +1,14 @@
 import type { KeywayEvent } from '@keyway/core';
 import { createTestWorld } from '@keyway/testing';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Harness, type Reply, ROOT_KEY, START, storageFactories } from './harness.js';
+import {
+  captureConsole,
+  Harness,
+  type Reply,
+  ROOT_KEY,
+  START,
+  storageFactories,
+} from './harness.js';
 
 const BASE = 'https://keyway.example.test';
 const HOOK = 'https://hooks.example.test/keyway';
@@ -14,15 +21,7 @@ describe.each(storageFactories)('no secret leaks out of connections ($name stora
 
   it('keeps tokens, client secrets, verifiers and states out of every response, event, log line and error', async () => {
     const logged: string[] = [];
-    for (const level of ['log', 'info', 'warn', 'error', 'debug'] as const) {
-      vi.spyOn(console, level).mockImplementation((...args: unknown[]) => {
-        logged.push(
-          args
-            .map((arg) => (arg instanceof Error ? `${arg.message} ${arg.stack}` : String(arg)))
-            .join(' '),
-        );
-      });
-    }
+    captureConsole(logged);
     const events: KeywayEvent[] = [];
     let h!: Harness;
     const world = createTestWorld({

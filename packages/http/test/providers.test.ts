@@ -2,6 +2,7 @@ import { type BrokerConfig, rootPrincipal } from '@keyway/core';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
+  captureConsole,
   Harness,
   type Reply,
   ROOT_KEY,
@@ -21,15 +22,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
   const logged: string[] = [];
 
   beforeEach(() => {
-    for (const level of ['log', 'info', 'warn', 'error', 'debug'] as const) {
-      vi.spyOn(console, level).mockImplementation((...args: unknown[]) => {
-        logged.push(
-          args
-            .map((arg) => (arg instanceof Error ? `${arg.message} ${arg.stack}` : String(arg)))
-            .join(' '),
-        );
-      });
-    }
+    captureConsole(logged);
   });
 
   async function setup(worldOptions: TestWorldOptions = {}, extra: Partial<BrokerConfig> = {}) {
