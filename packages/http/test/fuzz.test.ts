@@ -173,6 +173,10 @@ describe('fuzzing every endpoint', () => {
     expect(h.errors).toEqual([]);
     expect(legitimateMax).toBeLessThan(LEGITIMATE_MS);
     await h.broker.close();
+    process.stdout.write(
+      `fuzz: ${OPERATIONS.length} endpoints × ${RUNS} cases (seed ${SEED}): no 5xx, every error documented, no secret out; ` +
+        `a legitimate request took at most ${legitimateMax.toFixed(1)} ms\n`,
+    );
   });
 
   const credential = fc.oneof(

@@ -14,24 +14,30 @@ let bundled: Promise<string> | undefined;
  * Written inside packages/cli so that the drivers resolve from its node_modules.
  */
 export function bundleCli(): Promise<string> {
-  bundled ??= (async () => {
-    const outdir = join(repo, 'packages', 'cli', '.test-build');
-    mkdirSync(outdir, { recursive: true });
-    const outfile = join(outdir, `keyway-${process.pid}.mjs`);
-    await build({
-      entryPoints: [join(repo, 'packages', 'cli', 'src', 'bin.ts')],
-      outfile,
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node20',
-      conditions: ['@keyway/source'],
-      external: ['better-sqlite3', 'pg'],
-      logLevel: 'silent',
-    });
-    return outfile;
-  })();
+  bundled ??= bundleCliEntry(join(repo, 'packages', 'cli', 'src', 'bin.ts'), 'keyway');
   return bundled;
+}
+
+/**
+ * Bundles another entry point that runs Keyway's CLI code (a test's own server script) as
+ * {@link bundleCli} does, into packages/cli/.test-build/`name`-`pid`.mjs.
+ */
+export async function bundleCliEntry(entry: string, name: string): Promise<string> {
+  const outdir = join(repo, 'packages', 'cli', '.test-build');
+  mkdirSync(outdir, { recursive: true });
+  const outfile = join(outdir, `${name}-${process.pid}.mjs`);
+  await build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    conditions: ['@keyway/source'],
+    external: ['better-sqlite3', 'pg'],
+    logLevel: 'silent',
+  });
+  return outfile;
 }
 
 /** A broker running in its own process. */
