@@ -115,6 +115,21 @@ function bodyOf(fields: string[]) {
   );
 }
 
+/** A body as a stream of pieces of `size` bytes, as a chunked upload arrives. */
+function inPieces(body: string, size: number): ReadableStream<Uint8Array> {
+  const bytes = new TextEncoder().encode(body);
+  let at = 0;
+  return new ReadableStream({
+    pull(controller) {
+      if (at >= bytes.length) controller.close();
+      else {
+        controller.enqueue(bytes.slice(at, at + size * 1024));
+        at += size * 1024;
+      }
+    },
+  });
+}
+
 // ─── the fuzzed broker ───────────────────────────────────────────────────────────────────
 
 describe('fuzzing every endpoint', () => {
@@ -233,6 +248,8 @@ describe('fuzzing every endpoint', () => {
           operation.body === undefined ? fc.option(bodyOf([]), { freq: 4 }) : bodyOf(bodyFields),
         contentType,
         credential,
+        /** Sent as a stream without a length (chunked, over HTTP/1.1), in pieces. */
+        chunked: fc.option(fc.integer({ min: 1, max: 64 }), { freq: 3 }),
       });
       let cases = 0;
       await fc.assert(
@@ -247,11 +264,16 @@ describe('fuzzing every endpoint', () => {
           const withBody = r.body !== null && r.method !== 'GET' && r.method !== 'HEAD';
           let built: Request;
           try {
-            built = new Request(url, {
-              method: r.method,
-              headers,
-              body: withBody ? r.body : undefined,
-            });
+            const body = withBody && r.body !== null ? r.body : undefined;
+            built =
+              body !== undefined && r.chunked !== null
+                ? new Request(url, {
+                    method: r.method,
+                    headers,
+                    body: inPieces(body, r.chunked),
+                    duplex: 'half',
+                  } as RequestInit)
+                : new Request(url, { method: r.method, headers, body });
           } catch {
             return; // not a request any client can send
           }
