@@ -253,6 +253,44 @@ describe('serveOptionsFromEnv()', () => {
     expect(() => serveOptionsFromEnv({ KEYWAY_HEADERS_TIMEOUT_MS: '1e4' })).toThrow(TypeError);
   });
 
+  it('reads one webhook endpoint (both variables or neither) and the audit retention', () => {
+    const secret = 'whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD';
+    expect(
+      serveOptionsFromEnv({
+        KEYWAY_WEBHOOK_URL: 'https://app.example.com/hooks',
+        KEYWAY_WEBHOOK_SECRET: secret,
+        KEYWAY_WEBHOOK_TYPES: ' connection.failed, connection.reauthorization_required ,',
+        KEYWAY_AUDIT_RETENTION_DAYS: '30',
+      }),
+    ).toEqual({
+      webhooks: [
+        {
+          url: 'https://app.example.com/hooks',
+          secret,
+          types: ['connection.failed', 'connection.reauthorization_required'],
+        },
+      ],
+      auditRetentionDays: 30,
+    });
+    expect(
+      serveOptionsFromEnv({
+        KEYWAY_WEBHOOK_URL: 'https://a.example/h',
+        KEYWAY_WEBHOOK_SECRET: secret,
+      }),
+    ).toEqual({ webhooks: [{ url: 'https://a.example/h', secret }] });
+    for (const half of [
+      { KEYWAY_WEBHOOK_URL: 'https://a.example/h' },
+      { KEYWAY_WEBHOOK_SECRET: secret },
+    ]) {
+      expect(() => serveOptionsFromEnv(half)).toThrow(
+        'KEYWAY_WEBHOOK_URL and KEYWAY_WEBHOOK_SECRET go together: set both (the secret is "whsec_" and a base64 key) or neither',
+      );
+    }
+    expect(() => serveOptionsFromEnv({ KEYWAY_AUDIT_RETENTION_DAYS: '0' })).toThrow(
+      'KEYWAY_AUDIT_RETENTION_DAYS must be an integer from 1 to 3650, not "0"',
+    );
+  });
+
   it('refuses a PORT that is not a port number', () => {
     for (const PORT of ['x', '-1', '65536', '80.5']) {
       expect(() => serveOptionsFromEnv({ PORT })).toThrow(TypeError);
