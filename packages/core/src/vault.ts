@@ -91,9 +91,27 @@ function undecryptable(entry: VaultKey, cause?: unknown): KeywayError {
  */
 export class Vault {
   readonly #ring: RingKey[];
+  /** Each ring key imported into WebCrypto once, not on every seal and open. */
+  readonly #imported = new Map<string, Promise<CryptoKey>>();
 
   constructor(keys: readonly string[]) {
     this.#ring = parseVaultKeys(keys);
+  }
+
+  #cryptoKey(key: RingKey): Promise<CryptoKey> {
+    let imported = this.#imported.get(key.id);
+    if (imported === undefined) {
+      imported = crypto.subtle.importKey(
+        'raw',
+        // parseVaultKeys decoded it into a fresh, plain ArrayBuffer.
+        key.bytes as Uint8Array<ArrayBuffer>,
+        { name: 'AES-GCM' },
+        false,
+        ['encrypt', 'decrypt'],
+      );
+      this.#imported.set(key.id, imported);
+    }
+    return imported;
   }
 
   /** Id of the key that encrypts new entries. */
@@ -111,7 +129,7 @@ export class Vault {
         kid: key.id,
         [ENTRY_HEADER]: entryName(entry),
       })
-      .encrypt(key.bytes);
+      .encrypt(await this.#cryptoKey(key));
     return { kind: entry.kind, key: entry.key, ciphertext, keyId: key.id };
   }
 
@@ -131,10 +149,14 @@ export class Vault {
     const key = this.#ring.find((candidate) => candidate.id === kid);
     if (key === undefined) throw undecryptable(entry);
     try {
-      const { plaintext, protectedHeader } = await compactDecrypt(entry.ciphertext, key.bytes, {
-        keyManagementAlgorithms: ['dir'],
-        contentEncryptionAlgorithms: ['A256GCM'],
-      });
+      const { plaintext, protectedHeader } = await compactDecrypt(
+        entry.ciphertext,
+        await this.#cryptoKey(key),
+        {
+          keyManagementAlgorithms: ['dir'],
+          contentEncryptionAlgorithms: ['A256GCM'],
+        },
+      );
       if (protectedHeader[ENTRY_HEADER] !== entryName(entry)) throw undecryptable(entry);
       return decoder.decode(plaintext);
     } catch (cause) {
