@@ -32,8 +32,12 @@ export async function benchRefreshStorm(options: {
   await admin.query(`CREATE DATABASE "${name}"`);
   const url = new URL(options.postgresUrl);
   url.pathname = `/${name}`;
-  // Tokens live 30 s, inside the 60 s refresh margin: every storm finds the token due.
-  const world = createTestWorld({ accessTokenLifetime: 30 });
+  // Tokens live an hour. Before each storm the brokers' clock moves 59.5 minutes on, so the
+  // token is inside the 60 s refresh margin; the refreshed one is not, so a caller that
+  // reads the connection after the refresh (the storm is not one instant) uses it, and
+  // each storm makes one refresh however its callers interleave.
+  const world = createTestWorld({ accessTokenLifetime: 3600 });
+  let offset = 0;
   const vaultKeys = [generateVaultKey()];
   const brokers: Broker[] = [];
   for (let i = 0; i < 2; i++) {
@@ -50,6 +54,7 @@ export async function benchRefreshStorm(options: {
         providerManagement: true,
         purgeIntervalMs: false,
         fetch: world.fetch,
+        now: () => Date.now() + offset,
       }),
     );
   }
@@ -58,6 +63,7 @@ export async function benchRefreshStorm(options: {
     const refreshes: number[] = [];
     const millis: number[] = [];
     for (let storm = 0; storm < options.storms; storm++) {
+      offset += 3_570_000;
       const before = world.stats.refreshes;
       const started = performance.now();
       const answers = await Promise.all(
