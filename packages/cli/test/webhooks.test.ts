@@ -1,12 +1,10 @@
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase } from '@keyway/test-support/postgres';
 import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
-import { Webhook } from 'standardwebhooks';
+import { startWebhookReceiver } from '@keyway/test-support/webhooks';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import { freePort } from './peers.js';
 
@@ -15,58 +13,6 @@ const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
 const SECRET = 'whsec_KQ5oHY3H4w0DbhjLB5dgBtmG8wFJk3WQ';
 const dir = mkdtempSync(join(tmpdir(), 'keyway-webhooks-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-interface Received {
-  id: string;
-  type: string;
-  resource: string;
-  verified: boolean;
-}
-
-/**
- * A webhook endpoint on loopback, on `port` (0: any free one), that verifies every request
- * with the standardwebhooks library and answers `status(id, nth request of that id)`.
- */
-async function receiver(port: number, status: (id: string, nth: number) => number) {
-  const received: Received[] = [];
-  const verifier = new Webhook(SECRET);
-  const server = createServer(async (request, response) => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of request) chunks.push(chunk as Buffer);
-    const body = Buffer.concat(chunks).toString('utf8');
-    const headers = {
-      'webhook-id': String(request.headers['webhook-id']),
-      'webhook-timestamp': String(request.headers['webhook-timestamp']),
-      'webhook-signature': String(request.headers['webhook-signature']),
-    };
-    let verified = false;
-    try {
-      verifier.verify(body, headers);
-      verified = true;
-    } catch {}
-    const event = JSON.parse(body);
-    received.push({
-      id: headers['webhook-id'],
-      type: event.type,
-      resource: event.resource,
-      verified,
-    });
-    const nth = received.filter((r) => r.id === headers['webhook-id']).length;
-    response.statusCode = status(headers['webhook-id'], nth);
-    response.end();
-  });
-  server.listen(port, '127.0.0.1');
-  await once(server, 'listening');
-  return {
-    received,
-    port: (server.address() as AddressInfo).port,
-    async close() {
-      server.closeAllConnections();
-      server.close();
-      await once(server, 'close');
-    },
-  };
-}
 
 async function call(base: string, method: string, path: string, body?: unknown) {
   const response = await fetch(`${base}${path}`, {
@@ -134,7 +80,7 @@ describe.each([
     await once(first.child, 'exit');
     expect(first.child.signalCode).toBe('SIGKILL');
 
-    const hook = await receiver(port, () => 204);
+    const hook = await startWebhookReceiver({ secret: SECRET, port, status: () => 204 });
     closers.push(hook.close);
     const second = await startBrokerProcess(env);
     processes.push(second);
@@ -143,9 +89,14 @@ describe.each([
     const audit = await call(second.url, 'GET', '/api/admin/audit?type=token.created');
     const [event] = audit.body.items;
     expect(event).toMatchObject({ type: 'token.created', actor: 'root', resource: 'survivor' });
-    expect(hook.received).toEqual([
-      { id: event.id, type: 'token.created', resource: 'survivor', verified: true },
-    ]);
+    expect(
+      hook.received.map(({ id, event, verified }) => ({
+        id,
+        type: event.type,
+        resource: event.resource,
+        verified,
+      })),
+    ).toEqual([{ id: event.id, type: 'token.created', resource: 'survivor', verified: true }]);
     const delivered = await call(
       second.url,
       'GET',
@@ -158,7 +109,10 @@ describe.each([
   }, 90_000);
 
   it('two processes run each attempt once: every event twice (a failure, then a success), never more', async () => {
-    const hook = await receiver(0, (_, nth) => (nth === 1 ? 500 : 204));
+    const hook = await startWebhookReceiver({
+      secret: SECRET,
+      status: (_, nth) => (nth === 1 ? 500 : 204),
+    });
     closers.push(hook.close);
     const env = await environment(hook.port);
     const [a, b] = await Promise.all([startBrokerProcess(env), startBrokerProcess(env)]);
@@ -182,7 +136,7 @@ describe.each([
     expect(ids.size).toBe(20);
     expect([...ids.values()]).toEqual(Array(20).fill(2));
     expect(hook.received.every((r) => r.verified)).toBe(true);
-    expect(new Set(hook.received.map((r) => r.resource)).size).toBe(20);
+    expect(new Set(hook.received.map((r) => r.event.resource)).size).toBe(20);
     const delivered = await call(
       bases[0] as string,
       'GET',

@@ -6,6 +6,7 @@ import { parseResourcePath } from './resource-path.js';
 import { AuditListQuery, DeliveryListQuery } from './schemas.js';
 import { listableSubtrees } from './secrets.js';
 import type { Storage, WebhookDeliveryRecord, WebhookDeliveryStatus } from './storage/contract.js';
+import { isoTime } from './time.js';
 import { parseQuery } from './validation.js';
 import type { WebhookSender } from './webhooks.js';
 
@@ -31,8 +32,6 @@ export interface DeliveryView {
   created_at: string;
 }
 
-const iso = (time: number) => new Date(time).toISOString();
-
 function deliveryView(record: WebhookDeliveryRecord): DeliveryView {
   return {
     id: record.id,
@@ -40,11 +39,11 @@ function deliveryView(record: WebhookDeliveryRecord): DeliveryView {
     url: record.url,
     status: record.status,
     attempts: record.attempts,
-    next_attempt_at: record.status === 'pending' ? iso(record.nextAttemptAt) : null,
-    last_attempt_at: record.lastAttemptAt === 0 ? null : iso(record.lastAttemptAt),
+    next_attempt_at: record.status === 'pending' ? isoTime(record.nextAttemptAt) : null,
+    last_attempt_at: record.lastAttemptAt === 0 ? null : isoTime(record.lastAttemptAt),
     last_status: record.lastStatus === 0 ? null : record.lastStatus,
     last_error: record.lastError === '' ? null : record.lastError,
-    created_at: iso(record.createdAt),
+    created_at: isoTime(record.createdAt),
   };
 }
 

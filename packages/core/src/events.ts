@@ -6,6 +6,7 @@ import type {
   Storage,
   WebhookDeliveryRecord,
 } from './storage/contract.js';
+import { isoTime } from './time.js';
 
 /**
  * The type of an event: every state change and every credential hand-out.
@@ -99,7 +100,7 @@ export function eventOf(record: AuditEventRecord): KeywayEvent {
   return {
     id: record.id,
     type: record.type as KeywayEventType,
-    time: new Date(record.time).toISOString(),
+    time: isoTime(record.time),
     actor: record.actor,
     resource: record.resource,
     data: record.data,

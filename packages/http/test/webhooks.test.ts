@@ -1,49 +1,11 @@
-import { createBroker, type KeywayEvent, rootPrincipal } from '@keyway/core';
+import { createBroker, rootPrincipal } from '@keyway/core';
 import { memoryStorage } from '@keyway/store-memory';
-import { Webhook } from 'standardwebhooks';
+import { startWebhookReceiver } from '@keyway/test-support/webhooks';
 import { afterEach, describe, expect, it } from 'vitest';
-import { listenOnLoopback, ROOT_KEY } from './harness.js';
+import { ROOT_KEY } from './harness.js';
 
 const SECRET = 'whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD';
 const HOUR = 3_600_000;
-
-interface Received {
-  id: string;
-  timestamp: string;
-  event: KeywayEvent;
-  /** Whether the library verified the signature. */
-  verified: boolean;
-}
-
-/** A webhook endpoint on loopback that verifies every request with the library. */
-async function receiver(answer: (count: number) => number, secret = SECRET) {
-  const received: Received[] = [];
-  const verifier = new Webhook(secret);
-  const server = await listenOnLoopback(async (request, response) => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of request) chunks.push(chunk as Buffer);
-    const body = Buffer.concat(chunks).toString('utf8');
-    const headers = {
-      'webhook-id': String(request.headers['webhook-id']),
-      'webhook-timestamp': String(request.headers['webhook-timestamp']),
-      'webhook-signature': String(request.headers['webhook-signature']),
-    };
-    let verified = false;
-    try {
-      verifier.verify(body, headers);
-      verified = true;
-    } catch {}
-    received.push({
-      id: headers['webhook-id'],
-      timestamp: headers['webhook-timestamp'],
-      event: JSON.parse(body),
-      verified,
-    });
-    response.statusCode = answer(received.length);
-    response.end();
-  });
-  return { received, url: `http://127.0.0.1:${server.port}/hooks`, close: server.close };
-}
 
 async function until(condition: () => boolean | Promise<boolean>, what: string) {
   for (let waited = 0; !(await condition()); waited += 10) {
@@ -88,7 +50,10 @@ describe('webhooks to a real receiver on loopback', () => {
   }
 
   it('signs every delivery so the library verifies it; three tries of one event carry one webhook-id', async () => {
-    const hook = await receiver((count) => (count <= 2 ? 503 : 204));
+    const hook = await startWebhookReceiver({
+      secret: SECRET,
+      status: (_, nth) => (nth <= 2 ? 503 : 204),
+    });
     closers.push(hook.close);
     const { broker, background, deliveries, advance } = await setup(hook.url);
     await broker.tokens.mint(rootPrincipal(), { name: 'ci', scopes: ['acme'] });
@@ -132,7 +97,7 @@ describe('webhooks to a real receiver on loopback', () => {
   });
 
   it('retries on the schedule for 3 days, then lists the delivery as failed', async () => {
-    const hook = await receiver(() => 500);
+    const hook = await startWebhookReceiver({ secret: SECRET, status: () => 500 });
     closers.push(hook.close);
     const { broker, deliveries, advance } = await setup(hook.url);
     await broker.secrets.put(rootPrincipal(), 'acme/key', { value: 'v' });
@@ -164,7 +129,7 @@ describe('webhooks to a real receiver on loopback', () => {
   });
 
   it('sends only the types an endpoint asks for, and records a refused address as a failed attempt', async () => {
-    const hook = await receiver(() => 200);
+    const hook = await startWebhookReceiver({ secret: SECRET, status: () => 200 });
     closers.push(hook.close);
     const { broker, deliveries } = await setup(hook.url, {
       allowedHosts: [],

@@ -3,6 +3,7 @@ import { toBase64Url } from '../bytes.js';
 import { KeywayError } from '../errors.js';
 import { libraryOptions } from '../oauth-fetch.js';
 import type { ConnectionState, ConnectionTokens } from '../stored.js';
+import { isoTimeOrNull } from '../time.js';
 import { describeOAuthFailure, oauthErrorCode, oauthPartyOf, tokensFrom } from './party.js';
 import {
   type ConnectionRecords,
@@ -207,8 +208,7 @@ export class Refresher {
           actor: 'system',
           resource: id,
           data: {
-            token_expires_at:
-              next.expires_at === null ? null : new Date(next.expires_at).toISOString(),
+            token_expires_at: isoTimeOrNull(next.expires_at),
             refresh_token_rotated: next.refresh_token !== tokens.refresh_token,
           },
         },

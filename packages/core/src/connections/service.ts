@@ -8,6 +8,7 @@ import { parseResourcePath } from '../resource-path.js';
 import { ConnectionListQuery, CredentialsQuery } from '../schemas.js';
 import { listableSubtrees } from '../secrets.js';
 import type { ConnectionTokens } from '../stored.js';
+import { isoTimeOrNull } from '../time.js';
 import { parseQuery } from '../validation.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
 import { oauthPartyOf } from './party.js';
@@ -134,8 +135,7 @@ export class ConnectionService {
       actor: actorOf(principal),
       resource: connectionId,
       data: {
-        token_expires_at:
-          tokens.expires_at === null ? null : new Date(tokens.expires_at).toISOString(),
+        token_expires_at: isoTimeOrNull(tokens.expires_at),
         ...(force ? { forced_refresh: true } : {}),
       },
     });
@@ -143,7 +143,7 @@ export class ConnectionService {
       connection_id: connectionId,
       access_token: tokens.access_token,
       token_type: 'Bearer',
-      expires_at: tokens.expires_at === null ? null : new Date(tokens.expires_at).toISOString(),
+      expires_at: isoTimeOrNull(tokens.expires_at),
       scopes: tokens.scope.length > 0 ? tokens.scope : connectionState(record).scopes,
     };
   }

@@ -13,6 +13,7 @@ import {
   readStored,
   SealedTokensSchema,
 } from '../stored.js';
+import { isoTimeOrNull } from '../time.js';
 import type { Vault } from '../vault.js';
 import { clientAuthentication, currentParty, providerKeepsParty } from './party.js';
 
@@ -127,17 +128,16 @@ export function connectionState(record: ConnectionRecord): ConnectionState {
 
 export function connectionView(record: ConnectionRecord): ConnectionView {
   const state = connectionState(record);
-  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
   return {
     connection_id: record.id,
     provider_id: record.providerId,
     status: record.status,
     scopes: state.scopes,
-    token_expires_at: iso(state.token_expires_at),
+    token_expires_at: isoTimeOrNull(state.token_expires_at),
     created_at: new Date(record.createdAt).toISOString(),
     updated_at: new Date(record.updatedAt).toISOString(),
-    authorized_at: iso(state.authorized_at),
-    last_refreshed_at: iso(state.last_refreshed_at),
+    authorized_at: isoTimeOrNull(state.authorized_at),
+    last_refreshed_at: isoTimeOrNull(state.last_refreshed_at),
     error: state.error === null ? null : connectionFailure(state.error),
   };
 }
@@ -360,8 +360,7 @@ export class ConnectionRecords {
           resource: id,
           data: {
             scopes,
-            token_expires_at:
-              tokens.expires_at === null ? null : new Date(tokens.expires_at).toISOString(),
+            token_expires_at: isoTimeOrNull(tokens.expires_at),
             refreshable: tokens.refresh_token !== null,
           },
         },

@@ -270,13 +270,14 @@ export interface ListDeliveriesQuery {
   limit: number;
 }
 
-/** What an attempt leaves on a delivery. */
-export interface WebhookAttemptOutcome {
-  status: WebhookDeliveryStatus;
-  attempts: number;
-  nextAttemptAt: number;
-  lastAttemptAt: number;
-  lastStatus: number;
-  lastError: string;
-  expiresAt: number;
-}
+/** What an attempt leaves on a delivery (its lease then ends). */
+export type WebhookAttemptOutcome = Pick<
+  WebhookDeliveryRecord,
+  | 'status'
+  | 'attempts'
+  | 'nextAttemptAt'
+  | 'lastAttemptAt'
+  | 'lastStatus'
+  | 'lastError'
+  | 'expiresAt'
+>;
