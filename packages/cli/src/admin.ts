@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { generateVaultKey } from '@keyway/core';
+import { clean, printable } from './terminal.js';
 
 /*
  * `keyway <resource> <verb>`: the operator's commands, over the HTTP API of a running
@@ -118,7 +119,7 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
     }
     const api = client(io);
     const show = (body: unknown, text: () => string) =>
-      io.out(json ? JSON.stringify(body) : text());
+      io.out(json ? JSON.stringify(body) : printable(text()));
     const one = (at: number) => {
       const value = positionals[at];
       if (value === undefined || value === '') throw new UsageError(`missing argument ${at + 1}`);
@@ -231,8 +232,8 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
               ['step', 'ok', 'status', 'url', 'note'],
             ),
             body.ok
-              ? `authorization server ${body.authorization_server.issuer}; scopes ${body.scopes.join(' ') || '(none)'}`
-              : `discovery failed: ${body.error}`,
+              ? `authorization server ${clean(body.authorization_server.issuer)}; scopes ${clean(body.scopes.join(' ') || '(none)')}`
+              : `discovery failed: ${clean(body.error)}`,
           ].join('\n'),
         );
         return body.ok ? EXIT.ok : EXIT.refused;
@@ -245,7 +246,7 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
           ...(values.scope === undefined ? {} : { scopes: values.scope }),
         });
         if (json) io.out(JSON.stringify(started));
-        else io.out(`Open this address to give consent:\n${started.authorization_url}`);
+        else io.out(`Open this address to give consent:\n${clean(started.authorization_url)}`);
         const deadline = Date.parse(started.expires_at);
         const frames = '⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏';
         for (let i = 0; ; i++) {
@@ -257,8 +258,8 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
             if (io.tty && !json) io.err('\r\x1b[K');
             show(view, () =>
               view.status === 'active'
-                ? `connected ${connection}: scopes ${view.scopes.join(' ') || '(none)'}`
-                : `failed: ${view.error?.code}: ${view.error?.description}`,
+                ? `connected ${clean(connection)}: scopes ${clean(view.scopes.join(' ') || '(none)')}`
+                : `failed: ${clean(view.error?.code)}: ${clean(view.error?.description)}`,
             );
             return view.status === 'active' ? EXIT.ok : EXIT.refused;
           }
@@ -300,11 +301,13 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
         if (value === undefined)
           throw new UsageError('give the value in an environment variable: --value-env <VAR>');
         const body = await api('PUT', `/api/vault/secrets/${encodePath(one(1))}`, { value });
-        show(body, () => `stored ${body.path} (version ${body.version})`);
+        show(body, () => `stored ${clean(body.path)} (version ${clean(body.version)})`);
         return EXIT.ok;
       }
       case 'secret get': {
         const body = await api('GET', `/api/vault/secrets/${encodePath(one(1))}`);
+        // Line feeds stay (a PEM key keeps its lines); other control characters are escaped:
+        // `--json` gives the value exactly.
         show(body, () => body.value);
         return EXIT.ok;
       }
@@ -327,18 +330,20 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
     }
   } catch (error) {
     if (error instanceof Refused) {
-      io.err(`keyway: ${error.code}: ${error.message}`);
+      io.err(`keyway: ${clean(error.code)}: ${clean(error.message)}`);
       return EXIT.refused;
     }
     if (
       error instanceof UsageError ||
       (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
     ) {
-      io.err(`keyway: ${(error as Error).message}\n\n${(HELP[resource] ?? ADMIN_USAGE).trimEnd()}`);
+      io.err(
+        `keyway: ${clean((error as Error).message)}\n\n${(HELP[resource] ?? ADMIN_USAGE).trimEnd()}`,
+      );
       return EXIT.usage;
     }
     if (error instanceof Unreachable) {
-      io.err(`keyway: unreachable: ${error.message}`);
+      io.err(`keyway: unreachable: ${clean(error.message)}`);
       return EXIT.unreachable;
     }
     throw error;
@@ -389,10 +394,10 @@ function client(io: AdminIo) {
 function table(rows: Record<string, unknown>[], columns: string[]): string {
   const cell = (value: unknown) =>
     Array.isArray(value)
-      ? value.join(' ')
+      ? clean(value.join(' '))
       : value === null || value === undefined
         ? '-'
-        : String(value);
+        : clean(value);
   const cells = rows.map((row) => columns.map((column) => cell(row[column])));
   const widths = columns.map((column, i) =>
     Math.max(column.length, ...cells.map((row) => (row[i] as string).length)),
@@ -412,5 +417,5 @@ function providerLine(view: {
   authorization_server: { issuer: string };
   credentials: { client_id: string; registration: string };
 }): string {
-  return `${view.id}: ${view.configuration.resource_url} via ${view.authorization_server.issuer} (client ${view.credentials.client_id}, ${view.credentials.registration})`;
+  return `${clean(view.id)}: ${clean(view.configuration.resource_url)} via ${clean(view.authorization_server.issuer)} (client ${clean(view.credentials.client_id)}, ${clean(view.credentials.registration)})`;
 }

@@ -105,6 +105,39 @@ describe('keyway admin commands, in process against a broker and the test world'
     expect(io.errors).toEqual([]);
   });
 
+  it('escapes the control characters of remote values in text output, and keeps them in --json (issue 22, Low 6)', async () => {
+    // A hostile authorization server registers a client id and grants a scope that would
+    // retitle the terminal window and clear the screen.
+    const hostile = '\u001b]0;pwned\u0007';
+    world.set({
+      issuedClient: { client_id: `evil${hostile}client` },
+      resourceScopesSupported: ['read\u001b[2J\u009b31m'],
+    });
+    expect(await run('provider', 'put', 'linear', '--resource-url', world.resourceUrl)).toBe(
+      EXIT.ok,
+    );
+    expect(await run('provider', 'get', 'linear')).toBe(EXIT.ok);
+    expect(last()).toBe(
+      `linear: ${world.resourceUrl} via ${world.issuer} (client evil\\x1b]0;pwned\\x07client, dynamic)`,
+    );
+    consent = async () => {
+      const url = io.lines.find((line) => line.startsWith(world.issuer)) as string;
+      await io.fetch(new URL(world.consent(url)).href);
+    };
+    expect(await run('connect', 'linear', 'acme/alice/linear')).toBe(EXIT.ok);
+    expect(last()).toBe('connected acme/alice/linear: scopes read\\x1b[2J\\x9b31m');
+    expect(await run('connection', 'get', 'acme/alice/linear')).toBe(EXIT.ok);
+    expect(last()).toMatch(
+      /^acme\/alice\/linear\s+linear\s+active\s+read\\x1b\[2J\\x9b31m\s+\S+Z$/,
+    );
+    // Nothing printed as text holds a control character.
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
+    expect(io.lines.join('').match(/[\u0000-\u001f\u007f-\u009f]/)).toBeNull();
+    expect(await run('provider', 'get', 'linear', '--json')).toBe(EXIT.ok);
+    expect(JSON.parse(last()).credentials.client_id).toBe(`evil${hostile}client`);
+    expect(io.errors).toEqual([]);
+  });
+
   it('reports a failed consent and exits 1', async () => {
     await run('provider', 'put', 'linear', '--resource-url', world.resourceUrl);
     consent = async () => {

@@ -2,7 +2,7 @@ import { EventService } from './audit.js';
 import { toBase64Url } from './bytes.js';
 import { type BrokerConfig, resolveBrokerConfig } from './config.js';
 import { ConnectionService } from './connections/service.js';
-import { ConnectionRecords } from './connections/state.js';
+import { ConnectionRecords, PARTY_CHANGED, RESOURCE_CHANGED } from './connections/state.js';
 import type { OutboundFetch } from './outbound.js';
 import { assertCoversPath, type Principal } from './principal.js';
 import { ProviderRegistry } from './providers/registry.js';
@@ -106,7 +106,11 @@ export function createBroker(config: BrokerConfig): Broker {
     profile: resolved.profile,
     declared: resolved.providers,
     events,
-    onPartyChanged: (providerId) => records.requireReauthorizationOf(providerId),
+    onPartyChanged: (providerId, moved) =>
+      records.requireReauthorizationOf(
+        providerId,
+        moved === 'resource' ? RESOURCE_CHANGED : PARTY_CHANGED,
+      ),
   });
   const providers = new ProviderService({
     storage,
@@ -115,6 +119,7 @@ export function createBroker(config: BrokerConfig): Broker {
     allowedHosts: resolved.allowedHosts,
     registry,
     events,
+    profile: resolved.profile,
   });
   const records: ConnectionRecords = new ConnectionRecords({
     storage,
@@ -123,7 +128,7 @@ export function createBroker(config: BrokerConfig): Broker {
     providers: registry,
     now: resolved.now,
     randomBytes: resolved.randomBytes,
-    redirectUri: resolved.profile?.redirectUri ?? null,
+    profile: resolved.profile,
     allowedRedirects: resolved.allowedRedirects,
     allowedHosts: resolved.allowedHosts,
     refreshMarginMs: resolved.refreshMarginMs,

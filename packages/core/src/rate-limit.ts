@@ -19,7 +19,10 @@ export interface RateLimit {
 export interface RateLimitsConfig {
   /** Failed authentications per client address. Default 20 per 60 s. */
   auth?: RateLimit | false;
-  /** Tokens minted per scoped caller (the root key is not limited). Default 60 per 60 s. */
+  /**
+   * Tokens minted per delegation tree of scoped callers (`ci`, `ci.a`, `ci.a.b` share one
+   * count; the root key is not limited). Default 60 per 60 s.
+   */
   mint?: RateLimit | false;
   /**
    * Keep the counters in the broker's storage, so every instance on it shares them.
@@ -173,15 +176,16 @@ export class RateLimiter {
   }
 
   /**
-   * Counts one mint by a scoped caller, refusing it beyond the limit.
+   * Counts one mint by a scoped caller's delegation tree (its root name), refusing it
+   * beyond the limit.
    *
    * @throws {KeywayError} `rate_limited` with `retryAfter`.
    */
-  async countMint(callerName: string): Promise<void> {
+  async countMint(treeRoot: string): Promise<void> {
     if (this.#mint === false) return;
     const now = this.#now();
     const counter = await this.#counters.incrementCounter(
-      `mint:${callerName}`,
+      `mint:${treeRoot}`,
       now + this.#mint.windowSeconds * 1000,
       now,
     );

@@ -1,4 +1,6 @@
+import { sha256 } from '@noble/hashes/sha2.js';
 import * as oauth from 'oauth4webapi';
+import { toBase64Url, utf8 } from './bytes.js';
 import { KeywayError } from './errors.js';
 import { libraryOptions } from './oauth-fetch.js';
 import { OutboundError, type OutboundFetch } from './outbound.js';
@@ -6,6 +8,12 @@ import type { AuthorizationServerInfo } from './stored.js';
 
 /** How a client authenticates at the token endpoint. */
 export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'none';
+
+/**
+ * Which of the deployment's callbacks a client redirects to: `{base}/api/oauth/callback`
+ * (`shared`), or `{base}/api/oauth/callback/<key of its server>` (`per_server`).
+ */
+export type CallbackKind = 'shared' | 'per_server';
 
 /** How Keyway came to hold a client (API.md §4 `registration`). */
 export type RegistrationKind = 'dynamic' | 'metadata_document' | 'manual';
@@ -19,6 +27,11 @@ export interface ClientRegistration {
   /** Epoch ms; `null` when the secret does not expire (or there is none). */
   client_secret_expires_at: number | null;
   registration_client_uri: string | null;
+  /**
+   * Which redirect URI the client was registered with: the shared callback, or the
+   * server's own ({@link serverRedirectUri}).
+   */
+  callback: CallbackKind;
 }
 
 /** A registration with the secrets the server handed out (never stored in clear). */
@@ -29,12 +42,34 @@ export interface RegisteredClient extends ClientRegistration {
 
 /** What the deployment tells authorization servers about itself. */
 export interface ClientProfile {
-  /** `{base}/api/oauth/callback`. */
+  /** `{base}/api/oauth/callback`: the shared callback; per-server ones live below it. */
   redirectUri: string;
   /** The client-ID metadata document URL, used only when it is `https`. */
   metadataDocumentUrl: string;
   /** `client_name` shown on consent screens. */
   clientName: string;
+}
+
+/**
+ * The key of an authorization server's own callback: 22 base64url characters (132 bits) of
+ * SHA-256 over the issuer. Not a secret: it only has to differ between servers.
+ */
+export function callbackKey(issuer: string): string {
+  return toBase64Url(sha256(utf8(`keyway-callback ${issuer}`))).slice(0, 22);
+}
+
+/**
+ * The redirect URI of one authorization server, `{base}/api/oauth/callback/<key>` (API.md
+ * §5 "Mix-up defense", RFC 9700 §4.4.2): a code arriving there was issued for a state of
+ * that server, or the callback refuses it without sending it anywhere.
+ */
+export function serverRedirectUri(profile: ClientProfile, issuer: string): string {
+  return `${profile.redirectUri}/${callbackKey(issuer)}`;
+}
+
+/** The redirect URI of a client of `issuer` that uses the callback `kind`. */
+export function redirectUriOf(profile: ClientProfile, issuer: string, kind: CallbackKind): string {
+  return kind === 'per_server' ? serverRedirectUri(profile, issuer) : profile.redirectUri;
 }
 
 const STRENGTH: TokenEndpointAuthMethod[] = ['client_secret_basic', 'client_secret_post', 'none'];
@@ -143,7 +178,12 @@ async function asRegistrationAnswer(response: Response): Promise<Response> {
  * Registers Keyway as a client of an authorization server (mode `register`, API.md §6
  * step 6): with the client-ID metadata document when the server advertises support and
  * the document URL is `https`; else by dynamic registration (RFC 7591) asking for the
- * strongest supported auth method and honouring the one the server returns.
+ * strongest supported auth method and honouring the one the server returns, with the
+ * server's own redirect URI ({@link serverRedirectUri}).
+ *
+ * The document is one URL for every server, so a client that uses it has one redirect
+ * URI and is kept apart from a mix-up only by `iss` (RFC 9207): for a server that does
+ * not promise `iss` but offers dynamic registration, that is used instead (RFC 9700 §4.4).
  *
  * @throws {KeywayError} `registration_unsupported` (400) or `registration_failed` (502).
  */
@@ -153,7 +193,13 @@ export async function registerClient(
   profile: ClientProfile,
 ): Promise<RegisteredClient> {
   const documentUrl = new URL(profile.metadataDocumentUrl);
-  if (server.client_id_metadata_document_supported && documentUrl.protocol === 'https:') {
+  const mixUpSafe =
+    server.authorization_response_iss_parameter_supported || server.registration_endpoint === null;
+  if (
+    server.client_id_metadata_document_supported &&
+    documentUrl.protocol === 'https:' &&
+    mixUpSafe
+  ) {
     return {
       issuer: server.issuer,
       client_id: documentUrl.href,
@@ -161,6 +207,7 @@ export async function registerClient(
       token_endpoint_auth_method: 'none',
       client_secret_expires_at: null,
       registration_client_uri: null,
+      callback: 'shared',
       client_secret: null,
       registration_access_token: null,
     };
@@ -175,17 +222,18 @@ export async function registerClient(
     );
   }
   const requested = strongestAuthMethod(server.token_endpoint_auth_methods_supported);
+  const redirectUri = serverRedirectUri(profile, server.issuer);
   let response: Response;
   try {
     response = await oauth.dynamicClientRegistrationRequest(
       asServer(server),
       {
-        redirect_uris: [profile.redirectUri],
+        redirect_uris: [redirectUri],
         grant_types: ['authorization_code', 'refresh_token'],
         response_types: ['code'],
         token_endpoint_auth_method: requested,
         client_name: profile.clientName,
-        application_type: applicationType(profile.redirectUri),
+        application_type: applicationType(redirectUri),
       },
       libraryOptions(outbound),
     );
@@ -232,6 +280,7 @@ export async function registerClient(
     client_secret_expires_at: secret === null || expires === 0 ? null : expires * 1000,
     registration_client_uri:
       typeof client.registration_client_uri === 'string' ? client.registration_client_uri : null,
+    callback: 'per_server',
     client_secret: method === 'none' ? null : secret,
     registration_access_token:
       typeof client.registration_access_token === 'string'

@@ -58,6 +58,7 @@ export const ProviderViewBody = z.object({
     token_endpoint_auth_method: z.enum(['client_secret_basic', 'client_secret_post', 'none']),
     client_secret_set: z.boolean(),
     client_secret_expires_at: time.nullable(),
+    redirect_uri: z.string().nullable(),
   }),
   resource: z.object({
     resource: z.string(),
@@ -77,6 +78,7 @@ export const ProviderViewBody = z.object({
       at: time,
       previous_issuer: z.string(),
       previous_client_id: z.string(),
+      previous_resource_url: z.string().nullable(),
       connections_reauthorization_required: z.number().int().nonnegative(),
     })
     .nullable(),

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { EVENT_TYPES, type KeywayEventType } from './events.js';
 import { LIST_LIMIT } from './pagination.js';
+import { MAX_SCOPES } from './scope.js';
 
 /**
  * The request schemas of the HTTP contract, one per body and query string, by concept: the
@@ -83,17 +84,21 @@ export const CredentialsQuery = z.strictObject({
 // `expires_in` is checked by parseLifetime, so that any bad value, whatever its type, is
 // `invalid_lifetime` (API.md §1.2).
 
+const TOO_MANY_SCOPES = `"scopes" has more than ${MAX_SCOPES} entries; at most ${MAX_SCOPES} are allowed`;
+/** A token's scopes: the bound is checked before the entries, so a huge list costs nothing. */
+const tokenScopes = z.array(z.string()).max(MAX_SCOPES, { error: TOO_MANY_SCOPES });
+
 /** Body of `POST /api/admin/tokens` (API.md §3.3). */
 export const MintTokenBody = z.strictObject({
   name: z.string(),
-  scopes: z.array(z.string()),
+  scopes: tokenScopes,
   /** Seconds, 60–2592000; default 3600. */
   expires_in: z.unknown().optional(),
 });
 
 /** Body of `PATCH /api/admin/tokens/<name>` (API.md §3.3): narrow only. */
 export const NarrowTokenBody = z.strictObject({
-  scopes: z.array(z.string()).optional(),
+  scopes: tokenScopes.optional(),
   expires_in: z.unknown().optional(),
 });
 
@@ -112,6 +117,12 @@ export const ProviderBody = z.strictObject({
       mode: z.enum(['register', 'custom']).optional(),
       client_id: z.string().min(1).max(2048).optional(),
       client_secret: z.string().min(1).max(4096).optional(),
+      /**
+       * Mode `custom`: the redirect URI the operator registered: `shared`
+       * (`{base}/api/oauth/callback`, the default) or `per_server` (the server's own, shown
+       * in the view), which keeps a server that sends no `iss` apart from a mix-up.
+       */
+      callback: z.enum(['shared', 'per_server']).optional(),
     })
     .optional(),
 });

@@ -48,6 +48,11 @@ export const StoredRegistrationSchema = z.object({
   registration_client_uri: z.string().nullable(),
   client_secret_set: z.boolean(),
   /**
+   * The callback the client redirects to: the shared one, or the server's own (API.md §5
+   * "Mix-up defense"). Absent in registrations made before it was kept: the shared one.
+   */
+  callback: z.enum(['shared', 'per_server']).optional(),
+  /**
    * The server answered `invalid_client` for this dynamically registered client: it forgot
    * it. The next authorization registers a new client first (API.md §6 item 11).
    */
@@ -74,6 +79,8 @@ export const ProviderStateSchema = z.object({
       at: z.number(),
       previous_issuer: z.string(),
       previous_client_id: z.string(),
+      /** Absent in changes recorded before the resource was part of the party. */
+      previous_resource_url: z.string().optional(),
       connections_reauthorization_required: z.number().int().nonnegative(),
     })
     .nullable()
@@ -93,6 +100,12 @@ export const OAuthPartySchema = z.object({
   token_endpoint_auth_method: AuthMethodSchema,
   /** The RFC 8707 `resource` of the authorization, repeated on every refresh. */
   resource: z.string(),
+  /**
+   * The MCP endpoint the connection was authorized for (the provider's `resource_url` at
+   * authorize time): the probe and the gateway send the token there only (API.md §8, §13).
+   * Absent in parties written before it was kept.
+   */
+  resource_url: z.string().optional(),
   /** RFC 9207: the server promised `iss` in its authorization responses. */
   iss_parameter_supported: z.boolean(),
 });
@@ -144,6 +157,11 @@ export const PendingStateSchema = z.object({
   verifier: z.string(),
   /** The redirect_uri of the authorization request: the code exchange must repeat it. */
   redirect_uri: z.string(),
+  /**
+   * The key of the server's own callback the response must come back to, or `null` for the
+   * shared one (API.md §5 "Mix-up defense"). Absent in states written before: shared.
+   */
+  callback_key: z.string().nullable().optional(),
   redirect_to: z.string().nullable(),
   scopes: z.array(z.string()),
   party: OAuthPartySchema,

@@ -107,6 +107,12 @@ function notFound(name: string): KeywayError {
  * Broker tokens: authenticate, mint, list, read, narrow and delete (API.md §3). Reached as
  * `broker.tokens`; every operation takes the acting {@link Principal}.
  */
+/** The root of a token's delegation tree: the first label of its name (`ci` of `ci.a.b`). */
+export function delegationRoot(name: string): string {
+  const dot = name.indexOf('.');
+  return dot === -1 ? name : name.slice(0, dot);
+}
+
 export class TokenService {
   readonly #storage: TokenStorage;
   readonly #now: () => number;
@@ -198,8 +204,10 @@ export class TokenService {
    * issued.scopes; // ['acme/**']
    */
   async mint(principal: Principal, input: unknown): Promise<IssuedToken> {
-    if (principal.kind === 'token') await this.#limiter?.countMint(principal.name);
-    const shape = parseShape(MintTokenBody, input);
+    // Counted against the root of the caller's delegation tree (its first label): a child
+    // minting children of its own must not multiply its ancestor's budget.
+    if (principal.kind === 'token') await this.#limiter?.countMint(delegationRoot(principal.name));
+    const shape = parseShape(MintTokenBody, input, { tooMany: 'invalid_scope' });
     const name = parseTokenName(shape.name);
     const scopes = canonicalizeScopes(shape.scopes);
     const lifetime = parseLifetime(shape.expires_in);
@@ -295,7 +303,7 @@ export class TokenService {
    */
   async narrow(principal: Principal, name: string, input: unknown): Promise<TokenView> {
     const valid = parseTokenName(name);
-    const shape = parseShape(NarrowTokenBody, input);
+    const shape = parseShape(NarrowTokenBody, input, { tooMany: 'invalid_scope' });
     const scopes = shape.scopes === undefined ? undefined : canonicalizeScopes(shape.scopes);
     const lifetime = shape.expires_in === undefined ? undefined : parseLifetime(shape.expires_in);
     assertManagesToken(principal, valid);

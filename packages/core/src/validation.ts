@@ -1,5 +1,31 @@
 import type { z } from 'zod';
-import { KeywayError, type KeywayErrorDetail } from './errors.js';
+import { KeywayError, type KeywayErrorCode, type KeywayErrorDetail } from './errors.js';
+
+/**
+ * Most `details` entries a validation error carries: the first issues, then one entry that
+ * counts the rest. An answer never grows with the body that caused it.
+ */
+export const MAX_DETAILS = 20;
+/** Longest message or path of one entry, in UTF-16 code units; longer ones are cut with `…`. */
+const MAX_DETAIL_TEXT = 300;
+
+const clip = (text: string): string =>
+  text.length <= MAX_DETAIL_TEXT ? text : `${text.slice(0, MAX_DETAIL_TEXT - 1)}…`;
+
+/**
+ * The `details` of a list of issues, bounded: at most {@link MAX_DETAILS} entries and
+ * {@link MAX_DETAIL_TEXT} characters each (an unknown key's name is the caller's text).
+ */
+export function boundedDetails(issues: readonly KeywayErrorDetail[]): KeywayErrorDetail[] {
+  const clipped = (issue: KeywayErrorDetail): KeywayErrorDetail => ({
+    ...issue,
+    ...(typeof issue.path === 'string' ? { path: clip(issue.path) } : {}),
+    ...(typeof issue.message === 'string' ? { message: clip(issue.message) } : {}),
+  });
+  if (issues.length <= MAX_DETAILS) return issues.map(clipped);
+  const shown = issues.slice(0, MAX_DETAILS - 1).map(clipped);
+  return [...shown, { path: '', message: `and ${issues.length - shown.length} more issues` }];
+}
 
 /** Whether a value is a plain JSON object (not an array, not `null`). */
 export function isJsonObject(value: unknown): value is Record<string, unknown> {
@@ -14,15 +40,21 @@ function parseObject<S extends z.ZodType>(
   schema: S,
   input: Record<string, unknown>,
   describe: (first: { path: string; message: string }) => string,
+  tooMany: KeywayErrorCode = 'invalid_request',
 ): z.output<S> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const details = result.error.issues.map((issue) => ({
-    path: issue.path.map(String).join('.'),
-    message: issue.message,
-  })) satisfies KeywayErrorDetail[];
+  const { issues } = result.error;
+  const details = boundedDetails(
+    issues.map((issue) => ({ path: issue.path.map(String).join('.'), message: issue.message })),
+  ) as { path: string; message: string }[];
   const first = details[0] ?? { path: '', message: 'the input is not valid' };
-  throw new KeywayError('invalid_request', describe(first), { details });
+  // A list longer than its bound is refused before its entries are read (so a huge one
+  // costs nothing); some bounds have a code of their own (API.md §1.2: `invalid_scope`).
+  const code = issues.every((issue) => issue.code === 'too_big' && issue.origin === 'array')
+    ? tooMany
+    : 'invalid_request';
+  throw new KeywayError(code, describe(first), { details });
 }
 
 /**
@@ -32,12 +64,21 @@ function parseObject<S extends z.ZodType>(
  *
  * @throws {KeywayError} `invalid_request` with one `details` entry per issue.
  */
-export function parseShape<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+export function parseShape<S extends z.ZodType>(
+  schema: S,
+  input: unknown,
+  options: { tooMany?: KeywayErrorCode } = {},
+): z.output<S> {
   if (!isJsonObject(input)) {
     throw new KeywayError('invalid_request', 'the body must be a JSON object');
   }
-  return parseObject(schema, input, ({ path, message }) =>
-    path ? `"${path}": ${message}` : message,
+  return parseObject(
+    schema,
+    input,
+    // A message that names its field already is not prefixed with it again.
+    ({ path, message }) =>
+      path && !message.startsWith(`"${path}"`) ? `"${path}": ${message}` : message,
+    options.tooMany,
   );
 }
 

@@ -52,7 +52,7 @@ describe('the broker in process', () => {
       connection_id: connectionId,
     });
     const back = new URL(world.consent(started.authorization_url, decision));
-    return broker.connections.callback(back.searchParams);
+    return broker.connections.callback(back);
   }
 
   describe('tokens', () => {

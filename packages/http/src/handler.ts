@@ -287,26 +287,34 @@ function routes(broker: Broker, inspector: boolean): Route[] {
         },
       },
     },
-    {
-      prefix: '/api/oauth/callback',
-      match: 'exact',
-      public: true,
-      methods: {
-        GET: async ({ incoming }) => {
-          try {
-            return callbackReply(
-              await broker.connections.callback(incoming.searchParams()),
-              inspector ? `../../inspector/assets/${CALLBACK_SCRIPT}` : undefined,
-            );
-          } catch (error) {
-            if (error instanceof KeywayError && error.code === 'invalid_request') {
-              return invalidCallbackReply(error.message);
+    ...(['exact', 'rest'] as const).map(
+      (match): Route => ({
+        // The shared callback, and each authorization server's own (API.md §5 "Mix-up defense").
+        prefix: '/api/oauth/callback',
+        match,
+        public: true,
+        methods: {
+          GET: async ({ incoming, rest }) => {
+            try {
+              return callbackReply(
+                await broker.connections.callback(
+                  incoming.searchParams(),
+                  match === 'rest' ? rest : null,
+                ),
+                inspector
+                  ? `${match === 'rest' ? '../' : ''}../../inspector/assets/${CALLBACK_SCRIPT}`
+                  : undefined,
+              );
+            } catch (error) {
+              if (error instanceof KeywayError && error.code === 'invalid_request') {
+                return invalidCallbackReply(error.message);
+              }
+              throw error;
             }
-            throw error;
-          }
+          },
         },
-      },
-    },
+      }),
+    ),
     {
       prefix: '/api/oauth/verify',
       match: 'exact',

@@ -224,6 +224,24 @@ export const OPERATIONS: readonly Operation[] = [
     errors: [],
   },
   {
+    method: 'get',
+    path: '/api/oauth/callback/{server_key}',
+    id: 'serverCallback',
+    summary:
+      'The redirect URI of one authorization server (clients Keyway registers): as the shared callback, and a response that belongs to another server is refused.',
+    see: 'API.md §5 "Mix-up defense"; RFC 9700 §4.4',
+    public: true,
+    param: {
+      name: 'server_key',
+      description: 'The key derived from the issuer, as in the provider view’s `redirect_uri`.',
+    },
+    ok: {
+      200: { description: 'A page saying how the authorization ended (text/html).', schema: null },
+      302: { description: 'Back to the `redirect_to` of the authorize call.', schema: null },
+    },
+    errors: [],
+  },
+  {
     method: 'post',
     path: '/api/oauth/verify',
     id: 'verify',
@@ -431,7 +449,7 @@ function errorResponses(operation: Operation): Record<string, unknown> {
       content: { 'application/json': { schema } },
     };
   }
-  if (operation.id === 'callback') {
+  if (operation.id === 'callback' || operation.id === 'serverCallback') {
     responses['400'] = {
       description: 'An unknown, expired or replayed state: a page that says so (text/html).',
       content: { 'text/html': { schema: { type: 'string' } } },

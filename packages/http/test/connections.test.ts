@@ -3,7 +3,14 @@ import { memoryStorage } from '@keyway/store-memory';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHandler } from '../src/index.js';
-import { Harness, ROOT_KEY, START, storageFactories, VAULT_KEY } from './harness.js';
+import {
+  Harness,
+  ROOT_KEY,
+  START,
+  serverCallback,
+  storageFactories,
+  VAULT_KEY,
+} from './harness.js';
 
 const BASE = 'https://keyway.example.test';
 const APP = 'https://app.example.test';
@@ -82,7 +89,7 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
       expect(Object.fromEntries(params)).toEqual({
         response_type: 'code',
         client_id: client?.client_id,
-        redirect_uri: `${BASE}/api/oauth/callback`,
+        redirect_uri: serverCallback(BASE, world.issuer),
         state: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
         code_challenge: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
         code_challenge_method: 'S256',
@@ -203,7 +210,10 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
         now: () => h.now,
         purgeIntervalMs: false,
       });
-      const outcome = await other.connections.callback(url.searchParams);
+      // The response came back to the server's own callback: its key goes with it.
+      const key = url.pathname.split('/').pop() ?? '';
+      expect(url.href.startsWith(serverCallback(BASE, world.issuer))).toBe(true);
+      const outcome = await other.connections.callback(url.searchParams, key);
       expect(outcome).toEqual({
         connection_id: CONNECTION,
         status: 'active',
@@ -330,7 +340,7 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
       const started = await authorize();
       const state = new URL(started.body.authorization_url).searchParams.get('state') as string;
       const reply = await callback(
-        `${BASE}/api/oauth/callback?state=${state}&iss=${encodeURIComponent(world.issuer)}&error=access_denied&error_description=${encodeURIComponent('<script>alert(1)</script>')}`,
+        `${serverCallback(BASE, world.issuer)}?state=${state}&iss=${encodeURIComponent(world.issuer)}&error=access_denied&error_description=${encodeURIComponent('<script>alert(1)</script>')}`,
       );
       expect(reply.text).not.toContain('<script>');
       expect(reply.text).toContain('&lt;script&gt;');

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import {
@@ -22,6 +23,15 @@ export const ROOT_KEY = 'test-root-key-0123456789-abcdefghijklmnop';
 /** A fixed vault key for the tests (base64url of 32 bytes). */
 export const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
 export const START = Date.UTC(2026, 10, 21, 9, 30, 0, 0);
+
+/**
+ * An authorization server's own redirect URI at a deployment (API.md §5 "Mix-up defense"):
+ * `{base}/api/oauth/callback/` and 22 base64url characters of SHA-256 over the issuer.
+ */
+export function serverCallback(base: string, issuer: string): string {
+  const key = createHash('sha256').update(`keyway-callback ${issuer}`).digest('base64url');
+  return `${base}/api/oauth/callback/${key.slice(0, 22)}`;
+}
 
 /** A storage the handler tests run against. */
 export interface StorageFactory {

@@ -90,8 +90,9 @@ describe('the callback page with the inspector on', () => {
     expect(reply.text).toContain(
       '<div id="outcome" hidden data-connection="acme/&lt;alice&gt;/linear" data-status="active"></div>',
     );
+    // The server's own callback is one segment deeper than the shared one.
     expect(reply.text).toContain(
-      `<script type="module" src="../../inspector/assets/${CALLBACK_SCRIPT}"></script>`,
+      `<script type="module" src="../../../inspector/assets/${CALLBACK_SCRIPT}"></script>`,
     );
   });
 

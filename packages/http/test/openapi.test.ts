@@ -185,6 +185,22 @@ describe('real answers of every route against the document', () => {
     const back = new URL(world.consent(started.body.authorization_url));
     await call('GET', `${back.pathname}${back.search}`, { token: null });
     await call('GET', `${back.pathname}${back.search}`, { token: null });
+    // The shared callback, which a custom client's operator registered.
+    world.preregister({
+      client_id: 'operator-client',
+      token_endpoint_auth_method: 'none',
+      redirect_uris: [`${BASE}/api/oauth/callback`],
+    });
+    await h.call('PUT', '/api/admin/providers/custom', {
+      body: { ...provider, credentials: { mode: 'custom', client_id: 'operator-client' } },
+    });
+    const viaShared = await h.call('POST', '/api/oauth/authorize/custom', {
+      body: { connection_id: 'acme/carol/custom' },
+    });
+    const sharedBack = new URL(world.consent(viaShared.body.authorization_url));
+    expect(sharedBack.pathname).toBe('/api/oauth/callback');
+    await call('GET', `${sharedBack.pathname}${sharedBack.search}`, { token: null });
+    await call('GET', `${sharedBack.pathname}${sharedBack.search}`, { token: null });
     const verifying = await h.call('POST', '/api/oauth/authorize/linear', {
       body: {
         connection_id: 'acme/bob/linear',

@@ -7,6 +7,7 @@ import {
   type Reply,
   ROOT_KEY,
   START,
+  serverCallback,
   storageFactories,
   storedClientSecret,
 } from './harness.js';
@@ -80,7 +81,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
       expect(reply.status).toBe(201);
       const [client] = [...world.clients.values()];
       expect(client).toMatchObject({
-        redirect_uris: [CALLBACK],
+        redirect_uris: [serverCallback(BASE, world.issuer)],
         grant_types: ['authorization_code', 'refresh_token'],
         application_type: 'web',
         token_endpoint_auth_method: 'client_secret_basic',
@@ -98,6 +99,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
           token_endpoint_auth_method: 'client_secret_basic',
           client_secret_set: true,
           client_secret_expires_at: null,
+          redirect_uri: serverCallback(BASE, world.issuer),
         },
         resource: {
           resource: 'https://mcp.example.test/mcp',
@@ -193,6 +195,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
         token_endpoint_auth_method: 'none',
         client_secret_set: false,
         client_secret_expires_at: null,
+        redirect_uri: CALLBACK,
       });
       expect(world.stats.registrations).toBe(0);
       const document = await h.call('GET', '/api/oauth/client-metadata.json', { token: null });
@@ -281,6 +284,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
         token_endpoint_auth_method: 'client_secret_basic',
         client_secret_set: true,
         client_secret_expires_at: null,
+        redirect_uri: CALLBACK,
       });
       expect(world.stats.registrations).toBe(0);
       const kept = await put('linear', mcp({ mode: 'custom', client_id: 'my-app' }));

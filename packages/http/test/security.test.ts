@@ -164,6 +164,7 @@ describe.each(storageFactories)('security probe findings ($name storage)', (fact
         at: new Date(h.now).toISOString(),
         previous_issuer: 'https://auth.example.test',
         previous_client_id: victimTokens.party.client_id,
+        previous_resource_url: worlds.legit.resourceUrl,
         connections_reauthorization_required: 1,
       });
       expect(events.map((e) => `${e.type} ${e.resource}`)).toContain(

@@ -62,7 +62,7 @@ export async function connectInWorld(
     },
   );
   const back = new URL(world.consent(authorization_url, options.decision ?? 'approve'));
-  return broker.connections.callback(back.searchParams);
+  return broker.connections.callback(back);
 }
 
 /**

@@ -11,6 +11,7 @@ import { benchRefreshStorm } from './refresh-storm.js';
 import { type Report, writeReport } from './report.js';
 import { benchServe } from './serve.js';
 import { benchTokenCheck } from './token-check.js';
+import { benchWorstBodies } from './worst-bodies.js';
 
 const args = process.argv.slice(2);
 const smoke = args.includes('--smoke');
@@ -65,6 +66,11 @@ try {
   });
   const storm = await benchRefreshStorm({ postgresUrl: postgres.url, ...STORM });
   log(`refresh storm: ${storm.refreshes.join(', ')} upstream refresh(es) per storm`);
+  const worstBodies = await benchWorstBodies({ budget: BUDGET });
+  const slowest = worstBodies.reduce((a, b) => (b.answerMs > a.answerMs ? b : a));
+  log(
+    `worst bodies: ${worstBodies.length}, slowest answer ${slowest.answerMs.toFixed(1)} ms (${slowest.name}), largest ${Math.max(...worstBodies.map((row) => row.answerBytes))} bytes`,
+  );
   const report: Report = {
     smoke,
     date: new Date(),
@@ -74,6 +80,7 @@ try {
     serve,
     prefixList,
     storm,
+    worstBodies,
     loopback: LOOPBACK,
   };
   const text = writeReport(report, out);

@@ -8,6 +8,7 @@ import { libraryOptions } from '../oauth-fetch.js';
 import { allowedHostSet, endpointProblem } from '../outbound.js';
 import { actorOf, assertCoversPath, type Principal } from '../principal.js';
 import { noBaseUrl } from '../providers/registry.js';
+import { type ClientProfile, callbackKey, redirectUriOf } from '../registration.js';
 import { parseResourcePath } from '../resource-path.js';
 import { AuthorizeBody, VerifyBody } from '../schemas.js';
 import type { ConnectionRecord } from '../storage/contract.js';
@@ -84,10 +85,10 @@ export class AuthorizationFlow {
     this.#allowedHosts = allowedHostSet(records.o.allowedHosts);
   }
 
-  #redirectUri(): string {
-    const { redirectUri } = this.records.o;
-    if (redirectUri === null) throw noBaseUrl();
-    return redirectUri;
+  #profile(): ClientProfile {
+    const { profile } = this.records.o;
+    if (profile === null) throw noBaseUrl();
+    return profile;
   }
 
   #redirectTarget(text: string | undefined): string | null {
@@ -134,7 +135,7 @@ export class AuthorizationFlow {
     }
     assertCoversPath(principal, connectionId);
     assertCoversPath(principal, provider);
-    const redirectUri = this.#redirectUri();
+    const profile = this.#profile();
     const known = await this.records.get(connectionId);
     if (known !== null && known.providerId !== provider) {
       throw new KeywayError(
@@ -149,6 +150,9 @@ export class AuthorizationFlow {
 
     const { state: providerState } = resolved;
     const server = providerState.authorization_server;
+    // The client's redirect URI: its server's own (the mix-up defense), or the shared one.
+    const callback = resolved.client.callback ?? 'shared';
+    const redirectUri = redirectUriOf(profile, server.issuer, callback);
     const party = currentParty(providerState);
     if (party === null)
       throw new KeywayError('internal_error', `provider ${provider} has no client`);
@@ -227,6 +231,7 @@ export class AuthorizationFlow {
       state: {
         verifier: verifierEntry.ciphertext,
         redirect_uri: redirectUri,
+        callback_key: callback === 'per_server' ? callbackKey(server.issuer) : null,
         redirect_to: redirectTo,
         scopes,
         party: { ...party },
@@ -253,7 +258,11 @@ export class AuthorizationFlow {
     };
   }
 
-  async callback(query: URLSearchParams): Promise<CallbackOutcome> {
+  /**
+   * @param arrivedAt The key of the callback URL the browser came back to
+   *   (`/api/oauth/callback/<key>`), or `null` for the shared `/api/oauth/callback`.
+   */
+  async callback(query: URLSearchParams, arrivedAt: string | null): Promise<CallbackOutcome> {
     const { o } = this.records;
     const state = query.get('state');
     if (state === null || state === '' || query.getAll('state').length > 1) {
@@ -292,6 +301,15 @@ export class AuthorizationFlow {
 
     let tokens: Omit<ConnectionTokens, 'generation'>;
     try {
+      // RFC 9700 §4.4.2: a response that came back to another redirect URI than the one its
+      // authorization request named was issued by another server (a mix-up): its code goes
+      // nowhere, also to none of the servers' token endpoints.
+      if (arrivedAt !== (saved.callback_key ?? null)) {
+        throw new ResponseRefused(
+          'invalid_response',
+          'the authorization response came back to the redirect URI of another authorization server (a mix-up, RFC 9700 §4.4): refused',
+        );
+      }
       const auth = await this.records.authenticationOf(pending.providerId, saved.party, 'current');
       if (auth === null) {
         throw new KeywayError(

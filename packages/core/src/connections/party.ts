@@ -1,4 +1,5 @@
 import * as oauth from 'oauth4webapi';
+import { resourceMatches } from '../discovery/resource-metadata.js';
 import { OutboundError } from '../outbound.js';
 import type { TokenEndpointAuthMethod } from '../registration.js';
 import type { ConnectionTokens, OAuthParty, ProviderState } from '../stored.js';
@@ -24,17 +25,34 @@ export function currentParty(state: ProviderState): OAuthParty | null {
     // RFC 8707 `resource`: exactly as the protected-resource metadata publishes it (a
     // pathless `http://host:port` stays without a `/`), else the configured URL.
     resource: state.resource.resource || state.configuration.resource_url,
+    resource_url: state.configuration.resource_url,
     iss_parameter_supported: server.authorization_response_iss_parameter_supported,
   };
 }
 
 /**
- * Whether a provider still uses the server and client of a party. When it does not, the
- * party's connections must be authorized again: their tokens never go to the new server.
+ * Whether a provider still uses the resource, server and client of a party. When it does
+ * not, the party's connections must be authorized again: their tokens never go to the new
+ * server, nor to the new resource.
  */
 export function providerKeepsParty(state: ProviderState, party: OAuthParty): boolean {
   const issuer = state.authorization_server.issuer;
-  return issuer === party.issuer && state.registrations[issuer]?.client_id === party.client_id;
+  return (
+    issuer === party.issuer &&
+    state.registrations[issuer]?.client_id === party.client_id &&
+    partyResourceUrl(party, state.configuration.resource_url) === state.configuration.resource_url
+  );
+}
+
+/**
+ * The MCP endpoint a party's token may be sent to (API.md §8, §13): the one it was
+ * authorized for. A party written before that was kept names only its RFC 8707 `resource`:
+ * the provider's current URL is taken when that resource still covers it (same origin, a
+ * segment-wise path prefix, as discovery checks it), else `null` — the token goes nowhere.
+ */
+export function partyResourceUrl(party: OAuthParty, currentUrl: string): string | null {
+  if (party.resource_url !== undefined) return party.resource_url;
+  return resourceMatches(party.resource, new URL(currentUrl)) ? currentUrl : null;
 }
 
 /** The oauth4webapi view of a party: its server and its client. */

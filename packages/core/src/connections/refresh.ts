@@ -11,6 +11,7 @@ import {
   FORGOTTEN_CLIENT,
   notFound,
   PARTY_CHANGED,
+  partyChangeOf,
 } from './state.js';
 
 /** Waits `ms` milliseconds. */
@@ -119,7 +120,9 @@ export class Refresher {
     // the provider still uses them: a provider re-pointed elsewhere never receives it.
     const auth = await this.records.authenticationOf(record.providerId, tokens.party, 'current');
     if (auth === null) {
-      throw await this.records.requireReauthorization(id, PARTY_CHANGED, PARTY_CHANGED.description);
+      const { state } = await o.providers.resolve(record.providerId);
+      const moved = partyChangeOf(state, tokens.party) ?? PARTY_CHANGED;
+      throw await this.records.requireReauthorization(id, moved, moved.description);
     }
     let next: ConnectionTokens;
     try {

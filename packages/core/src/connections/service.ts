@@ -11,7 +11,7 @@ import type { ConnectionTokens } from '../stored.js';
 import { isoTimeOrNull } from '../time.js';
 import { parseQuery } from '../validation.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
-import { oauthPartyOf } from './party.js';
+import { oauthPartyOf, partyResourceUrl } from './party.js';
 import { type ProbeResult, probeMcp } from './probe.js';
 import { Refresher } from './refresh.js';
 import {
@@ -21,6 +21,7 @@ import {
   connectionState,
   connectionView,
   notFound,
+  RESOURCE_CHANGED,
 } from './state.js';
 
 /**
@@ -79,11 +80,29 @@ export class ConnectionService {
    * unknown, expired or replayed `state` changes nothing. With user verification, the
    * tokens are held for the app's confirmation instead.
    *
+   * The response must come back to the redirect URI its request named: a server's own
+   * callback (`/api/oauth/callback/<key>`) or the shared one; on another, it is refused as
+   * a mix-up without its code going anywhere. Pass the whole URL the browser came back to
+   * (its last segment is the key when the one before is `callback`), or its query and the
+   * key (`null` for the shared callback).
+   *
+   * @example
+   * const outcome = await broker.connections.callback(new URL(request.url));
+   *
    * @throws {KeywayError} `invalid_request` for an unknown, expired or replayed state.
-   * @see API.md §5; RFC 6749 §4.1.2; RFC 9207 §2.4
+   * @see API.md §5; RFC 6749 §4.1.2; RFC 9207 §2.4; RFC 9700 §4.4
    */
-  callback(query: URLSearchParams): Promise<CallbackOutcome> {
-    return this.#flow.callback(query);
+  callback(response: URL | URLSearchParams, callbackKey?: string | null): Promise<CallbackOutcome> {
+    if (response instanceof URLSearchParams)
+      return this.#flow.callback(response, callbackKey ?? null);
+    const segments = response.pathname.split('/');
+    const key =
+      callbackKey !== undefined
+        ? callbackKey
+        : segments.at(-2) === 'callback'
+          ? (segments.at(-1) ?? null)
+          : null;
+    return this.#flow.callback(response.searchParams, key);
   }
 
   /**
@@ -116,6 +135,15 @@ export class ConnectionService {
   async credentials(principal: Principal, id: string, query?: unknown): Promise<Credentials> {
     const connectionId = parseResourcePath(id);
     const force = parseQuery(CredentialsQuery, query).force_refresh === true;
+    return (await this.#handOut(principal, connectionId, force)).credentials;
+  }
+
+  /** A hand-out of a connection's token, with the tokens it came from (their party). */
+  async #handOut(
+    principal: Principal,
+    connectionId: string,
+    force: boolean,
+  ): Promise<{ credentials: Credentials; tokens: ConnectionTokens; providerId: string }> {
     assertCoversPath(principal, connectionId);
     const record = await this.#records.get(connectionId);
     if (record === null) throw notFound(connectionId);
@@ -139,13 +167,14 @@ export class ConnectionService {
         ...(force ? { forced_refresh: true } : {}),
       },
     });
-    return {
+    const credentials: Credentials = {
       connection_id: connectionId,
       access_token: tokens.access_token,
       token_type: 'Bearer',
       expires_at: isoTimeOrNull(tokens.expires_at),
       scopes: tokens.scope.length > 0 ? tokens.scope : connectionState(record).scopes,
     };
+    return { credentials, tokens, providerId: record.providerId };
   }
 
   /**
@@ -161,22 +190,29 @@ export class ConnectionService {
    */
   async probe(principal: Principal, id: string): Promise<ProbeResult> {
     const connectionId = parseResourcePath(id);
-    assertCoversPath(principal, connectionId);
-    const record = await this.#records.get(connectionId);
-    if (record === null) throw notFound(connectionId);
     // The token is read (and refreshed when due) before anything is sent: a connection
     // that cannot hand one out fails here, with its own error. The first request uses it;
     // only a 401 asks for another, forced.
-    const first = await this.credentials(principal, connectionId);
-    const { state } = await this.#records.o.providers.resolve(record.providerId);
+    const first = await this.#handOut(principal, connectionId, false);
+    // The token goes to the endpoint it was authorized for, never to the provider's
+    // current one: a provider re-pointed by whoever manages it must not receive it.
+    const { state } = await this.#records.o.providers.resolve(first.providerId);
+    const target = partyResourceUrl(first.tokens.party, state.configuration.resource_url);
+    if (target === null) {
+      throw await this.#records.requireReauthorization(
+        connectionId,
+        RESOURCE_CHANGED,
+        RESOURCE_CHANGED.description,
+      );
+    }
     const fetchMcp = createConnectionFetch(
-      ({ forceRefresh }) =>
+      async ({ forceRefresh }) =>
         forceRefresh
-          ? this.credentials(principal, connectionId, { force_refresh: true })
-          : Promise.resolve(first),
+          ? (await this.#handOut(principal, connectionId, true)).credentials
+          : first.credentials,
       { fetch: (url, init) => this.#records.o.outbound(url, init) },
     );
-    return probeMcp((url, init) => fetchMcp(url, init), state.configuration.resource_url);
+    return probeMcp((url, init) => fetchMcp(url, init), target);
   }
 
   /**

@@ -3,12 +3,14 @@ import { KeywayError } from '../errors.js';
 import type { EventLog, EventSpec } from '../events.js';
 import type { OutboundFetch } from '../outbound.js';
 import type { ProviderRegistry } from '../providers/registry.js';
+import type { ClientProfile } from '../registration.js';
 import type { ConnectionRecord, ConnectionStatus, Storage } from '../storage/contract.js';
 import {
   type ConnectionState,
   ConnectionStateSchema,
   type ConnectionTokens,
   type OAuthParty,
+  type ProviderState,
   readSealed,
   readStored,
   SealedTokensSchema,
@@ -115,6 +117,25 @@ export const PARTY_CHANGED: ConnectionFailure = {
     'the provider moved to another authorization server or client since this connection was authorized: authorize again',
 };
 
+/** The failure a connection records when its provider was re-pointed at another MCP endpoint. */
+export const RESOURCE_CHANGED: ConnectionFailure = {
+  code: 'reauthorization_required',
+  description:
+    'the provider was re-pointed at another MCP endpoint since this connection was authorized: authorize again',
+};
+
+/**
+ * Why a connection's party is no longer its provider's, or `null` while it still is: a
+ * move of the resource alone, or of the authorization server or client.
+ */
+export function partyChangeOf(state: ProviderState, party: OAuthParty): ConnectionFailure | null {
+  if (providerKeepsParty(state, party)) return null;
+  const issuer = state.authorization_server.issuer;
+  const sameServer =
+    issuer === party.issuer && state.registrations[issuer]?.client_id === party.client_id;
+  return sameServer ? RESOURCE_CHANGED : PARTY_CHANGED;
+}
+
 export const FORGOTTEN_CLIENT: ConnectionFailure = {
   code: 'reauthorization_required',
   description:
@@ -153,8 +174,8 @@ export interface ConnectionServiceOptions {
   providers: ProviderRegistry;
   now: () => number;
   randomBytes: (length: number) => Uint8Array;
-  /** The OAuth callback, `{baseUrl}/api/oauth/callback`, or `null` without a base URL. */
-  redirectUri: string | null;
+  /** The deployment as authorization servers see it (its callbacks); `null` without `baseUrl`. */
+  profile: ClientProfile | null;
   /** Origins `redirect_to` may point to. */
   allowedRedirects: readonly string[];
   /** Hosts that may be reached over plain http and on private addresses (development). */
@@ -388,7 +409,10 @@ export class ConnectionRecords {
    *
    * @returns how many connections were affected.
    */
-  async requireReauthorizationOf(providerId: string): Promise<number> {
+  async requireReauthorizationOf(
+    providerId: string,
+    failure: ConnectionFailure = PARTY_CHANGED,
+  ): Promise<number> {
     let affected = 0;
     let after: string | undefined;
     for (;;) {
@@ -406,13 +430,13 @@ export class ConnectionRecords {
                 record: {
                   ...current,
                   status: 'error',
-                  state: { ...connectionState(current), error: PARTY_CHANGED },
+                  state: { ...connectionState(current), error: failure },
                 },
                 event: {
                   type: 'connection.reauthorization_required',
                   actor: 'system',
                   resource: record.id,
-                  data: { error: PARTY_CHANGED.code },
+                  data: { error: failure.code },
                 },
               },
         );

@@ -20,6 +20,7 @@ import {
   CLIENT_SECRET_KIND,
   currentClient,
   notePartyChange,
+  type PartyMove,
   providerState,
   type ResolvedProvider,
   registrationUsable,
@@ -41,7 +42,7 @@ export interface ProviderRegistryOptions {
    * Called after a provider moved to another authorization server or client: puts its
    * active connections in `error` and answers how many.
    */
-  onPartyChanged?: (providerId: string) => Promise<number>;
+  onPartyChanged?: (providerId: string, moved: PartyMove) => Promise<number>;
 }
 
 /** The error of an operation that needs the OAuth callback on a broker without `baseUrl`. */
@@ -111,6 +112,13 @@ export class ProviderRegistry {
         'mode "register" takes no client_id or client_secret; use mode "custom"',
       );
     }
+    const callback = shape.credentials?.callback;
+    if (mode === 'register' && callback !== undefined) {
+      throw invalid(
+        'credentials.callback',
+        'mode "register" chooses the redirect URI itself; "callback" is for mode "custom"',
+      );
+    }
     assertCoversPath(principal, providerId);
     this.profile();
     const configuredScopes = shape.configuration.scopes ?? [];
@@ -151,6 +159,7 @@ export class ProviderRegistry {
         client_secret_expires_at: null,
         registration_client_uri: null,
         client_secret_set: hasSecret,
+        callback: callback ?? 'shared',
       };
     } else {
       const before = previous?.mode === 'register' ? previous.registrations[issuer] : undefined;
@@ -212,7 +221,7 @@ export class ProviderRegistry {
       );
     }
     this.#o.events.published(events);
-    const final = moved ? await this.#recordPartyChange(record, state) : record;
+    const final = moved === null ? record : await this.#recordPartyChange(record, state, moved);
     return { record: final, created: existing === null };
   }
 
@@ -307,7 +316,8 @@ export class ProviderRegistry {
         );
       }
       this.#o.events.published(events);
-      const final = partyMoved ? await this.#recordPartyChange(written, next) : written;
+      const final =
+        partyMoved === null ? written : await this.#recordPartyChange(written, next, partyMoved);
       const finalState = providerState(final);
       return { id, state: finalState, client: currentClient(id, finalState) };
     }
@@ -357,11 +367,16 @@ export class ProviderRegistry {
   }
 
   /**
-   * After a move to another server or client: the provider's active connections go to
-   * `error` (their tokens stay with the old party), and the count is kept on the provider.
+   * After a move to another resource, server or client: the provider's active connections
+   * go to `error` (their tokens stay with the old party), and the count is kept on the
+   * provider.
    */
-  async #recordPartyChange(record: ProviderRecord, state: ProviderState): Promise<ProviderRecord> {
-    const affected = (await this.#o.onPartyChanged?.(record.id)) ?? 0;
+  async #recordPartyChange(
+    record: ProviderRecord,
+    state: ProviderState,
+    moved: PartyMove,
+  ): Promise<ProviderRecord> {
+    const affected = (await this.#o.onPartyChanged?.(record.id, moved)) ?? 0;
     if (affected === 0 || !state.last_party_change) return record;
     const next: ProviderRecord = {
       ...record,

@@ -4,6 +4,7 @@ import type { EventLog } from '../events.js';
 import type { OutboundFetch } from '../outbound.js';
 import { listWindow, type Page, toPage } from '../pagination.js';
 import { actorOf, assertCoversPath, type Principal } from '../principal.js';
+import type { ClientProfile } from '../registration.js';
 import { parseResourcePath } from '../resource-path.js';
 import { DiscoverBody, ProviderListQuery } from '../schemas.js';
 import { listableSubtrees } from '../secrets.js';
@@ -27,6 +28,8 @@ export interface ProviderServiceOptions {
   allowedHosts: readonly string[];
   registry: ProviderRegistry;
   events: EventLog;
+  /** The deployment as authorization servers see it; `null` when `baseUrl` is not set. */
+  profile: ClientProfile | null;
 }
 
 /**
@@ -73,7 +76,7 @@ export class ProviderService {
     this.#assertManagement();
     const providerId = parseResourcePath(id);
     const { record, created } = await this.#o.registry.write(principal, providerId, input, false);
-    return { provider: providerView(record), created };
+    return { provider: providerView(record, this.#o.profile), created };
   }
 
   /**
@@ -89,7 +92,7 @@ export class ProviderService {
     const record = await this.#o.registry.read(providerId);
     if (record === null)
       throw new KeywayError('not_found', `no provider ${JSON.stringify(providerId)}`);
-    return providerView(record);
+    return providerView(record, this.#o.profile);
   }
 
   /**
@@ -110,7 +113,12 @@ export class ProviderService {
       ...(after === undefined ? {} : { after }),
       limit: limit + 1,
     });
-    return toPage(records, limit, (record) => record.id, providerView);
+    return toPage(
+      records,
+      limit,
+      (record) => record.id,
+      (record) => providerView(record, this.#o.profile),
+    );
   }
 
   /**

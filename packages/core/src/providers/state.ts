@@ -1,4 +1,5 @@
 import { currentParty, providerKeepsParty } from '../connections/party.js';
+import { type ClientProfile, redirectUriOf } from '../registration.js';
 import type { ProviderRecord } from '../storage/contract.js';
 import {
   type AuthorizationServerInfo,
@@ -32,6 +33,12 @@ export interface ProviderView {
     token_endpoint_auth_method: StoredRegistration['token_endpoint_auth_method'];
     client_secret_set: boolean;
     client_secret_expires_at: string | null;
+    /**
+     * The redirect URI the client uses, for an operator to register with a `custom` client:
+     * the shared callback, or the server's own (API.md §5 "Mix-up defense"). `null` on a
+     * broker without a base URL.
+     */
+    redirect_uri: string | null;
   };
   resource: {
     resource: string;
@@ -57,6 +64,8 @@ export interface ProviderView {
     at: string;
     previous_issuer: string;
     previous_client_id: string;
+    /** `null` for a change recorded before the resource was part of the party. */
+    previous_resource_url: string | null;
     connections_reauthorization_required: number;
   } | null;
   created_at: string;
@@ -84,7 +93,8 @@ export function currentClient(id: string, state: ProviderState): StoredRegistrat
   );
 }
 
-export function providerView(record: ProviderRecord): ProviderView {
+/** @param profile The deployment as servers see it (`null` without a base URL). */
+export function providerView(record: ProviderRecord, profile: ClientProfile | null): ProviderView {
   const state = providerState(record);
   const client = currentClient(record.id, state);
   const server = state.authorization_server;
@@ -104,6 +114,10 @@ export function providerView(record: ProviderRecord): ProviderView {
         client.client_secret_expires_at === null
           ? null
           : new Date(client.client_secret_expires_at).toISOString(),
+      redirect_uri:
+        profile === null
+          ? null
+          : redirectUriOf(profile, server.issuer, client.callback ?? 'shared'),
     },
     resource: {
       resource: state.resource.resource,
@@ -121,32 +135,46 @@ export function providerView(record: ProviderRecord): ProviderView {
     last_party_change:
       change === undefined || change === null
         ? null
-        : { ...change, at: new Date(change.at).toISOString() },
+        : {
+            ...change,
+            at: new Date(change.at).toISOString(),
+            previous_resource_url: change.previous_resource_url ?? null,
+          },
     created_at: new Date(record.createdAt).toISOString(),
     updated_at: new Date(record.updatedAt).toISOString(),
   };
 }
 
 /**
- * Records on `next` that the provider moved to another authorization server or client
- * since `previous`, when it did.
+ * What moved when a provider left the party of its connections: the MCP endpoint alone
+ * (`resource`), or the authorization server or client (`server`).
+ */
+export type PartyMove = 'resource' | 'server';
+
+/**
+ * Records on `next` that the provider moved to another resource, authorization server or
+ * client since `previous`, when it did.
  *
- * @returns whether it moved (its connections then need authorizing again).
+ * @returns what moved (its connections then need authorizing again), or `null`.
  */
 export function notePartyChange(
   previous: ProviderState | null,
   next: ProviderState,
   now: number,
-): boolean {
+): PartyMove | null {
   const before = previous === null ? null : currentParty(previous);
-  if (before === null || providerKeepsParty(next, before)) return false;
+  if (before === null || providerKeepsParty(next, before)) return null;
   next.last_party_change = {
     at: now,
     previous_issuer: before.issuer,
     previous_client_id: before.client_id,
+    previous_resource_url: before.resource_url ?? before.resource,
     connections_reauthorization_required: 0,
   };
-  return true;
+  const issuer = next.authorization_server.issuer;
+  const sameServer =
+    issuer === before.issuer && next.registrations[issuer]?.client_id === before.client_id;
+  return sameServer ? 'resource' : 'server';
 }
 
 /**
