@@ -124,9 +124,23 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       .toMatch(/Provider inspect\/demo: client \S+ \(dynamic/);
 
     await page.getByLabel('Connection id').fill('acme/users/alice/demo');
-    const popupOpened = page.waitForEvent('popup');
+    // The consent window is opened without an opener, so it is a page of the context.
+    const popupOpened = page.context().waitForEvent('page');
     await page.getByRole('button', { name: 'Authorize' }).click();
     const popup = await popupOpened;
+    await popup.waitForLoadState();
+    // Issue 22, Low 4 (reverse tabnabbing): the authorization server's page has no handle
+    // on the inspector, so it cannot replace it with a look-alike.
+    expect(new URL(popup.url()).origin).toBe(issuer);
+    expect(await popup.evaluate(() => window.opener === null)).toBe(true);
+    await popup.evaluate(() => {
+      try {
+        (window.opener as Window | null)?.location.replace('https://evil.example.test/inspector');
+      } catch {
+        // Refused either way.
+      }
+    });
+    expect(page.url()).toBe(`${base}/inspector`);
     await popup.locator('input[name=login]').fill('alice');
     await popup.locator('input[name=password]').fill('any');
     await popup.locator('button[type=submit]').click();
@@ -136,6 +150,9 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       .toContain('active');
     const shown = (await page.locator('#connection-result').textContent()) ?? '';
     expect(shown).toMatch(/Access token\S{4}…\S{4}/);
+    // The callback page told the inspector over its BroadcastChannel, then closed itself.
+    await expect.poll(() => popup.isClosed(), { timeout: 10_000 }).toBe(true);
+    expect(page.url()).toBe(`${base}/inspector`);
 
     await page.getByRole('button', { name: 'Probe' }).click();
     await expect

@@ -120,6 +120,7 @@ export function createBroker(config: BrokerConfig): Broker {
     registry,
     events,
     profile: resolved.profile,
+    limiter,
   });
   const records: ConnectionRecords = new ConnectionRecords({
     storage,

@@ -208,7 +208,7 @@ const RETENTION = '"auditRetentionDays" must be an integer from 1 to 3650';
 const PURGE_INTERVAL = '"purgeIntervalMs" must be false or an integer from 1000 to 86400000';
 
 const RATE_LIMITS =
-  '"rateLimits" must be false or { auth?, mint?, shared? } with limits like { limit: 20, windowSeconds: 60 } or false';
+  '"rateLimits" must be false or { auth?, mint?, discover?, shared? } with limits like { limit: 20, windowSeconds: 60 } or false';
 const RateLimitSchema = z.strictObject({
   limit: z.number().int().min(1).max(1_000_000_000),
   windowSeconds: z.number().int().min(1).max(86_400),
@@ -350,6 +350,7 @@ const BrokerConfigSchema = z.object({
         z.strictObject({
           auth: z.union([z.literal(false), RateLimitSchema]).optional(),
           mint: z.union([z.literal(false), RateLimitSchema]).optional(),
+          discover: z.union([z.literal(false), RateLimitSchema]).optional(),
           shared: z.boolean().optional(),
         }),
       ],

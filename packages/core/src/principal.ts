@@ -31,6 +31,12 @@ export interface TokenPrincipal {
   readonly scopes: readonly Scope[];
   /** Expiry, epoch milliseconds. */
   readonly expiresAt: number;
+  /**
+   * The key of the token's stored record (the hash of its random identifier; not a
+   * credential): what an authorization started by this token is tied to, so that revoking
+   * the token ends it. Absent on principals built by hand.
+   */
+  readonly idHash?: string;
 }
 
 const ROOT: RootPrincipal = Object.freeze({ kind: 'root' });

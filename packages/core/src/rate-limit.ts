@@ -25,15 +25,21 @@ export interface RateLimitsConfig {
    */
   mint?: RateLimit | false;
   /**
+   * Discoveries (`POST /api/admin/discover`, which fetches what the caller names) per
+   * delegation tree of scoped callers; the root key is not limited. Default 30 per 60 s.
+   */
+  discover?: RateLimit | false;
+  /**
    * Keep the counters in the broker's storage, so every instance on it shares them.
    * Default `false`: each instance counts on its own, in memory.
    */
   shared?: boolean;
 }
 
-export const DEFAULT_RATE_LIMITS: { auth: RateLimit; mint: RateLimit } = {
+export const DEFAULT_RATE_LIMITS: { auth: RateLimit; mint: RateLimit; discover: RateLimit } = {
   auth: { limit: 20, windowSeconds: 60 },
   mint: { limit: 60, windowSeconds: 60 },
+  discover: { limit: 30, windowSeconds: 60 },
 };
 
 /** Where counters are kept: {@link CounterStorage}, in memory or in the storage. */
@@ -117,15 +123,20 @@ function rateLimited(what: string, counter: CounterValue, now: number): KeywayEr
 export class RateLimiter {
   readonly #auth: RateLimit | false;
   readonly #mint: RateLimit | false;
+  readonly #discover: RateLimit | false;
   readonly #counters: Counters;
   /** The counters, when they are this instance's own: then checks need no `await`. */
   readonly #local: InstanceCounters | null;
   readonly #now: () => number;
 
   constructor(config: RateLimitsConfig | false, counters: CounterStorage, now: () => number) {
-    const limits = config === false ? { auth: false as const, mint: false as const } : config;
+    const limits =
+      config === false
+        ? { auth: false as const, mint: false as const, discover: false as const }
+        : config;
     this.#auth = limits.auth ?? DEFAULT_RATE_LIMITS.auth;
     this.#mint = limits.mint ?? DEFAULT_RATE_LIMITS.mint;
+    this.#discover = limits.discover ?? DEFAULT_RATE_LIMITS.discover;
     this.#local = config !== false && config.shared === true ? null : instanceCounters();
     this.#counters = this.#local ?? counters;
     this.#now = now;
@@ -181,21 +192,35 @@ export class RateLimiter {
    *
    * @throws {KeywayError} `rate_limited` with `retryAfter`.
    */
-  async countMint(treeRoot: string): Promise<void> {
-    if (this.#mint === false) return;
+  countMint(treeRoot: string): Promise<void> {
+    return this.#count(this.#mint, `mint:${treeRoot}`, 'tokens minted');
+  }
+
+  /**
+   * Counts one discovery by a scoped caller's delegation tree, refusing it beyond the limit:
+   * discovery fetches URLs the caller names, and must not become an outbound fetcher.
+   *
+   * @throws {KeywayError} `rate_limited` with `retryAfter`.
+   */
+  countDiscovery(treeRoot: string): Promise<void> {
+    return this.#count(this.#discover, `discover:${treeRoot}`, 'discoveries');
+  }
+
+  async #count(limit: RateLimit | false, key: string, what: string): Promise<void> {
+    if (limit === false) return;
     const now = this.#now();
     const counter = await this.#counters.incrementCounter(
-      `mint:${treeRoot}`,
-      now + this.#mint.windowSeconds * 1000,
+      key,
+      now + limit.windowSeconds * 1000,
       now,
     );
-    if (counter.count > this.#mint.limit) throw rateLimited('tokens minted', counter, now);
+    if (counter.count > limit.limit) throw rateLimited(what, counter, now);
   }
 }
 
 /**
- * Parses `KEYWAY_RATE_LIMITS`: `on`, `off`, or `auth=20/60,mint=60/60` (count per window
- * in seconds; `auth=off` turns one off; a limit not named keeps its default).
+ * Parses `KEYWAY_RATE_LIMITS`: `on`, `off`, or `auth=20/60,mint=60/60,discover=30/60` (count
+ * per window in seconds; `auth=off` turns one off; a limit not named keeps its default).
  *
  * @throws {TypeError} naming what is wrong.
  *
@@ -207,13 +232,15 @@ export function parseRateLimits(text: string): RateLimitsConfig | false {
   if (value === 'off') return false;
   const config: RateLimitsConfig = {};
   for (const part of value.split(',')) {
-    const match = part.trim().match(/^(auth|mint)=(?:(off)|([1-9][0-9]{0,8})\/([1-9][0-9]{0,5}))$/);
+    const match = part
+      .trim()
+      .match(/^(auth|mint|discover)=(?:(off)|([1-9][0-9]{0,8})\/([1-9][0-9]{0,5}))$/);
     if (match === null) {
       throw new TypeError(
-        `invalid rate limit ${JSON.stringify(part.trim())}: use on, off, or auth=20/60,mint=60/60 (count per window in seconds, or name=off)`,
+        `invalid rate limit ${JSON.stringify(part.trim())}: use on, off, or auth=20/60,mint=60/60,discover=30/60 (count per window in seconds, or name=off)`,
       );
     }
-    const name = match[1] as 'auth' | 'mint';
+    const name = match[1] as 'auth' | 'mint' | 'discover';
     config[name] =
       match[2] === 'off' ? false : { limit: Number(match[3]), windowSeconds: Number(match[4]) };
   }

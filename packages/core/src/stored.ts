@@ -126,6 +126,12 @@ export const ConnectionStateSchema = z.object({
    * existed are generation 0.
    */
   generation: z.number().int().nonnegative().default(0),
+  /**
+   * Random, set when the connection is created: a connection deleted and created again
+   * under the same id is another one, and gets nothing of the first one's pending
+   * authorizations. Absent in connections created before it was kept.
+   */
+  incarnation: z.string().optional(),
 });
 
 /** What a connection's vault entry holds (sealed), as written before parties were kept too. */
@@ -166,6 +172,17 @@ export const PendingStateSchema = z.object({
   scopes: z.array(z.string()),
   party: OAuthPartySchema,
   verify_user: z.boolean().default(false),
+  /**
+   * The stored record key of the broker token that started the authorization (`null`: the
+   * root key). The callback completes only while that token is live and still covers the
+   * connection and the provider: revoking it ends its pending authorizations.
+   */
+  started_by: z.string().nullable().optional(),
+  /**
+   * The incarnation of the connection the authorization is for: a connection deleted (and
+   * perhaps created again) meanwhile is not given this authorization's tokens.
+   */
+  connection: z.string().optional(),
 });
 
 /** What a user-verification flow holds until the app confirms it. */

@@ -84,3 +84,15 @@ export function parseLifetime(input: unknown): number {
   }
   return input;
 }
+
+/**
+ * The root of a token's delegation tree: the first label of its name (`ci` of `ci.a.b`).
+ * Limits that a token could otherwise multiply by minting children count per tree.
+ *
+ * @example
+ * delegationRoot('ci.jobs.42'); // 'ci'
+ */
+export function delegationRoot(name: string): string {
+  const dot = name.indexOf('.');
+  return dot === -1 ? name : name.slice(0, dot);
+}

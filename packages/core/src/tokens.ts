@@ -24,7 +24,7 @@ import {
   TOKEN_ID_BYTES,
   TOKEN_PREFIX,
 } from './token-format.js';
-import { isDescendantName, parseLifetime, parseTokenName } from './token-name.js';
+import { delegationRoot, isDescendantName, parseLifetime, parseTokenName } from './token-name.js';
 import { parseQuery, parseShape } from './validation.js';
 
 export type { MintTokenInput, NarrowTokenInput } from './schemas.js';
@@ -107,12 +107,6 @@ function notFound(name: string): KeywayError {
  * Broker tokens: authenticate, mint, list, read, narrow and delete (API.md §3). Reached as
  * `broker.tokens`; every operation takes the acting {@link Principal}.
  */
-/** The root of a token's delegation tree: the first label of its name (`ci` of `ci.a.b`). */
-export function delegationRoot(name: string): string {
-  const dot = name.indexOf('.');
-  return dot === -1 ? name : name.slice(0, dot);
-}
-
 export class TokenService {
   readonly #storage: TokenStorage;
   readonly #now: () => number;
@@ -186,6 +180,7 @@ export class TokenService {
       name: record.name,
       scopes: record.scopes,
       expiresAt: record.expiresAt,
+      idHash: record.idHash,
     } satisfies TokenPrincipal;
   }
 

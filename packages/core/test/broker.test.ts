@@ -86,6 +86,7 @@ describe('the broker embedded without HTTP', () => {
       name: 'app',
       scopes: ['acme/a/**'],
       expiresAt: now + 60_000,
+      idHash: expect.stringMatching(/^[0-9a-f]{64}$/),
     });
     expect(broker.authorize(app, 'acme/a/x')).toBe('acme/a/x');
     expect(() => broker.authorize(app, 'acme/b')).toThrow(

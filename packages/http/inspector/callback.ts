@@ -1,18 +1,20 @@
 /*
  * Runs on the OAuth callback page: tells the inspector that opened the consent window how
- * the authorization ended, by postMessage to this page's own origin only, then closes.
+ * the authorization ended, over a BroadcastChannel (which only pages of this origin share:
+ * the consent window has no `opener`, so the authorization server's pages cannot reach the
+ * inspector), then closes the window.
  */
-const outcome = document.getElementById('outcome');
-if (outcome !== null && window.opener !== null) {
-  (window.opener as Window).postMessage(
-    {
-      type: 'keyway-callback',
-      connection_id: outcome.dataset.connection,
-      status: outcome.dataset.status,
-      error: outcome.dataset.error ?? null,
-    },
-    location.origin,
-  );
-}
+import { CALLBACK_CHANNEL } from './channel.js';
 
-export {};
+const outcome = document.getElementById('outcome');
+if (outcome !== null) {
+  const channel = new BroadcastChannel(CALLBACK_CHANNEL);
+  channel.postMessage({
+    type: 'keyway-callback',
+    connection_id: outcome.dataset.connection,
+    status: outcome.dataset.status,
+    error: outcome.dataset.error ?? null,
+  });
+  channel.close();
+  window.close();
+}

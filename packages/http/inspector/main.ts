@@ -4,6 +4,8 @@
  * Every value from the API is written with textContent, never as HTML.
  */
 
+import { CALLBACK_CHANNEL } from './channel.js';
+
 type Json = Record<string, unknown>;
 
 const base = location.pathname.replace(/\/inspector\/?$/, '');
@@ -225,16 +227,18 @@ $('authorize-form').addEventListener('submit', async (event) => {
       el('p', `Scopes requested: ${requested}.`),
       el('p', 'Consent opens in a new window; this page updates when it is done.'),
     );
-    window.open(url.href, 'keyway-consent', 'popup,width=520,height=720');
+    // `noopener`: the authorization server's pages get no handle on this window, so they can
+    // never navigate it to a look-alike (reverse tabnabbing). The outcome comes back over
+    // a BroadcastChannel of this origin instead.
+    window.open(url.href, '_blank', 'noopener,popup,width=520,height=720');
     say('Waiting for consent in the other window.');
   } catch (error) {
     fail(out, error);
   }
 });
 
-window.addEventListener('message', (event) => {
-  // Only the callback page of this same origin reports here.
-  if (event.origin !== location.origin) return;
+// Only pages of this same origin can post to a BroadcastChannel of it: the callback page.
+new BroadcastChannel(CALLBACK_CHANNEL).addEventListener('message', (event) => {
   const data = event.data as Json;
   if (data?.type !== 'keyway-callback' || data.connection_id !== waiting) return;
   void showConnection(String(data.connection_id));
@@ -363,5 +367,3 @@ $('list-form').addEventListener('submit', async (event) => {
     fail(out, error);
   }
 });
-
-export {};

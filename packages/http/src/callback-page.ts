@@ -26,6 +26,7 @@ function headers(script: boolean): Record<string, string> {
     'x-content-type-options': 'nosniff',
     'content-security-policy': `default-src 'none'; ${script ? "script-src 'self'; " : ''}style-src 'unsafe-inline'; frame-ancestors 'none'`,
     'referrer-policy': 'no-referrer',
+    'cross-origin-opener-policy': 'same-origin',
   };
 }
 

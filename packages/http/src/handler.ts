@@ -121,6 +121,8 @@ const INSPECTOR_PAGE_HEADERS = {
   'cache-control': 'no-store',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
+  // A window this page opens (the consent popup) or one that opened it gets no handle on it.
+  'cross-origin-opener-policy': 'same-origin',
   'content-security-policy':
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
 };

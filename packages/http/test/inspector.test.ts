@@ -31,6 +31,8 @@ describe('the inspector page (API.md §9)', () => {
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
     expect(page.headers.get('cache-control')).toBe('no-store');
+    // Issue 22, Low 4: no window it opens, or that opened it, gets a handle on it.
+    expect(page.headers.get('cross-origin-opener-policy')).toBe('same-origin');
     expect(page.headers.get('content-security-policy')).toBe(
       "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     );
@@ -87,6 +89,11 @@ describe('the callback page with the inspector on', () => {
     expect(reply.headers.get('content-security-policy')).toBe(
       "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'",
     );
+    expect(reply.headers.get('cross-origin-opener-policy')).toBe('same-origin');
+    // The script reports over a BroadcastChannel of this origin, never to window.opener.
+    const script = INSPECTOR_ASSETS[CALLBACK_SCRIPT]?.body ?? '';
+    expect(script).toContain('BroadcastChannel');
+    expect(script).not.toContain('opener');
     expect(reply.text).toContain(
       '<div id="outcome" hidden data-connection="acme/&lt;alice&gt;/linear" data-status="active"></div>',
     );

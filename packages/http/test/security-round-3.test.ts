@@ -291,6 +291,120 @@ describe.each(storageFactories)('security probe, round 3 ($name storage)', (fact
     );
   });
 
+  describe('Decided: an authorization lives no longer than the token and the connection it was started for', () => {
+    async function started(token: string, connectionId = VICTIM) {
+      const reply = await h.call('POST', '/api/oauth/authorize/linear', {
+        token,
+        body: { connection_id: connectionId },
+      });
+      expect(reply.status).toBe(201);
+      return reply.body.authorization_url as string;
+    }
+    const REVOKED =
+      'the broker token that started this authorization was revoked, expired or narrowed meanwhile: start it again';
+
+    async function setup() {
+      const world = createTestWorld({ now: () => h.now });
+      await harness(world.fetch);
+      await h.call('PUT', '/api/admin/providers/linear', {
+        body: { template: 'mcp', configuration: { resource_url: world.resourceUrl } },
+      });
+      const app = await h.mint('app', ['tenants', 'linear']);
+      return { world, app };
+    }
+
+    it('refuses the callback of an authorization whose token was revoked meanwhile, exchanging nothing', async () => {
+      const { world, app } = await setup();
+      const url = await started(app);
+      expect((await h.call('DELETE', '/api/admin/tokens/app')).status).toBe(204);
+      const back = new URL(world.consent(url));
+      const reply = await h.call('GET', `${back.pathname}${back.search}`, { token: null });
+      expect(reply.text).toContain('Not connected');
+      expect(world.stats.codeExchanges).toBe(0);
+      const view = await h.call('GET', `/api/oauth/connections/${VICTIM}`);
+      expect(view.body.status).toBe('error');
+      expect(view.body.error).toEqual({ code: 'invalid_request', description: REVOKED });
+    });
+
+    it('refuses it when the token was narrowed away from the connection, and completes it while the token still covers it', async () => {
+      const { world, app } = await setup();
+      const narrowed = await started(app);
+      const kept = await started(app, 'tenants/carol/linear');
+      const patch = await h.call('PATCH', '/api/admin/tokens/app', {
+        body: { scopes: ['tenants/carol', 'linear'] },
+      });
+      expect(patch.status).toBe(200);
+      const refused = new URL(world.consent(narrowed));
+      expect(
+        (await h.call('GET', `${refused.pathname}${refused.search}`, { token: null })).text,
+      ).toContain('Not connected');
+      const completed = new URL(world.consent(kept));
+      expect(
+        (await h.call('GET', `${completed.pathname}${completed.search}`, { token: null })).text,
+      ).toContain('Connected');
+      expect(world.stats.codeExchanges).toBe(1);
+      expect((await h.call('GET', '/api/oauth/connections/tenants/carol/linear')).body.status).toBe(
+        'active',
+      );
+    });
+
+    it('gives a connection deleted (and created again) meanwhile nothing of the old authorization', async () => {
+      const { world } = await setup();
+      const old = await started(ROOT_KEY);
+      expect((await h.call('DELETE', `/api/oauth/connections/${VICTIM}`)).status).toBe(204);
+      const fresh = await started(ROOT_KEY);
+      const stale = new URL(world.consent(old));
+      const reply = await h.call('GET', `${stale.pathname}${stale.search}`, { token: null });
+      expect(reply.text).toContain('Not connected');
+      expect(reply.text).toContain('connection_deleted');
+      expect(world.stats.codeExchanges).toBe(0);
+      expect((await h.call('GET', `/api/oauth/connections/${VICTIM}`)).body.status).toBe('pending');
+      const back = new URL(world.consent(fresh));
+      expect(
+        (await h.call('GET', `${back.pathname}${back.search}`, { token: null })).text,
+      ).toContain('Connected');
+      expect(world.stats.codeExchanges).toBe(1);
+    });
+    it('completes an authorization started before another one of the same connection completed', async () => {
+      const { world, app } = await setup();
+      const first = await started(app);
+      const second = await started(app);
+      for (const url of [second, first]) {
+        const back = new URL(world.consent(url));
+        expect(
+          (await h.call('GET', `${back.pathname}${back.search}`, { token: null })).text,
+        ).toContain('Connected');
+      }
+      expect(world.stats.codeExchanges).toBe(2);
+    });
+  });
+
+  describe('Decided: discovery is counted per delegation tree, as it fetches what the caller names', () => {
+    it('refuses the discoveries of a tree past its limit, never the root key’s', async () => {
+      const world = createTestWorld({ now: () => h.now });
+      await harness(world.fetch, { rateLimits: { discover: { limit: 2, windowSeconds: 60 } } });
+      const probe = await h.mint('probe', ['nothing']);
+      const child = await h.mint('probe.child', ['nothing'], { by: probe });
+      const discover = (token: string) =>
+        h.call('POST', '/api/admin/discover', {
+          token,
+          body: { resource_url: world.resourceUrl },
+        });
+      expect((await discover(probe)).status).toBe(200);
+      expect((await discover(child)).status).toBe(200);
+      const refused = await discover(child);
+      expect(refused.status).toBe(429);
+      expect(refused.body.error).toBe('rate_limited');
+      expect(refused.headers.get('retry-after')).toBe('60');
+      const requests = world.requests.length;
+      expect((await discover(probe)).status).toBe(429);
+      expect(world.requests.length).toBe(requests);
+      for (let i = 0; i < 5; i++) expect((await discover(ROOT_KEY)).status).toBe(200);
+      h.now += 60_000;
+      expect((await discover(child)).status).toBe(200);
+    });
+  });
+
   describe('Medium 2: a code goes only to the token endpoint of the server that issued it (mix-up, RFC 9700 §4.4)', () => {
     /** An honest server and an attacker's, each with its MCP server, behind one fetch. */
     function mixUpWorlds(honest: Parameters<typeof createTestWorld>[0]) {

@@ -11,6 +11,7 @@ import { noBaseUrl } from '../providers/registry.js';
 import { type ClientProfile, callbackKey, redirectUriOf } from '../registration.js';
 import { parseResourcePath } from '../resource-path.js';
 import { AuthorizeBody, VerifyBody } from '../schemas.js';
+import { setCoversPath } from '../scope.js';
 import type { ConnectionRecord } from '../storage/contract.js';
 import {
   type ConnectionState,
@@ -38,6 +39,7 @@ import {
   connectionState,
   connectionView,
   FORGOTTEN_CLIENT,
+  incarnationOf,
   PENDING_AUTHORIZATION_TTL_MS,
   PKCE_VERIFIER_KIND,
   VERIFICATION_TOKENS_KIND,
@@ -186,6 +188,7 @@ export class AuthorizationFlow {
     const challenge = await oauth.calculatePKCECodeChallenge(verifier);
     const expiresAt = now + PENDING_AUTHORIZATION_TTL_MS;
 
+    let connection = existing === null ? null : incarnationOf(existing);
     if (existing === null) {
       const record: ConnectionRecord = {
         id: connectionId,
@@ -198,6 +201,7 @@ export class AuthorizationFlow {
           last_refreshed_at: null,
           error: null,
           generation: 0,
+          incarnation: toBase64Url(o.randomBytes(16)),
         } satisfies ConnectionState,
         version: 1,
         createdAt: now,
@@ -211,6 +215,7 @@ export class AuthorizationFlow {
       });
       if (await o.storage.insertConnection(record, undefined, events)) {
         o.events.published(events);
+        connection = incarnationOf(record);
       } else {
         const raced = await this.records.get(connectionId);
         if (raced !== null && raced.providerId !== provider) {
@@ -219,6 +224,7 @@ export class AuthorizationFlow {
             `connection ${JSON.stringify(connectionId)} belongs to another provider`,
           );
         }
+        if (raced !== null) connection = incarnationOf(raced);
       }
     }
     const verifierEntry = await o
@@ -236,6 +242,8 @@ export class AuthorizationFlow {
         scopes,
         party: { ...party },
         verify_user: verifyUser,
+        started_by: principal.kind === 'token' ? (principal.idHash ?? null) : null,
+        ...(connection === null ? {} : { connection }),
       } satisfies PendingState,
       expiresAt,
       createdAt: now,
@@ -308,6 +316,25 @@ export class AuthorizationFlow {
         throw new ResponseRefused(
           'invalid_response',
           'the authorization response came back to the redirect URI of another authorization server (a mix-up, RFC 9700 §4.4): refused',
+        );
+      }
+      // An authorization lives no longer than what started it: the connection it is for
+      // (not deleted meanwhile) and the broker token that asked for it (not revoked,
+      // expired or narrowed away from the connection or the provider).
+      const connection = await this.records.get(pending.connectionId);
+      if (
+        connection === null ||
+        (saved.connection !== undefined && incarnationOf(connection) !== saved.connection)
+      ) {
+        return outcome('error', {
+          code: 'connection_deleted',
+          description: 'the connection was deleted after this authorization started',
+        });
+      }
+      if (!(await this.#starterStillCovers(saved.started_by ?? null, pending))) {
+        throw new ResponseRefused(
+          'invalid_request',
+          'the broker token that started this authorization was revoked, expired or narrowed meanwhile: start it again',
         );
       }
       const auth = await this.records.authenticationOf(pending.providerId, saved.party, 'current');
@@ -387,6 +414,21 @@ export class AuthorizationFlow {
       });
     }
     return outcome('active', null);
+  }
+
+  /** Whether the token that started an authorization still covers its connection and provider. */
+  async #starterStillCovers(
+    idHash: string | null,
+    pending: { connectionId: string; providerId: string },
+  ): Promise<boolean> {
+    if (idHash === null) return true;
+    const token = await this.records.o.storage.findTokenByIdHash(idHash);
+    return (
+      token !== null &&
+      token.expiresAt > this.records.o.now() &&
+      setCoversPath(token.scopes, pending.connectionId) &&
+      setCoversPath(token.scopes, pending.providerId)
+    );
   }
 
   async verify(principal: Principal, input: unknown): Promise<ConnectionView> {

@@ -163,6 +163,11 @@ export function connectionView(record: ConnectionRecord): ConnectionView {
   };
 }
 
+/** Which creation of a connection a record is (its random incarnation, else its creation time). */
+export function incarnationOf(record: ConnectionRecord): string {
+  return connectionState(record).incarnation ?? `created:${record.createdAt}`;
+}
+
 export const notFound = (id: string) =>
   new KeywayError('not_found', `no connection ${JSON.stringify(id)}`);
 
@@ -373,7 +378,8 @@ export class ConnectionRecords {
     const now = this.o.now();
     const scopes = tokens.scope.length > 0 ? tokens.scope : requestedScopes;
     return this.update(id, (record) => {
-      const generation = connectionState(record).generation + 1;
+      const previous = connectionState(record);
+      const generation = previous.generation + 1;
       return {
         event: {
           type: 'connection.authorized',
@@ -395,6 +401,7 @@ export class ConnectionRecords {
             last_refreshed_at: null,
             error: null,
             generation,
+            ...(previous.incarnation === undefined ? {} : { incarnation: previous.incarnation }),
           } satisfies ConnectionState,
         },
         tokens: { ...tokens, generation },

@@ -4,11 +4,13 @@ import type { EventLog } from '../events.js';
 import type { OutboundFetch } from '../outbound.js';
 import { listWindow, type Page, toPage } from '../pagination.js';
 import { actorOf, assertCoversPath, type Principal } from '../principal.js';
+import type { RateLimiter } from '../rate-limit.js';
 import type { ClientProfile } from '../registration.js';
 import { parseResourcePath } from '../resource-path.js';
 import { DiscoverBody, ProviderListQuery } from '../schemas.js';
 import { listableSubtrees } from '../secrets.js';
 import type { Storage } from '../storage/contract.js';
+import { delegationRoot } from '../token-name.js';
 import { parseQuery, parseShape } from '../validation.js';
 import type { ProviderRegistry } from './registry.js';
 import {
@@ -30,6 +32,8 @@ export interface ProviderServiceOptions {
   events: EventLog;
   /** The deployment as authorization servers see it; `null` when `baseUrl` is not set. */
   profile: ClientProfile | null;
+  /** Counts discoveries of scoped callers (API.md §12). */
+  limiter?: RateLimiter;
 }
 
 /**
@@ -162,9 +166,13 @@ export class ProviderService {
    *
    * @param input `{ resource_url }`, checked here.
    */
-  async discover(_principal: Principal, input: unknown): Promise<DiscoveryTrace> {
+  async discover(principal: Principal, input: unknown): Promise<DiscoveryTrace> {
     this.#assertManagement();
     const { resource_url } = parseShape(DiscoverBody, input);
+    // It fetches what the caller names: counted per delegation tree, like minting.
+    if (principal.kind === 'token') {
+      await this.#o.limiter?.countDiscovery(delegationRoot(principal.name));
+    }
     return discover(this.#o.outbound, this.#o.registry.resourceUrl(resource_url), {
       allowedHosts: this.#o.allowedHosts,
     });
