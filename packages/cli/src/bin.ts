@@ -23,8 +23,9 @@ Starts the Keyway broker. Environment:
                     http and on loopback/private addresses (development only)
   KEYWAY_TRUST_PROXY  true: client address from the last X-Forwarded-For entry, scheme
                     and host from X-Forwarded-Proto/-Host (behind a proxy you run)
-  KEYWAY_RATE_LIMITS  on, off, or auth=20/60,mint=60/60 (count per window in seconds;
-                    name=off turns one off). Default on; shared through PostgreSQL
+  KEYWAY_RATE_LIMITS  on, off, or auth=20/60,mint=60/60,discover=30/60 (count per window
+                    in seconds; name=off turns one off). Default on; shared through
+                    PostgreSQL
   KEYWAY_WEBHOOK_URL, KEYWAY_WEBHOOK_SECRET  a webhook endpoint and its whsec_ secret
                     (both or neither); KEYWAY_WEBHOOK_TYPES: only these event types
   KEYWAY_AUDIT_RETENTION_DAYS  days the audit log keeps an event (default 90)

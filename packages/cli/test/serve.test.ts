@@ -242,7 +242,7 @@ describe('serveOptionsFromEnv()', () => {
     expect(serveOptionsFromEnv({ KEYWAY_RATE_LIMITS: 'off' })).toEqual({ rateLimits: false });
     expect(serveOptionsFromEnv({ KEYWAY_RATE_LIMITS: 'on' })).toEqual({ rateLimits: {} });
     expect(() => serveOptionsFromEnv({ KEYWAY_RATE_LIMITS: 'auth=20' })).toThrow(
-      'invalid rate limit "auth=20": use on, off, or auth=20/60,mint=60/60 (count per window in seconds, or name=off)',
+      'invalid rate limit "auth=20": use on, off, or auth=20/60,mint=60/60,discover=30/60 (count per window in seconds, or name=off)',
     );
     expect(() => serveOptionsFromEnv({ KEYWAY_TRUST_PROXY: 'yes' })).toThrow(
       'KEYWAY_TRUST_PROXY must be "true" or "false"',

@@ -181,9 +181,9 @@ async function asRegistrationAnswer(response: Response): Promise<Response> {
  * strongest supported auth method and honouring the one the server returns, with the
  * server's own redirect URI ({@link serverRedirectUri}).
  *
- * The document is one URL for every server, so a client that uses it has one redirect
- * URI and is kept apart from a mix-up only by `iss` (RFC 9207): for a server that does
- * not promise `iss` but offers dynamic registration, that is used instead (RFC 9700 §4.4).
+ * The document is one URL that every server supporting documents accepts, so a client that
+ * uses it has one redirect URI, and only the server's `iss` (RFC 9207) keeps its responses
+ * apart from a mix-up (RFC 9700 §4.4); see docs/security.md for what that leaves exposed.
  *
  * @throws {KeywayError} `registration_unsupported` (400) or `registration_failed` (502).
  */
@@ -193,13 +193,7 @@ export async function registerClient(
   profile: ClientProfile,
 ): Promise<RegisteredClient> {
   const documentUrl = new URL(profile.metadataDocumentUrl);
-  const mixUpSafe =
-    server.authorization_response_iss_parameter_supported || server.registration_endpoint === null;
-  if (
-    server.client_id_metadata_document_supported &&
-    documentUrl.protocol === 'https:' &&
-    mixUpSafe
-  ) {
+  if (server.client_id_metadata_document_supported && documentUrl.protocol === 'https:') {
     return {
       issuer: server.issuer,
       client_id: documentUrl.href,

@@ -430,8 +430,14 @@ describe.each(storageFactories)('security probe, round 3 ($name storage)', (fact
     async function attack(
       worlds: ReturnType<typeof mixUpWorlds>,
       honestClient: { client_id: string; redirect_uri: string },
-      attackerClient: 'register' | 'custom on the shared callback' = 'register',
+      attackerClient:
+        | 'register'
+        | 'custom on the shared callback'
+        | 'the metadata document' = 'register',
     ) {
+      if (attackerClient === 'the metadata document') {
+        worlds.evil.set({ clientIdMetadataDocuments: true, dynamicRegistration: false });
+      }
       const attacker = await h.mint('mallory', ['evil', 'mallory']);
       // The attacker runs its server, so it can give its provider any client it likes.
       worlds.evil.preregister({
@@ -444,9 +450,9 @@ describe.each(storageFactories)('security probe, round 3 ($name storage)', (fact
         body: {
           template: 'mcp',
           configuration: { resource_url: worlds.evil.resourceUrl },
-          ...(attackerClient === 'register'
-            ? {}
-            : { credentials: { mode: 'custom', client_id: 'evil-client' } }),
+          ...(attackerClient === 'custom on the shared callback'
+            ? { credentials: { mode: 'custom', client_id: 'evil-client' } }
+            : {}),
         },
       });
       expect(created.status).toBe(201);
@@ -539,21 +545,34 @@ describe.each(storageFactories)('security probe, round 3 ($name storage)', (fact
       await expectRefused(worlds, outcome, WRONG_ISS(worlds.legit.issuer));
     });
 
-    it('client-ID metadata document: a server that sends no iss gets a dynamic client with its own redirect URI instead', async () => {
-      const worlds = mixUpWorlds({ clientIdMetadataDocuments: true, issParameter: false });
+    it('client-ID metadata document at the attacker’s server: its shared redirect URI is not the honest server’s, whose own one is refused for the attacker’s state', async () => {
+      const worlds = mixUpWorlds({ issParameter: false });
       await harness(worlds.fetch);
       const honest = await h.call('PUT', '/api/admin/providers/linear', {
         body: { template: 'mcp', configuration: { resource_url: worlds.legit.resourceUrl } },
       });
-      expect(honest.body.credentials.registration).toBe('dynamic');
-      expect(honest.body.credentials.redirect_uri).toMatch(
-        new RegExp(`^${CALLBACK}/[A-Za-z0-9_-]{22}$`),
+      const clientId: string = honest.body.credentials.client_id;
+      const redirectUri: string = honest.body.credentials.redirect_uri;
+      // With the honest server's own redirect URI, Keyway refuses the attacker's state.
+      const outcome = await attack(
+        worlds,
+        { client_id: clientId, redirect_uri: redirectUri },
+        'the metadata document',
       );
-      // The attacker tries both: the document (one URL everywhere) and the dynamic client.
-      const outcome = await attack(worlds, {
-        client_id: honest.body.credentials.client_id,
-        redirect_uri: honest.body.credentials.redirect_uri,
+      const evil = await h.call('GET', '/api/admin/providers/evil');
+      expect(evil.body.credentials).toMatchObject({
+        registration: 'metadata_document',
+        redirect_uri: CALLBACK,
       });
+      // With the shared one of the attacker's state, the honest server refuses.
+      const again = await h.call('POST', '/api/oauth/authorize/evil', {
+        body: { connection_id: 'mallory/again' },
+      });
+      expect(() =>
+        worlds.legit.consent(
+          bounce(again.body.authorization_url, worlds.legit, clientId, CALLBACK),
+        ),
+      ).toThrow('redirect_uri is not registered');
       await expectRefused(worlds, outcome, MIXED_UP);
     });
 
