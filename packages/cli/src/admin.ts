@@ -41,7 +41,10 @@ export const ADMIN_USAGE = `Commands over the HTTP API (KEYWAY_URL, KEYWAY_TOKEN
   keyway token list | get <name> | revoke <name>
   keyway token narrow <name> [--scope <s>…] [--expires-in <seconds>]
   keyway provider put <id> --resource-url <url> [--scope <s>…] [--label <text>]
-                      [--client-id <id> [--client-secret-env <VAR>]]
+                      [--client-id <id> [--client-secret-env <VAR>]] [--pkce assume_s256]
+                      [--authorization-param <name=value>…] [--token-param <name=value>…]
+                      [--register]   (--register: a new client, as "provider register")
+  keyway provider register <id>   registers a new client (the server forgot the old one)
   keyway provider list [--prefix <p>] | get <id> | delete <id>
   keyway discover <resource-url>
   keyway connect <provider> <connection> [--scope <s>…]   (prints the consent URL, waits)
@@ -96,6 +99,10 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
         status: { type: 'string' },
         'value-env': { type: 'string' },
         limit: { type: 'string' },
+        pkce: { type: 'string' },
+        'authorization-param': { type: 'string', multiple: true },
+        'token-param': { type: 'string', multiple: true },
+        register: { type: 'boolean' },
       },
     });
     const json = values.json === true;
@@ -181,12 +188,23 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
         if (secretEnv !== undefined && secret === undefined) {
           throw new UsageError(`${secretEnv} is not set`);
         }
-        const body = await api('PUT', `/api/admin/providers/${encodePath(one(1))}`, {
+        const id = one(1);
+        const authorizationParams = nameValues(
+          '--authorization-param',
+          values['authorization-param'],
+        );
+        const tokenParams = nameValues('--token-param', values['token-param']);
+        let body = await api('PUT', `/api/admin/providers/${encodePath(id)}`, {
           template: 'mcp',
           ...(values.label === undefined ? {} : { label: values.label }),
           configuration: {
             resource_url: values['resource-url'] ?? '',
             ...(values.scope === undefined ? {} : { scopes: values.scope }),
+            ...(values.pkce === undefined ? {} : { pkce: values.pkce }),
+            ...(authorizationParams === undefined
+              ? {}
+              : { authorization_params: authorizationParams }),
+            ...(tokenParams === undefined ? {} : { token_params: tokenParams }),
           },
           ...(values['client-id'] === undefined
             ? {}
@@ -198,6 +216,14 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
                 },
               }),
         });
+        if (values.register === true) {
+          body = await api('POST', `/api/admin/providers/${encodePath(id)}/register`);
+        }
+        show(body, () => providerLine(body));
+        return EXIT.ok;
+      }
+      case 'provider register': {
+        const body = await api('POST', `/api/admin/providers/${encodePath(one(1))}/register`);
         show(body, () => providerLine(body));
         return EXIT.ok;
       }
@@ -248,20 +274,23 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
         if (json) io.out(JSON.stringify(started));
         else io.out(`Open this address to give consent:\n${clean(started.authorization_url)}`);
         const deadline = Date.parse(started.expires_at);
+        // When the broker started this authorization (by its clock: the consent lives 10
+        // minutes): what happened to the connection before is not this attempt's outcome,
+        // so a connection already in error waits for the new consent too.
+        const since = deadline - 10 * 60 * 1000;
         const frames = '⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏';
         for (let i = 0; ; i++) {
           const view = await api('GET', `/api/oauth/connections/${encodePath(connection)}`);
-          const done =
-            view.authorized_at !== null &&
-            Date.parse(view.authorized_at) >= Date.parse(started.expires_at) - 10 * 60 * 1000;
-          if (view.status === 'error' || (view.status === 'active' && done)) {
+          const authorized = view.authorized_at !== null && Date.parse(view.authorized_at) >= since;
+          const failed = view.error !== null && Date.parse(view.updated_at) >= since;
+          if ((view.status === 'active' && authorized) || (failed && !authorized)) {
             if (io.tty && !json) io.err('\r\x1b[K');
             show(view, () =>
-              view.status === 'active'
-                ? `connected ${clean(connection)}: scopes ${clean(view.scopes.join(' ') || '(none)')}`
+              authorized
+                ? `connected ${clean(connection)}: scopes ${clean(view.scopes.join(' ') || '(none)')}${view.refreshable ? '' : ' (no refresh token: a new consent is needed when the token expires)'}`
                 : `failed: ${clean(view.error?.code)}: ${clean(view.error?.description)}`,
             );
-            return view.status === 'active' ? EXIT.ok : EXIT.refused;
+            return authorized ? EXIT.ok : EXIT.refused;
           }
           if (Date.now() > deadline)
             throw new Refused('invalid_request', 'the consent was not given in time');
@@ -275,14 +304,31 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
           `/api/oauth/connections${query({ prefix: values.prefix, provider_id: values.provider, status: values.status, limit: values.limit })}`,
         );
         show(body, () =>
-          table(body.items, ['connection_id', 'provider_id', 'status', 'token_expires_at']),
+          table(body.items, [
+            'connection_id',
+            'provider_id',
+            'status',
+            'refreshable',
+            'token_expires_at',
+          ]),
         );
         return EXIT.ok;
       }
       case 'connection get': {
         const body = await api('GET', `/api/oauth/connections/${encodePath(one(1))}`);
         show(body, () =>
-          table([body], ['connection_id', 'provider_id', 'status', 'scopes', 'token_expires_at']),
+          table(
+            [{ ...body, error: body.error === null ? null : body.error.code }],
+            [
+              'connection_id',
+              'provider_id',
+              'status',
+              'refreshable',
+              'scopes',
+              'token_expires_at',
+              'error',
+            ],
+          ),
         );
         return EXIT.ok;
       }
@@ -388,6 +434,20 @@ function client(io: AdminIo) {
     }
     return answer;
   };
+}
+
+/** `name=value` options as an object; `undefined` when none were given. */
+function nameValues(
+  option: string,
+  given: string[] | undefined,
+): Record<string, string> | undefined {
+  if (given === undefined) return undefined;
+  const entries = given.map((pair) => {
+    const at = pair.indexOf('=');
+    if (at <= 0) throw new UsageError(`${option} takes name=value, not ${JSON.stringify(pair)}`);
+    return [pair.slice(0, at), pair.slice(at + 1)] as const;
+  });
+  return Object.fromEntries(entries);
 }
 
 /** Rows as an aligned text table of the given columns. */

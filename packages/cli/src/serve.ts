@@ -7,6 +7,7 @@ import {
   type BrokerConfig,
   createBroker,
   generateVaultKey,
+  parseDuration,
   parseRateLimits,
   type RateLimitsConfig,
   type Storage,
@@ -115,6 +116,11 @@ export interface ServeOptions {
   webhooks?: { url: string; secret: string; types?: string[] }[];
   /** Days audit events are kept (`KEYWAY_AUDIT_RETENTION_DAYS`). Default 90. */
   auditRetentionDays?: number;
+  /**
+   * Refresh connections no refresh has touched for this long (`KEYWAY_REFRESH_IDLE_AFTER`,
+   * a duration such as `7d`). Default off.
+   */
+  refreshIdleAfter?: string | number;
   /** Where lines for the operator go; default `console.log`. */
   log?: (line: string) => void;
 }
@@ -222,6 +228,9 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       ...(options.auditRetentionDays === undefined
         ? {}
         : { auditRetentionDays: options.auditRetentionDays }),
+      ...(options.refreshIdleAfter === undefined
+        ? {}
+        : { refreshIdleAfter: options.refreshIdleAfter }),
       rateLimits:
         options.rateLimits === false
           ? false
@@ -343,6 +352,16 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
   if (webhook !== undefined) options.webhooks = [webhook];
   const retention = integerVariable(env, 'KEYWAY_AUDIT_RETENTION_DAYS', 1, 3650);
   if (retention !== undefined) options.auditRetentionDays = retention;
+  if (env.KEYWAY_REFRESH_IDLE_AFTER) {
+    let idle: number;
+    try {
+      idle = parseDuration(env.KEYWAY_REFRESH_IDLE_AFTER);
+    } catch (error) {
+      throw new Error(`KEYWAY_REFRESH_IDLE_AFTER: ${(error as Error).message}`);
+    }
+    if (idle < 1000) throw new Error('KEYWAY_REFRESH_IDLE_AFTER must be at least 1s');
+    options.refreshIdleAfter = idle;
+  }
   return options;
 }
 

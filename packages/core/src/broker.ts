@@ -134,9 +134,26 @@ export function createBroker(config: BrokerConfig): Broker {
     allowedHosts: resolved.allowedHosts,
     refreshMarginMs: resolved.refreshMarginMs,
     refreshLeaseMs: resolved.refreshLeaseMs,
+    refreshIdleAfterMs: resolved.refreshIdleAfterMs,
     events,
   });
   const connections = new ConnectionService(records);
+  // Idle refresh (issue 23): a tenth of the idle time between rounds, 1 s to 1 h.
+  let idleRound: Promise<unknown> | null = null;
+  let idleTimer: ReturnType<typeof setInterval> | undefined;
+  if (resolved.refreshIdleAfterMs !== false) {
+    const every = Math.min(Math.max(Math.floor(resolved.refreshIdleAfterMs / 10), 1000), 3_600_000);
+    idleTimer = setInterval(() => {
+      if (idleRound !== null) return;
+      idleRound = connections
+        .refreshIdle()
+        .catch(resolved.onBackgroundError)
+        .finally(() => {
+          idleRound = null;
+        });
+    }, every);
+    (idleTimer as { unref?: () => void }).unref?.();
+  }
   const sender =
     resolved.webhooks.length === 0
       ? null
@@ -207,8 +224,10 @@ export function createBroker(config: BrokerConfig): Broker {
     purgeExpired,
     async close() {
       clearInterval(timer);
+      clearInterval(idleTimer);
       await sender?.stop();
       await purging;
+      await idleRound;
       await storage.close();
     },
   };

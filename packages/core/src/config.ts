@@ -19,6 +19,7 @@ import type { RateLimitsConfig } from './rate-limit.js';
 import type { ClientProfile } from './registration.js';
 import type { ProviderInput } from './schemas.js';
 import { STORAGE_METHODS, type Storage } from './storage/contract.js';
+import { parseDuration } from './time.js';
 import { TOKEN_PREFIX } from './token-format.js';
 import { deriveVaultKey, Vault } from './vault.js';
 
@@ -164,6 +165,15 @@ export interface BrokerConfig {
    */
   refreshLeaseMs?: number;
   /**
+   * Refresh active, refreshable connections that nothing has refreshed for this long, in
+   * the background (with the refresh lease, so once across instances): refresh tokens that
+   * expire when idle (Microsoft's after 90 days) stay alive. Milliseconds, or a duration
+   * such as `"7d"`, at least one second; `false` (the default) turns it off.
+   *
+   * @see docs/connections.md "Idle refresh"
+   */
+  refreshIdleAfter?: number | string | false;
+  /**
    * Rate limits (API.md §12): failed authentications per client address (default 20 per
    * minute; the handler passes the address) and tokens minted per scoped caller (default 60
    * per minute). `false` turns all off, `{ auth: false }` one; `shared: true` keeps the
@@ -205,6 +215,8 @@ const WebhookSchema = z.strictObject(
 );
 const POLL_INTERVAL = '"webhookPollIntervalMs" must be false or an integer from 100 to 3600000';
 const RETENTION = '"auditRetentionDays" must be an integer from 1 to 3650';
+const REFRESH_IDLE =
+  '"refreshIdleAfter" must be false, milliseconds (at least 1000) or a duration such as "7d"';
 const PURGE_INTERVAL = '"purgeIntervalMs" must be false or an integer from 1000 to 86400000';
 
 const RATE_LIMITS =
@@ -343,6 +355,9 @@ const BrokerConfigSchema = z.object({
     .min(300, '"refreshLeaseMs" must be an integer from 300 to 600000')
     .max(600_000, '"refreshLeaseMs" must be an integer from 300 to 600000')
     .optional(),
+  refreshIdleAfter: z
+    .union([z.literal(false), z.number(), z.string()], { error: REFRESH_IDLE })
+    .optional(),
   rateLimits: z
     .union(
       [
@@ -385,8 +400,26 @@ export interface ResolvedBrokerConfig {
   purgeIntervalMs: number | false;
   refreshMarginMs: number;
   refreshLeaseMs: number;
+  refreshIdleAfterMs: number | false;
   rateLimits: RateLimitsConfig | false;
   onBackgroundError: (error: unknown) => void;
+}
+
+/** `refreshIdleAfter` in milliseconds, or `false`. @throws {TypeError} naming the option. */
+function refreshIdleAfterMs(value: number | string | false | undefined): number | false {
+  if (value === undefined || value === false) return false;
+  let ms: number;
+  try {
+    ms = typeof value === 'number' ? value : parseDuration(value);
+  } catch (error) {
+    throw new TypeError(
+      `invalid broker configuration: "refreshIdleAfter": ${(error as Error).message}`,
+    );
+  }
+  if (!Number.isInteger(ms) || ms < 1000) {
+    throw new TypeError(`invalid broker configuration: ${REFRESH_IDLE}`);
+  }
+  return ms;
 }
 
 function profileOf(
@@ -473,6 +506,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     purgeIntervalMs: parsed.purgeIntervalMs ?? 60_000,
     refreshMarginMs: parsed.refreshMarginMs ?? 60_000,
     refreshLeaseMs: parsed.refreshLeaseMs ?? 30_000,
+    refreshIdleAfterMs: refreshIdleAfterMs(parsed.refreshIdleAfter),
     rateLimits: parsed.rateLimits ?? {},
     onBackgroundError,
   };

@@ -19,6 +19,7 @@ export const ERROR_STATUS = {
   conflict: 409,
   connection_not_active: 409,
   reauthorization_required: 409,
+  refresh_unavailable: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   unsupported_authorization_server: 422,

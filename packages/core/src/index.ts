@@ -71,6 +71,7 @@ export * as schemas from './schemas.js';
 export type { SecretView, SecretWithValue } from './secrets.js';
 export type { ConnectionStatus, Storage } from './storage/contract.js';
 export type { ConnectionTokens } from './stored.js';
+export { parseDuration } from './time.js';
 // ─── who acts ────────────────────────────────────────────────────────────────────────────
 // ─── the contract's types (API.md §3–§7) ─────────────────────────────────────────────────
 export type { AuthenticationContext, IssuedToken, TokenView } from './tokens.js';

@@ -50,7 +50,13 @@ export const ProviderViewBody = z.object({
   id: z.string(),
   template: z.literal('mcp'),
   label: z.string(),
-  configuration: z.object({ resource_url: z.string(), scopes: z.array(z.string()) }),
+  configuration: z.object({
+    resource_url: z.string(),
+    scopes: z.array(z.string()),
+    authorization_params: z.record(z.string(), z.string()).optional(),
+    token_params: z.record(z.string(), z.string()).optional(),
+    pkce: z.literal('assume_s256').optional(),
+  }),
   credentials: z.object({
     mode: z.enum(['register', 'custom']),
     client_id: z.string(),
@@ -118,6 +124,8 @@ export const ConnectionViewBody = z.object({
   provider_id: z.string(),
   status: z.enum(['pending', 'active', 'error']),
   scopes: z.array(z.string()),
+  refreshable: z.boolean(),
+  grant: z.literal('authorization_code'),
   token_expires_at: time.nullable(),
   created_at: time,
   updated_at: time,

@@ -104,6 +104,16 @@ export const NarrowTokenBody = z.strictObject({
 
 // ─── providers (API.md §4, §6) ───────────────────────────────────────────────────────────
 
+/** Most extra parameters a provider adds to one kind of request. */
+const MAX_EXTRA_PARAMS = 20;
+const EXTRA_PARAMS = `at most ${MAX_EXTRA_PARAMS} parameters, each a name of 1 to 64 characters with a string value of at most 2048`;
+
+/** Extra request parameters (API.md §4): names to string values, bounded. */
+const extraParams = z
+  .record(z.string().min(1).max(64), z.string().max(2048))
+  .refine((params) => Object.keys(params).length <= MAX_EXTRA_PARAMS, { error: EXTRA_PARAMS })
+  .optional();
+
 /** Body of `PUT /api/admin/providers/<id>` (API.md §4), template `mcp`. */
 export const ProviderBody = z.strictObject({
   template: z.string(),
@@ -111,6 +121,15 @@ export const ProviderBody = z.strictObject({
   configuration: z.strictObject({
     resource_url: z.string(),
     scopes: z.array(z.string().min(1).max(200)).max(64).optional(),
+    /** Added to the authorization URL (`prompt`, `access_type`, `audience`, …). */
+    authorization_params: extraParams,
+    /** Added to every token request: the code exchange and each refresh. */
+    token_params: extraParams,
+    /**
+     * `assume_s256`: the server does PKCE S256 without advertising it; Keyway sends it
+     * anyway (API.md §6 item 4). Only for a server you know does.
+     */
+    pkce: z.literal('assume_s256').optional(),
   }),
   credentials: z
     .strictObject({
@@ -128,7 +147,11 @@ export const ProviderBody = z.strictObject({
 });
 
 /** Body of `POST /api/admin/discover` (API.md §6). */
-export const DiscoverBody = z.strictObject({ resource_url: z.string() });
+export const DiscoverBody = z.strictObject({
+  resource_url: z.string(),
+  /** As a provider's `configuration.pkce`: discover as that provider would. */
+  pkce: z.literal('assume_s256').optional(),
+});
 
 // ─── connections (API.md §5) ─────────────────────────────────────────────────────────────
 

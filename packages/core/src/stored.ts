@@ -32,6 +32,12 @@ export const AuthorizationServerInfoSchema = z.object({
   token_endpoint_auth_methods_supported: nullableStrings,
   client_id_metadata_document_supported: z.boolean(),
   authorization_response_iss_parameter_supported: z.boolean(),
+  /**
+   * An OpenID provider: its metadata came from `openid-configuration`, or its
+   * `scopes_supported` lists `openid`. Asking it for `offline_access` needs
+   * `prompt=consent` (OpenID Connect Core §11). Absent in records made before it was kept.
+   */
+  openid: z.boolean().optional(),
 });
 
 const AuthMethodSchema = z.enum(['client_secret_basic', 'client_secret_post', 'none']);
@@ -62,7 +68,19 @@ export const StoredRegistrationSchema = z.object({
 /** What `state` of a provider record holds (secrets live in the vault). */
 export const ProviderStateSchema = z.object({
   label: z.string(),
-  configuration: z.object({ resource_url: z.string(), scopes: z.array(z.string()) }),
+  configuration: z.object({
+    resource_url: z.string(),
+    scopes: z.array(z.string()),
+    /** Added to the authorization URL (API.md §4); never a parameter Keyway sends itself. */
+    authorization_params: z.record(z.string(), z.string()).optional(),
+    /** Added to every token request (code exchange and refresh). */
+    token_params: z.record(z.string(), z.string()).optional(),
+    /**
+     * `assume_s256`: the operator says the server does PKCE S256 without advertising it
+     * (API.md §6 item 4). Absent: S256 must be advertised.
+     */
+    pkce: z.literal('assume_s256').optional(),
+  }),
   mode: z.enum(['register', 'custom']),
   resource: ResourceInfoSchema,
   authorization_server: AuthorizationServerInfoSchema,
@@ -127,6 +145,11 @@ export const ConnectionStateSchema = z.object({
    */
   generation: z.number().int().nonnegative().default(0),
   /**
+   * Whether the connection holds a refresh token (API.md §5 `refreshable`). Absent in
+   * connections written before it was kept, and in pending ones.
+   */
+  refreshable: z.boolean().optional(),
+  /**
    * Random, set when the connection is created: a connection deleted and created again
    * under the same id is another one, and gets nothing of the first one's pending
    * authorizations. Absent in connections created before it was kept.
@@ -172,6 +195,8 @@ export const PendingStateSchema = z.object({
   scopes: z.array(z.string()),
   party: OAuthPartySchema,
   verify_user: z.boolean().default(false),
+  /** The provider's `token_params` when the authorization started: sent with the code. */
+  token_params: z.record(z.string(), z.string()).optional(),
   /**
    * The stored record key of the broker token that started the authorization (`null`: the
    * root key). The callback completes only while that token is live and still covers the

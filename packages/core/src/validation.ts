@@ -27,6 +27,46 @@ export function boundedDetails(issues: readonly KeywayErrorDetail[]): KeywayErro
   return [...shown, { path: '', message: `and ${issues.length - shown.length} more issues` }];
 }
 
+/** Most fields any object of a request body may have; no schema has more. */
+export const MAX_FIELDS = 64;
+
+/**
+ * The path of the first object in a JSON value with more than {@link MAX_FIELDS} fields, or
+ * `null`: a body of sixty thousand unknown fields (or record entries) is refused at this
+ * one cheap walk, before a schema spends an issue on each of them. Iterative, so a value
+ * nested deeper than the call stack is walked too.
+ */
+function crowdedObject(value: unknown): string | null {
+  // The path is built only for the object found: each entry points at its parent.
+  type Entry = { value: unknown; key: string; parent: Entry | null };
+  const pathOf = (entry: Entry): string => {
+    const keys: string[] = [];
+    for (let at: Entry | null = entry; at?.parent; at = at.parent) keys.push(at.key);
+    return keys.reverse().join('.');
+  };
+  const stack: Entry[] = [{ value, key: '', parent: null }];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const current = next.value;
+    if (typeof current !== 'object' || current === null) continue;
+    if (Array.isArray(current)) {
+      for (let i = 0; i < current.length; i++) {
+        const item: unknown = current[i];
+        if (typeof item === 'object' && item !== null) {
+          stack.push({ value: item, key: String(i), parent: next });
+        }
+      }
+      continue;
+    }
+    const keys = Object.keys(current);
+    if (keys.length > MAX_FIELDS) return pathOf(next);
+    for (const key of keys) {
+      const item = (current as Record<string, unknown>)[key];
+      if (typeof item === 'object' && item !== null) stack.push({ value: item, key, parent: next });
+    }
+  }
+  return null;
+}
+
 /** Whether a value is a plain JSON object (not an array, not `null`). */
 export function isJsonObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -42,6 +82,13 @@ function parseObject<S extends z.ZodType>(
   describe: (first: { path: string; message: string }) => string,
   tooMany: KeywayErrorCode = 'invalid_request',
 ): z.output<S> {
+  const crowded = crowdedObject(input);
+  if (crowded !== null) {
+    const message = `${crowded ? `"${clip(crowded)}"` : 'the body'} has more than ${MAX_FIELDS} fields`;
+    throw new KeywayError('invalid_request', message, {
+      details: [{ path: clip(crowded), message }],
+    });
+  }
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   const { issues } = result.error;

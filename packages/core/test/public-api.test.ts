@@ -36,6 +36,7 @@ describe('the root entry of @keyway/core', () => {
       'deriveVaultKey',
       'generateVaultKey',
       'isKeywayError',
+      'parseDuration',
       'parseRateLimits',
       'parseResourcePath',
       'remoteConnectionFetch',

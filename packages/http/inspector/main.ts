@@ -209,12 +209,14 @@ $('provider-form').addEventListener('submit', async (event) => {
 
 // ─── 4. authorize, consent in a new window, the callback reports back ───────────────────
 let waiting: string | null = null;
-$('authorize-form').addEventListener('submit', async (event) => {
-  event.preventDefault();
-  const out = $('authorize-result');
-  const provider = $<HTMLInputElement>('authorize-provider').value.trim();
-  const connection = $<HTMLInputElement>('connection-id').value.trim();
-  const scopes = $<HTMLInputElement>('scopes').value.trim().split(/\s+/).filter(Boolean);
+
+/** Starts an authorization and opens its consent in a new window; says so in `out`. */
+async function startAuthorization(
+  out: HTMLElement,
+  provider: string,
+  connection: string,
+  scopes: string[],
+): Promise<void> {
   try {
     const started = await api('POST', `/api/oauth/authorize/${encodePath(provider)}`, {
       connection_id: connection,
@@ -235,6 +237,16 @@ $('authorize-form').addEventListener('submit', async (event) => {
   } catch (error) {
     fail(out, error);
   }
+}
+
+$('authorize-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  await startAuthorization(
+    $('authorize-result'),
+    $<HTMLInputElement>('authorize-provider').value.trim(),
+    $<HTMLInputElement>('connection-id').value.trim(),
+    $<HTMLInputElement>('scopes').value.trim().split(/\s+/).filter(Boolean),
+  );
 });
 
 // Only pages of this same origin can post to a BroadcastChannel of it: the callback page.
@@ -253,6 +265,12 @@ async function showConnection(id: string): Promise<void> {
       ['Status', String(view.status)],
       ['Scopes', (view.scopes as string[]).join(' ') || '(none)'],
       ['Token expires', String(view.token_expires_at ?? 'never')],
+      [
+        'Refresh token',
+        view.refreshable === true
+          ? 'held: the token is refreshed when due'
+          : 'none: a new consent is needed when the token expires',
+      ],
     ];
     if (view.status === 'active') {
       const credentials = await api('GET', `/api/oauth/credentials/${encodePath(id)}`);
@@ -265,8 +283,15 @@ async function showConnection(id: string): Promise<void> {
     const list = el('dl');
     for (const [term, value] of rows) list.append(el('dt', term), el('dd', value));
     out.replaceChildren(list);
-    $('connection-actions').hidden = view.status !== 'active';
-    $('connection-actions').dataset.connection = id;
+    const actions = $('connection-actions');
+    actions.hidden = false;
+    actions.dataset.connection = id;
+    actions.dataset.provider = String(view.provider_id);
+    // Probe and refresh need an active connection (refresh a refresh token); reconnecting
+    // starts a new consent for any connection, the way out of `error`.
+    $<HTMLButtonElement>('probe').disabled = view.status !== 'active';
+    $<HTMLButtonElement>('refresh').disabled =
+      view.status !== 'active' || view.refreshable !== true;
     say(`Connection ${id} is ${String(view.status)}.`, view.status === 'active' ? 'info' : 'error');
   } catch (error) {
     fail(out, error);
@@ -312,6 +337,16 @@ $('refresh').addEventListener('click', async () => {
   } catch (error) {
     fail($('connection-result'), error);
   }
+});
+
+$('reconnect').addEventListener('click', async () => {
+  const actions = $('connection-actions');
+  await startAuthorization(
+    $('connection-result'),
+    actions.dataset.provider ?? '',
+    actions.dataset.connection ?? '',
+    [],
+  );
 });
 
 $('delete').addEventListener('click', async () => {

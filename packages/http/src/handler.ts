@@ -225,6 +225,17 @@ function routes(broker: Broker, inspector: boolean): Route[] {
           await broker.providers.delete(principal, resourcePathFromUrl(rest));
           return noContent();
         },
+        // `POST /api/admin/providers/<id>/register`: the one POST under a provider.
+        POST: async ({ principal, rest }) => {
+          if (!rest.endsWith('/register')) {
+            throw new KeywayError(
+              'not_found',
+              'no such endpoint: POST takes /api/admin/providers/<provider_id>/register',
+            );
+          }
+          const id = resourcePathFromUrl(rest.slice(0, -'/register'.length));
+          return json(200, await broker.providers.register(principal, id));
+        },
       },
     },
     {

@@ -159,6 +159,25 @@ export const OPERATIONS: readonly Operation[] = [
     ],
   },
   {
+    method: 'post',
+    path: '/api/admin/providers/{id}/register',
+    id: 'registerProvider',
+    summary:
+      'Register a new client at the provider’s authorization server (the server forgot the old one); its connections need a new consent.',
+    see: 'API.md §6 item 11',
+    param: path('id'),
+    ok: { 200: { description: 'The provider.', schema: schemas.ProviderViewBody } },
+    errors: [
+      ...PROVIDER_ERRORS,
+      'invalid_path',
+      'insufficient_scope',
+      'not_found',
+      'conflict',
+      'registration_unsupported',
+      'registration_failed',
+    ],
+  },
+  {
     method: 'delete',
     path: '/api/admin/providers/{id}',
     id: 'deleteProvider',
@@ -327,6 +346,7 @@ export const OPERATIONS: readonly Operation[] = [
       'insufficient_scope',
       'not_found',
       'connection_not_active',
+      'refresh_unavailable',
       'reauthorization_required',
       'upstream_error',
     ],

@@ -102,6 +102,8 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
         provider_id: 'linear',
         status: 'pending',
         scopes: ['read', 'write', 'offline_access'],
+        refreshable: false,
+        grant: 'authorization_code',
         token_expires_at: null,
         created_at: iso(START),
         updated_at: iso(START),

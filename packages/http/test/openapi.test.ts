@@ -170,6 +170,8 @@ describe('real answers of every route against the document', () => {
     await call('GET', '/api/admin/providers/missing');
     await call('GET', '/api/admin/providers');
     await call('GET', '/api/admin/providers?limit=x');
+    await call('POST', '/api/admin/providers/linear/register');
+    await call('POST', '/api/admin/providers/missing/register');
     await call('POST', '/api/admin/discover', { body: { resource_url: world.resourceUrl } });
     await call('POST', '/api/admin/discover', { body: {} });
     await call('GET', '/api/oauth/client-metadata.json', { token: null });

@@ -694,6 +694,32 @@ describe('Medium 3: a validation answer never grows with the body that caused it
     },
   );
 
+  it('refuses an object of more than 64 fields anywhere in a body before reading them', async () => {
+    const h = new Harness(memoryStorage(), { providerManagement: true, baseUrl: BASE });
+    const params = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`p${i}`, 'v']));
+    const reply = await h.call('PUT', '/api/admin/providers/p', {
+      body: {
+        template: 'mcp',
+        configuration: {
+          resource_url: 'https://mcp.example.test/mcp',
+          authorization_params: params,
+        },
+      },
+    });
+    expect(reply.status).toBe(400);
+    expect(reply.body).toEqual({
+      error: 'invalid_request',
+      error_description: '"configuration.authorization_params" has more than 64 fields',
+      details: [
+        {
+          path: 'configuration.authorization_params',
+          message: '"configuration.authorization_params" has more than 64 fields',
+        },
+      ],
+    });
+    await h.broker.close();
+  });
+
   it('refuses a list of more than 32 scopes as invalid_scope before reading its entries', async () => {
     const h = new Harness(memoryStorage());
     const reply = await h.call('POST', '/api/admin/tokens', {
@@ -729,7 +755,9 @@ describe('Medium 3: a validation answer never grows with the body that caused it
 
   it('cuts a message that quotes the caller’s text (unknown field names) at 300 characters', async () => {
     const h = new Harness(memoryStorage());
-    const fields = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`field${i}`, 0]));
+    const fields = Object.fromEntries(
+      Array.from({ length: 40 }, (_, i) => [`field${i}_with_a_long_name`, 0]),
+    );
     const reply = await h.call('POST', '/api/admin/tokens', {
       body: { name: 'n', scopes: ['a'], ...fields },
     });
@@ -737,7 +765,11 @@ describe('Medium 3: a validation answer never grows with the body that caused it
     expect(reply.body.details).toHaveLength(1);
     const [detail] = reply.body.details;
     expect(detail.message).toHaveLength(300);
-    expect(detail.message.startsWith('Unrecognized keys: "field0", "field1"')).toBe(true);
+    expect(
+      detail.message.startsWith(
+        'Unrecognized keys: "field0_with_a_long_name", "field1_with_a_long_name"',
+      ),
+    ).toBe(true);
     expect(detail.message.endsWith('…')).toBe(true);
     expect(reply.body.error_description).toBe(detail.message);
     await h.broker.close();

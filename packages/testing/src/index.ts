@@ -8,5 +8,6 @@ export {
   type RegisteredClient,
   type TestWorld,
   type TestWorldOptions,
+  type TokenResponseQuirks,
   type WorldStats,
 } from './world.js';

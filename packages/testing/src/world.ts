@@ -13,6 +13,7 @@ export type {
   RegisteredClient,
   TestWorld,
   TestWorldOptions,
+  TokenResponseQuirks,
   WorldStats,
 } from './world/options.js';
 
@@ -85,6 +86,7 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
     resourceUrl: resourceUrl.href,
     issuer: issuerString,
     requests,
+    tokenRequests: world.tokenRequests,
     stats,
     clients,
     async fetch(input, init) {
@@ -100,6 +102,7 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
       world.options = { ...world.options, ...changes };
     },
     forgetRegisteredClients: server.forgetRegisteredClients,
+    revokeRefreshTokens: server.revokeRefreshTokens,
     secrets() {
       return [
         ...world.accessTokens.keys(),

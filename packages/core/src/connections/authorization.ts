@@ -14,6 +14,7 @@ import { AuthorizeBody, VerifyBody } from '../schemas.js';
 import { setCoversPath } from '../scope.js';
 import type { ConnectionRecord } from '../storage/contract.js';
 import {
+  type AuthorizationServerInfo,
   type ConnectionState,
   type ConnectionTokens,
   ConnectionTokensSchema,
@@ -24,6 +25,7 @@ import {
 } from '../stored.js';
 import { parseShape } from '../validation.js';
 import {
+  asTokenAnswer,
   currentParty,
   describeOAuthFailure,
   oauthErrorCode,
@@ -71,6 +73,10 @@ export interface CallbackOutcome {
   /** With `verification_required`: the one-time id to confirm with `POST /api/oauth/verify`. */
   flow_id?: string;
 }
+
+/** An OpenID provider: metadata from `openid-configuration`, or `openid` among its scopes. */
+const isOpenIdProvider = (server: AuthorizationServerInfo): boolean =>
+  server.openid === true || server.scopes_supported?.includes('openid') === true;
 
 const hashState = (state: string) => bytesToHex(sha256(utf8(state)));
 // Another domain than states: a flow id is never taken as a state, nor a state as a flow id.
@@ -243,6 +249,9 @@ export class AuthorizationFlow {
         party: { ...party },
         verify_user: verifyUser,
         started_by: principal.kind === 'token' ? (principal.idHash ?? null) : null,
+        ...(providerState.configuration.token_params === undefined
+          ? {}
+          : { token_params: providerState.configuration.token_params }),
         ...(connection === null ? {} : { connection }),
       } satisfies PendingState,
       expiresAt,
@@ -258,6 +267,14 @@ export class AuthorizationFlow {
     url.searchParams.set('code_challenge_method', 'S256');
     if (scopes.length > 0) url.searchParams.set('scope', scopes.join(' '));
     url.searchParams.set('resource', party.resource);
+    // The provider's own parameters (API.md §4): never one of the above, checked at PUT.
+    const extra = providerState.configuration.authorization_params ?? {};
+    for (const [name, value] of Object.entries(extra)) url.searchParams.set(name, value);
+    // OpenID Connect Core §11: an OpenID provider issues a refresh token for
+    // `offline_access` only after an explicit consent (API.md §6 step 5).
+    if (scopes.includes('offline_access') && isOpenIdProvider(server) && !('prompt' in extra)) {
+      url.searchParams.set('prompt', 'consent');
+    }
     return {
       connection_id: connectionId,
       provider_id: provider,
@@ -365,10 +382,14 @@ export class AuthorizationFlow {
         verifier,
         {
           ...libraryOptions(o.outbound),
-          additionalParameters: { resource: saved.party.resource },
+          additionalParameters: { ...saved.token_params, resource: saved.party.resource },
         },
       );
-      const result = await oauth.processAuthorizationCodeResponse(as, client, response);
+      const result = await oauth.processAuthorizationCodeResponse(
+        as,
+        client,
+        await asTokenAnswer(response),
+      );
       tokens = tokensFrom(result, { refresh_token: null, party: saved.party }, o.now());
     } catch (error) {
       const forgotten =
@@ -465,6 +486,6 @@ export class AuthorizationFlow {
     );
     if (written === null)
       throw new KeywayError('not_found', `no connection ${JSON.stringify(taken.connectionId)}`);
-    return connectionView(written);
+    return connectionView(written, o.now());
   }
 }

@@ -121,7 +121,10 @@ export class ResponseRefused extends Error {
  * `WWW-Authenticate` challenge (a 401 `invalid_client` often comes with `Basic`).
  */
 export async function oauthErrorCode(error: unknown): Promise<string | null> {
-  if (error instanceof oauth.ResponseBodyError) return error.error;
+  // An authorization response's `error` too: a server that redirects with
+  // `error=invalid_client` says it does not know the client.
+  if (error instanceof oauth.ResponseBodyError || error instanceof oauth.AuthorizationResponseError)
+    return error.error;
   if (error instanceof oauth.WWWAuthenticateChallengeError) {
     const body: unknown = await error.response
       .clone()
@@ -159,6 +162,51 @@ export function describeOAuthFailure(error: unknown): { code: string; descriptio
     return { code: 'invalid_response', description: error.message };
   }
   return { code: 'server_error', description: 'the authorization server could not be used' };
+}
+
+/**
+ * A token endpoint's answer as RFC 6749 §5 writes it, from what real servers send (API.md
+ * §6 item 10, issue 23): an OAuth error answered with status 200 is an error; a success
+ * without `token_type` is a Bearer token (RFC 6749 §5.1 requires the field, but the
+ * registration answers of the same servers are read as tolerantly); `scope`
+ * comma-separated or padded with spaces is one space-separated list; `expires_in` of `0`
+ * says nothing about the expiry; an empty `refresh_token` is none. An `id_token` is
+ * dropped: Keyway signs nobody in, so it neither checks nor keeps one. Anything else is left
+ * for oauth4webapi to judge (it reads `expires_in` given as a string, and `token_type` in
+ * any case).
+ */
+export async function asTokenAnswer(response: Response): Promise<Response> {
+  const text = await response.text();
+  const headers = new Headers(response.headers);
+  headers.delete('content-length');
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return new Response(text, { status: response.status, headers });
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    return new Response(text, { status: response.status, headers });
+  }
+  const answer = { ...(body as Record<string, unknown>) };
+  let status = response.status;
+  if (status === 200 && typeof answer.error === 'string' && answer.access_token === undefined) {
+    status = 400;
+  }
+  if (status === 200) {
+    if (answer.token_type === undefined) answer.token_type = 'Bearer';
+    if (typeof answer.scope === 'string') {
+      answer.scope = answer.scope
+        .split(/[\s,]+/)
+        .filter(Boolean)
+        .join(' ');
+    }
+    if (answer.expires_in === 0 || answer.expires_in === '0') delete answer.expires_in;
+    if (answer.refresh_token === '' || answer.refresh_token === null) delete answer.refresh_token;
+    delete answer.id_token;
+  }
+  headers.set('content-type', 'application/json');
+  return new Response(JSON.stringify(answer), { status, headers });
 }
 
 /** The tokens to keep from a token response; an unrotated refresh token is kept. */

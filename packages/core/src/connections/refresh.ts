@@ -4,7 +4,13 @@ import { KeywayError } from '../errors.js';
 import { libraryOptions } from '../oauth-fetch.js';
 import type { ConnectionState, ConnectionTokens } from '../stored.js';
 import { isoTimeOrNull } from '../time.js';
-import { describeOAuthFailure, oauthErrorCode, oauthPartyOf, tokensFrom } from './party.js';
+import {
+  asTokenAnswer,
+  describeOAuthFailure,
+  oauthErrorCode,
+  oauthPartyOf,
+  tokensFrom,
+} from './party.js';
 import {
   type ConnectionRecords,
   connectionState,
@@ -124,6 +130,7 @@ export class Refresher {
       const moved = partyChangeOf(state, tokens.party) ?? PARTY_CHANGED;
       throw await this.records.requireReauthorization(id, moved, moved.description);
     }
+    const { state: provider } = await o.providers.resolve(record.providerId);
     let next: ConnectionTokens;
     try {
       const { as, client } = oauthPartyOf(tokens.party);
@@ -134,10 +141,17 @@ export class Refresher {
         tokens.refresh_token,
         {
           ...libraryOptions(o.outbound),
-          additionalParameters: { resource: tokens.party.resource },
+          additionalParameters: {
+            ...provider.configuration.token_params,
+            resource: tokens.party.resource,
+          },
         },
       );
-      const result = await oauth.processRefreshTokenResponse(as, client, response);
+      const result = await oauth.processRefreshTokenResponse(
+        as,
+        client,
+        await asTokenAnswer(response),
+      );
       next = tokensFrom(result, tokens, o.now());
     } catch (error) {
       const code = await oauthErrorCode(error);
@@ -156,6 +170,17 @@ export class Refresher {
         );
       }
       if (code === 'invalid_grant') {
+        // Another instance may have refreshed (and the server rotated the refresh token)
+        // after this one read the tokens, e.g. past an expired lease: its tokens are then
+        // in storage, and the rejection is of a refresh token already replaced.
+        const current = await this.records.currentTokens(id);
+        if (
+          current !== null &&
+          current.generation === tokens.generation &&
+          current.refresh_token !== tokens.refresh_token
+        ) {
+          return current;
+        }
         throw await this.records.requireReauthorization(
           id,
           {
@@ -203,6 +228,7 @@ export class Refresher {
             token_expires_at: next.expires_at,
             last_refreshed_at: refreshedAt,
             error: null,
+            refreshable: next.refresh_token !== null,
           } satisfies ConnectionState,
         },
         tokens: next,

@@ -11,7 +11,7 @@ import type { ConnectionTokens } from '../stored.js';
 import { isoTimeOrNull } from '../time.js';
 import { parseQuery } from '../validation.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
-import { oauthPartyOf, partyResourceUrl } from './party.js';
+import { oauthErrorCode, oauthPartyOf, partyResourceUrl } from './party.js';
 import { type ProbeResult, probeMcp } from './probe.js';
 import { Refresher } from './refresh.js';
 import {
@@ -35,6 +35,45 @@ export interface Credentials {
   token_type: 'Bearer';
   expires_at: string | null;
   scopes: string[];
+}
+
+/** What the authorization server answered to one revocation request (RFC 7009). */
+export type RevocationResult = {
+  token: 'refresh_token' | 'access_token';
+  /** The HTTP status, or `null` when the server could not be reached. */
+  status: number | null;
+  /** `null` when revoked; else the OAuth error code, `server_unreachable` or `invalid_response`. */
+  error: string | null;
+};
+
+/**
+ * The revocation a deletion attempted, in its `connection.deleted` event: whether it was
+ * attempted, why not, or what the server answered for each token. Never a token.
+ */
+export type RevocationOutcome =
+  | { attempted: false; reason: 'no_tokens' | 'no_revocation_endpoint' | 'client_unavailable' }
+  | { attempted: true; results: RevocationResult[] };
+
+/**
+ * The error code of a failed revocation request: the server's OAuth `error` when its body
+ * has one (also for a 5xx, whose body oauth4webapi does not read), else `server_error` for
+ * a 5xx, `server_unreachable` without an answer, `invalid_response` otherwise.
+ */
+async function revocationError(error: unknown, status: number | null): Promise<string> {
+  if (status === null) return 'server_unreachable';
+  const code = await oauthErrorCode(error);
+  if (code !== null) return code;
+  const response = error instanceof oauth.OperationProcessingError ? error.cause : null;
+  if (response instanceof Response) {
+    const body: unknown = await response
+      .clone()
+      .json()
+      .catch(() => null);
+    if (typeof body === 'object' && body !== null && 'error' in body) {
+      if (typeof body.error === 'string') return body.error.slice(0, 64);
+    }
+  }
+  return status >= 500 ? 'server_error' : 'invalid_response';
 }
 
 /**
@@ -128,7 +167,8 @@ export class ConnectionService {
    *
    * @param query `{ force_refresh?: boolean }`, checked here.
    * @throws {KeywayError} `invalid_request`, `invalid_path`, `insufficient_scope`,
-   *   `not_found`, `connection_not_active`, `reauthorization_required` (the refresh token
+   *   `not_found`, `connection_not_active`, `refresh_unavailable` (`force_refresh` on a
+   *   connection without a refresh token), `reauthorization_required` (the refresh token
    *   was rejected, or the provider moved to another server or client; the connection is
    *   now in `error`), `upstream_error` (refresh failed and the current token has expired).
    */
@@ -152,6 +192,14 @@ export class ConnectionService {
       throw new KeywayError(
         'connection_not_active',
         `connection ${JSON.stringify(connectionId)} is ${record.status}: authorize it first`,
+      );
+    }
+    const expired = tokens.expires_at !== null && tokens.expires_at <= this.#records.o.now();
+    if (force && tokens.refresh_token === null && !expired) {
+      // Never a 200 with the same token: the caller asked for a new one (API.md §5).
+      throw new KeywayError(
+        'refresh_unavailable',
+        `connection ${JSON.stringify(connectionId)} holds no refresh token (the authorization server gave none), so it cannot be refreshed: authorize it again for a new token`,
       );
     }
     if (force || this.#refresher.due(tokens)) {
@@ -205,14 +253,64 @@ export class ConnectionService {
         RESOURCE_CHANGED.description,
       );
     }
+    // A token the server refused is refreshed once, when there is a refresh token.
+    const refreshable = first.tokens.refresh_token !== null;
     const fetchMcp = createConnectionFetch(
       async ({ forceRefresh }) =>
-        forceRefresh
+        forceRefresh && refreshable
           ? (await this.#handOut(principal, connectionId, true)).credentials
           : first.credentials,
       { fetch: (url, init) => this.#records.o.outbound(url, init) },
     );
     return probeMcp((url, init) => fetchMcp(url, init), target);
+  }
+
+  /**
+   * Refreshes the active, refreshable connections that no refresh has touched for
+   * `refreshIdleAfter` (counted from their last refresh, else their authorization), so
+   * refresh tokens that expire when idle stay alive. Each refresh takes the connection's
+   * lease, so instances that run this at once refresh each connection once; outcomes are
+   * the usual events (`connection.refreshed`, `connection.reauthorization_required`,
+   * `connection.failed`). The broker runs it in the background when the option is set.
+   *
+   * @returns how many connections were due, refreshed, and failed.
+   * @see docs/connections.md "Idle refresh"
+   */
+  async refreshIdle(): Promise<{ due: number; refreshed: number; failed: number }> {
+    const { o } = this.#records;
+    const idleAfter = o.refreshIdleAfterMs;
+    const outcome = { due: 0, refreshed: 0, failed: 0 };
+    if (idleAfter === false) return outcome;
+    let after: string | undefined;
+    for (;;) {
+      const page = await o.storage.listConnections({
+        status: 'active',
+        limit: 200,
+        ...(after === undefined ? {} : { after }),
+      });
+      for (const record of page) {
+        const state = connectionState(record);
+        const touched = state.last_refreshed_at ?? state.authorized_at;
+        if (state.refreshable !== true || touched === null || o.now() - touched < idleAfter) {
+          continue;
+        }
+        outcome.due++;
+        try {
+          const tokens = await this.#records.tokensOf(record);
+          if (tokens === null || tokens.refresh_token === null) continue;
+          const next = await this.#refresher.refreshOnce(record.id, tokens);
+          // A transient failure keeps the current tokens (and records the failure).
+          if (next.access_token === tokens.access_token) outcome.failed++;
+          else outcome.refreshed++;
+        } catch {
+          // Recorded by the refresh itself (an event, the connection's error).
+          outcome.failed++;
+        }
+      }
+      const last = page[page.length - 1];
+      if (page.length < 200 || last === undefined) return outcome;
+      after = last.id;
+    }
   }
 
   /**
@@ -225,7 +323,7 @@ export class ConnectionService {
     assertCoversPath(principal, connectionId);
     const record = await this.#records.get(connectionId);
     if (record === null) throw notFound(connectionId);
-    return connectionView(record);
+    return connectionView(record, this.#records.o.now());
   }
 
   /**
@@ -250,7 +348,13 @@ export class ConnectionService {
       ...(options.status === undefined ? {} : { status: options.status }),
       limit: limit + 1,
     });
-    return toPage(records, limit, (record) => record.id, connectionView);
+    const now = this.#records.o.now();
+    return toPage(
+      records,
+      limit,
+      (record) => record.id,
+      (record) => connectionView(record, now),
+    );
   }
 
   /**
@@ -266,12 +370,16 @@ export class ConnectionService {
     const record = await this.#records.get(connectionId);
     if (record === null) throw notFound(connectionId);
     const tokens = await this.#records.tokensOf(record).catch(() => null);
-    if (tokens !== null) await this.#revoke(record.providerId, tokens);
+    const revocation: RevocationOutcome =
+      tokens === null
+        ? { attempted: false, reason: 'no_tokens' }
+        : await this.#revoke(record.providerId, tokens);
     const { events } = this.#records.o;
     const written = events.of({
       type: 'connection.deleted',
       actor: actorOf(principal),
       resource: connectionId,
+      data: { revocation },
     });
     const existed = await this.#records.o.storage.deleteConnection(
       connectionId,
@@ -281,29 +389,41 @@ export class ConnectionService {
     if (existed) events.published(written);
   }
 
-  /** Revokes at the party the tokens came from, never at the provider's current server. */
-  async #revoke(providerId: string, tokens: ConnectionTokens): Promise<void> {
-    try {
-      const { party } = tokens;
-      if (party.revocation_endpoint === null) return;
-      const auth = await this.#records.authenticationOf(providerId, party, 'any');
-      // The provider no longer holds that client's secret: nothing to authenticate with.
-      if (auth === null) return;
-      const { as, client } = oauthPartyOf(party);
-      // The refresh token first: revoking it ends the grant (RFC 7009 §2.1).
-      for (const [token, hint] of [
-        [tokens.refresh_token, 'refresh_token'],
-        [tokens.access_token, 'access_token'],
-      ] as const) {
-        if (token === null) continue;
+  /**
+   * Revokes at the party the tokens came from, never at the provider's current server, and
+   * answers what happened there (for the `connection.deleted` event: never a token).
+   */
+  async #revoke(providerId: string, tokens: ConnectionTokens): Promise<RevocationOutcome> {
+    const { party } = tokens;
+    if (party.revocation_endpoint === null) {
+      return { attempted: false, reason: 'no_revocation_endpoint' };
+    }
+    const auth = await this.#records.authenticationOf(providerId, party, 'any').catch(() => null);
+    // The provider no longer holds that client's secret: nothing to authenticate with.
+    if (auth === null) return { attempted: false, reason: 'client_unavailable' };
+    const { as, client } = oauthPartyOf(party);
+    const results: RevocationResult[] = [];
+    // The refresh token first: revoking it ends the grant (RFC 7009 §2.1).
+    for (const [token, hint] of [
+      [tokens.refresh_token, 'refresh_token'],
+      [tokens.access_token, 'access_token'],
+    ] as const) {
+      if (token === null) continue;
+      let status: number | null = null;
+      try {
         const response = await oauth.revocationRequest(as, client, auth, token, {
           ...libraryOptions(this.#records.o.outbound),
           additionalParameters: { token_type_hint: hint },
         });
+        status = response.status;
         await oauth.processRevocationResponse(response);
+        results.push({ token: hint, status, error: null });
+      } catch (error) {
+        // Best effort (API.md §5): the connection is deleted whatever the server says, and
+        // the event says what it said (oauth4webapi reads error bodies of 4xx only).
+        results.push({ token: hint, status, error: await revocationError(error, status) });
       }
-    } catch {
-      // Best effort (API.md §5): the connection is deleted whatever the server says.
     }
+    return { attempted: true, results };
   }
 }

@@ -102,6 +102,13 @@ export interface ConnectionView {
   provider_id: string;
   status: ConnectionStatus;
   scopes: string[];
+  /**
+   * Whether a refresh token is held. `false`: the server gave none, and the connection
+   * needs a new consent when its access token expires (its `error` says so then).
+   */
+  refreshable: boolean;
+  /** How the connection obtains its tokens (API.md §5). */
+  grant: 'authorization_code';
   token_expires_at: string | null;
   created_at: string;
   updated_at: string;
@@ -147,19 +154,44 @@ export function connectionState(record: ConnectionRecord): ConnectionState {
   return readStored(ConnectionStateSchema, record.state, `state of connection ${record.id}`);
 }
 
-export function connectionView(record: ConnectionRecord): ConnectionView {
+/** The error an active connection without a refresh token shows once its token expired. */
+export function expiredWithoutRefresh(expiredAt: number): ConnectionFailure {
+  return {
+    code: 'token_expired',
+    description: `the access token expired at ${new Date(expiredAt).toISOString()} and the authorization server gave no refresh token: a new consent is needed (authorize again)`,
+  };
+}
+
+/**
+ * A connection as the API shows it, at `now` (epoch ms): an active connection whose access
+ * token expired without a refresh token shows why it cannot be used.
+ */
+export function connectionView(record: ConnectionRecord, now: number): ConnectionView {
   const state = connectionState(record);
+  const stuck =
+    record.status === 'active' &&
+    state.error === null &&
+    state.refreshable === false &&
+    state.token_expires_at !== null &&
+    state.token_expires_at <= now;
   return {
     connection_id: record.id,
     provider_id: record.providerId,
     status: record.status,
     scopes: state.scopes,
+    refreshable: state.refreshable === true,
+    grant: 'authorization_code',
     token_expires_at: isoTimeOrNull(state.token_expires_at),
     created_at: new Date(record.createdAt).toISOString(),
     updated_at: new Date(record.updatedAt).toISOString(),
     authorized_at: isoTimeOrNull(state.authorized_at),
     last_refreshed_at: isoTimeOrNull(state.last_refreshed_at),
-    error: state.error === null ? null : connectionFailure(state.error),
+    error:
+      state.error !== null
+        ? connectionFailure(state.error)
+        : stuck && state.token_expires_at !== null
+          ? expiredWithoutRefresh(state.token_expires_at)
+          : null,
   };
 }
 
@@ -194,6 +226,8 @@ export interface ConnectionServiceOptions {
    * renewed every third of it while the refresh runs.
    */
   refreshLeaseMs: number;
+  /** Refresh connections no refresh has touched for this long (`false`: never on its own). */
+  refreshIdleAfterMs: number | false;
 }
 
 /** A change {@link ConnectionRecords.update} writes, or `null` to write nothing. */
@@ -401,6 +435,7 @@ export class ConnectionRecords {
             last_refreshed_at: null,
             error: null,
             generation,
+            refreshable: tokens.refresh_token !== null,
             ...(previous.incarnation === undefined ? {} : { incarnation: previous.incarnation }),
           } satisfies ConnectionState,
         },

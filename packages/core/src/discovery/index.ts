@@ -51,6 +51,8 @@ export interface DiscoverOptions {
    * outbound fetch allows them. Default none.
    */
   allowedHosts?: readonly string[];
+  /** `assume_s256`: S256 for a server that does it without advertising it (API.md §6 item 4). */
+  pkce?: 'assume_s256';
 }
 
 /**
@@ -194,6 +196,7 @@ export async function discoverAuthorizationServer(
     ? [`${issuer.origin}/.well-known/oauth-authorization-server`]
     : authorizationServerMetadataUrls(issuer);
   let server = null;
+  let foundAt: string | null = null;
   let notFound = 0;
   for (const url of urls) {
     let result: Awaited<ReturnType<typeof processServerMetadataResponse>>;
@@ -213,6 +216,7 @@ export async function discoverAuthorizationServer(
     if (result.outcome === 'refused') return trace;
     if (result.outcome === 'found') {
       server = result.server;
+      foundAt = url;
       break;
     }
     if (result.notFound) notFound++;
@@ -229,13 +233,17 @@ export async function discoverAuthorizationServer(
   }
   if (server === null) return trace;
 
-  const checked = checkRequirements(server, allowedHostSet(options.allowedHosts));
+  const checked = checkRequirements(server, allowedHostSet(options.allowedHosts), options.pkce);
+  if (checked.warning !== undefined) steps.push(checked.warning);
   steps.push(checked.step);
   if (checked.info === null) {
     trace.error = 'unsupported_authorization_server';
     return trace;
   }
-  trace.authorization_server = checked.info;
+  const openid =
+    foundAt?.includes('/.well-known/openid-configuration') === true ||
+    checked.info.scopes_supported?.includes('openid') === true;
+  trace.authorization_server = { ...checked.info, ...(openid ? { openid } : {}) };
   trace.scopes = selectScopes(
     options.scopes ?? [],
     trace.challenge_scope,

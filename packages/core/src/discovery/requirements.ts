@@ -36,8 +36,10 @@ const requirementsStep = (ok: boolean, note: string): DiscoveryStep => ({
 export function checkRequirements(
   server: oauth.AuthorizationServer,
   allowedHosts: ReadonlySet<string>,
-): { step: DiscoveryStep; info: AuthorizationServerInfo | null } {
+  pkce?: 'assume_s256',
+): { step: DiscoveryStep; info: AuthorizationServerInfo | null; warning?: DiscoveryStep } {
   const problems: string[] = [];
+  let warning: DiscoveryStep | undefined;
   for (const field of ['authorization_endpoint', 'token_endpoint'] as const) {
     if (typeof server[field] !== 'string')
       problems.push(
@@ -45,7 +47,13 @@ export function checkRequirements(
       );
   }
   const methods = stringArray(server.code_challenge_methods_supported) ?? [];
-  if (!methods.includes('S256')) {
+  if (!methods.includes('S256') && pkce === 'assume_s256') {
+    // The operator vouches for S256 (API.md §6 item 4): said in the trace, never silent.
+    warning = requirementsStep(
+      true,
+      `warning: "code_challenge_methods_supported" is ${server.code_challenge_methods_supported === undefined ? 'absent' : quoted(server.code_challenge_methods_supported)}; PKCE S256 is assumed because the provider sets pkce "assume_s256"`,
+    );
+  } else if (!methods.includes('S256')) {
     problems.push(
       server.code_challenge_methods_supported === undefined
         ? '"code_challenge_methods_supported" is absent (PKCE S256 is required; absent counts as unsupported)'
@@ -68,6 +76,7 @@ export function checkRequirements(
   }
   const text = (value: unknown) => (typeof value === 'string' ? value : null);
   return {
+    ...(warning === undefined ? {} : { warning }),
     step: requirementsStep(
       true,
       'authorization and token endpoints, issuer, S256; every endpoint https (plain http only on an allowed host)',

@@ -45,6 +45,56 @@ export interface ProviderRegistryOptions {
   onPartyChanged?: (providerId: string, moved: PartyMove) => Promise<number>;
 }
 
+/**
+ * The parameters Keyway sends itself in authorization and token requests: a provider's
+ * extra parameters can never set or override one (API.md §4), in any letter case.
+ */
+export const RESERVED_PARAMS: readonly string[] = [
+  'response_type',
+  'client_id',
+  'redirect_uri',
+  'state',
+  'code_challenge',
+  'code_challenge_method',
+  'scope',
+  'resource',
+  'grant_type',
+  'code',
+  'code_verifier',
+  'refresh_token',
+  'client_secret',
+  'client_assertion',
+  'client_assertion_type',
+];
+const RESERVED = new Set(RESERVED_PARAMS);
+
+/**
+ * Checks a provider's extra parameters (already shaped by the schema): none may be one of
+ * {@link RESERVED_PARAMS}, nor start with `code_challenge` or `client_assertion`.
+ *
+ * @throws {KeywayError} `invalid_request` naming the parameter.
+ */
+function checkExtraParams(
+  field: string,
+  params: Record<string, string> | undefined,
+): Record<string, string> | undefined {
+  if (params === undefined) return undefined;
+  for (const name of Object.keys(params)) {
+    const lower = name.toLowerCase();
+    if (
+      RESERVED.has(lower) ||
+      lower.startsWith('code_challenge') ||
+      lower.startsWith('client_assertion')
+    ) {
+      throw invalid(
+        `${field}.${name}`,
+        `"${field}" cannot set ${JSON.stringify(name)}: Keyway sends that parameter itself`,
+      );
+    }
+  }
+  return Object.keys(params).length === 0 ? undefined : { ...params };
+}
+
 /** The error of an operation that needs the OAuth callback on a broker without `baseUrl`. */
 export function noBaseUrl(): KeywayError {
   return new KeywayError(
@@ -119,6 +169,15 @@ export class ProviderRegistry {
         'mode "register" chooses the redirect URI itself; "callback" is for mode "custom"',
       );
     }
+    const authorizationParams = checkExtraParams(
+      'configuration.authorization_params',
+      shape.configuration.authorization_params,
+    );
+    const tokenParams = checkExtraParams(
+      'configuration.token_params',
+      shape.configuration.token_params,
+    );
+    const pkce = shape.configuration.pkce;
     assertCoversPath(principal, providerId);
     this.profile();
     const configuredScopes = shape.configuration.scopes ?? [];
@@ -129,6 +188,7 @@ export class ProviderRegistry {
     const discovery = await discoverOrThrow(this.#o.outbound, resourceUrl, {
       scopes: configuredScopes,
       allowedHosts: this.#o.allowedHosts,
+      ...(pkce === undefined ? {} : { pkce }),
     });
     const issuer = discovery.authorization_server.issuer;
     const now = this.#o.now();
@@ -177,7 +237,13 @@ export class ProviderRegistry {
 
     const state: ProviderState = {
       label: shape.label ?? previous?.label ?? providerId,
-      configuration: { resource_url: resourceUrl, scopes: configuredScopes },
+      configuration: {
+        resource_url: resourceUrl,
+        scopes: configuredScopes,
+        ...(authorizationParams === undefined ? {} : { authorization_params: authorizationParams }),
+        ...(tokenParams === undefined ? {} : { token_params: tokenParams }),
+        ...(pkce === undefined ? {} : { pkce }),
+      },
       mode,
       resource: discovery.resource,
       authorization_server: discovery.authorization_server,
@@ -262,6 +328,9 @@ export class ProviderRegistry {
               await discoverAuthorizationServer(this.#o.outbound, found, {
                 scopes: state.configuration.scopes,
                 allowedHosts: this.#o.allowedHosts,
+                ...(state.configuration.pkce === undefined
+                  ? {}
+                  : { pkce: state.configuration.pkce }),
               }),
             );
             next.authorization_server = server.authorization_server;
@@ -321,6 +390,61 @@ export class ProviderRegistry {
       const finalState = providerState(final);
       return { id, state: finalState, client: currentClient(id, finalState) };
     }
+  }
+
+  /**
+   * Registers a new client at the provider's current authorization server, on request
+   * (issue 23): the way out when the server forgot the client but said so only on its own
+   * error page, which never reaches Keyway. Connections of the old client need authorizing
+   * again (its grants belong to the forgotten client).
+   *
+   * @throws {KeywayError} `insufficient_scope`, `not_found`, `conflict` (a `custom`
+   *   provider: its operator registers its client), and the errors of registration.
+   */
+  async reregister(principal: Principal, providerId: string): Promise<ProviderRecord> {
+    assertCoversPath(principal, providerId);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const record = await this.read(providerId);
+      if (record === null) {
+        throw new KeywayError('not_found', `no provider ${JSON.stringify(providerId)}`);
+      }
+      const state = providerState(record);
+      if (state.mode !== 'register') {
+        throw new KeywayError(
+          'conflict',
+          `provider ${JSON.stringify(providerId)} uses a custom client, which its operator registers: PUT it with the new client's credentials`,
+        );
+      }
+      const server = state.authorization_server;
+      const registered = await this.#register(providerId, server);
+      const next: ProviderState = {
+        ...state,
+        registrations: { ...state.registrations, [server.issuer]: registered.registration },
+      };
+      const now = this.#o.now();
+      const moved = notePartyChange(state, next, now);
+      const written: ProviderRecord = {
+        ...record,
+        state: next,
+        version: record.version + 1,
+        updatedAt: now,
+      };
+      const events = this.#o.events.of({
+        type: 'provider.updated',
+        actor: actorOf(principal),
+        resource: providerId,
+        data: { reason: 'client_registered', issuer: server.issuer },
+      });
+      const changes = { put: registered.puts, delete: registered.deletes };
+      if (await this.#o.storage.compareAndSetProvider(written, record.version, changes, events)) {
+        this.#o.events.published(events);
+        return moved === null ? written : this.#recordPartyChange(written, next, moved);
+      }
+    }
+    throw new KeywayError(
+      'conflict',
+      `provider ${JSON.stringify(providerId)} was changed concurrently; retry`,
+    );
   }
 
   /**

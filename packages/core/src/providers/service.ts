@@ -84,6 +84,23 @@ export class ProviderService {
   }
 
   /**
+   * Registers a new client for a provider at its current authorization server (mode
+   * `register`), when the server forgot the old one: `POST /api/admin/providers/<id>/register`.
+   * The provider's connections of the old client go to `error` with
+   * `reauthorization_required`.
+   *
+   * @throws {KeywayError} `provider_management_disabled`, `invalid_path`,
+   *   `insufficient_scope`, `not_found`, `conflict` (a `custom` provider),
+   *   `registration_unsupported`, `registration_failed`.
+   * @see API.md §6 item 11
+   */
+  async register(principal: Principal, id: string): Promise<ProviderView> {
+    this.#assertManagement();
+    const providerId = parseResourcePath(id);
+    return providerView(await this.#o.registry.reregister(principal, providerId), this.#o.profile);
+  }
+
+  /**
    * Reads a provider.
    *
    * @throws {KeywayError} `provider_management_disabled`, `invalid_path`,
@@ -168,13 +185,14 @@ export class ProviderService {
    */
   async discover(principal: Principal, input: unknown): Promise<DiscoveryTrace> {
     this.#assertManagement();
-    const { resource_url } = parseShape(DiscoverBody, input);
+    const { resource_url, pkce } = parseShape(DiscoverBody, input);
     // It fetches what the caller names: counted per delegation tree, like minting.
     if (principal.kind === 'token') {
       await this.#o.limiter?.countDiscovery(delegationRoot(principal.name));
     }
     return discover(this.#o.outbound, this.#o.registry.resourceUrl(resource_url), {
       allowedHosts: this.#o.allowedHosts,
+      ...(pkce === undefined ? {} : { pkce }),
     });
   }
 }

@@ -25,7 +25,16 @@ export interface ProviderView {
   id: string;
   template: 'mcp';
   label: string;
-  configuration: { resource_url: string; scopes: string[] };
+  configuration: {
+    resource_url: string;
+    scopes: string[];
+    /** Added to the authorization URL (API.md §4); absent when none. */
+    authorization_params?: Record<string, string>;
+    /** Added to every token request; absent when none. */
+    token_params?: Record<string, string>;
+    /** `assume_s256`: S256 sent to a server that does not advertise it (API.md §6 item 4). */
+    pkce?: 'assume_s256';
+  };
   credentials: {
     mode: 'register' | 'custom';
     client_id: string;

@@ -177,12 +177,43 @@ export function createAuthorizationServer(world: WorldState) {
     return client;
   }
 
+  /** A token answer, written with the quirks the options ask for. */
+  function tokenAnswer(tokens: Record<string, unknown>): Response {
+    const quirks = world.options.tokenResponse ?? {};
+    const body: Record<string, unknown> = { ...tokens };
+    if (quirks.tokenType === null) delete body.token_type;
+    else if (quirks.tokenType !== undefined) body.token_type = quirks.tokenType;
+    const expiresIn = body.expires_in as number;
+    if (quirks.expiresIn === 'string') body.expires_in = String(expiresIn);
+    else if (quirks.expiresIn === 'absent') delete body.expires_in;
+    else if (quirks.expiresIn === 'zero') body.expires_in = 0;
+    const scope = String(body.scope ?? '');
+    if (quirks.scope === 'absent') delete body.scope;
+    else if (quirks.scope === 'comma') body.scope = scope.split(' ').filter(Boolean).join(',');
+    else if (quirks.scope === 'padded') body.scope = `  ${scope.split(' ').join('   ')} `;
+    if (quirks.idToken === true) {
+      const part = (value: object) => b64url(new TextEncoder().encode(JSON.stringify(value)));
+      body.id_token = `${part({ alg: 'none', typ: 'JWT' })}.${part({ iss: issuerString, sub: 'alice', aud: tokens.client_id ?? 'client', exp: Math.floor(now() / 1000) + 600, iat: Math.floor(now() / 1000) })}.`;
+      seen.add(body.id_token as string);
+    }
+    delete body.client_id;
+    return json(200, body);
+  }
+
+  /** An OAuth error, with status 200 when the options ask for that quirk. */
+  function tokenError(status: number, error: string, description?: string): Response {
+    return world.options.tokenResponse?.errorsWithStatus200 === true
+      ? oauthError(200, error, description)
+      : oauthError(status, error, description);
+  }
+
   function issueTokens(
     clientId: string,
     scope: string,
     resource: string | null,
     refresh: string | null,
     family: string = random('family_'),
+    withRefresh = true,
   ) {
     const accessToken = random('at_');
     const lifetime = opt('accessTokenLifetime', 3600);
@@ -193,6 +224,15 @@ export function createAuthorizationServer(world: WorldState) {
       revoked: false,
     });
     let refreshToken = refresh;
+    if (refreshToken === null && !withRefresh) {
+      return {
+        client_id: clientId,
+        access_token: accessToken,
+        token_type: 'Bearer',
+        expires_in: lifetime,
+        scope,
+      };
+    }
     if (refreshToken === null || opt('rotateRefreshTokens', true)) {
       if (refreshToken !== null) {
         const previous = refreshTokens.get(refreshToken) as { revoked: boolean; used: boolean };
@@ -210,6 +250,7 @@ export function createAuthorizationServer(world: WorldState) {
       });
     }
     return {
+      client_id: clientId,
       access_token: accessToken,
       token_type: 'Bearer',
       expires_in: lifetime,
@@ -222,6 +263,7 @@ export function createAuthorizationServer(world: WorldState) {
 
   async function token(request: Request): Promise<Response> {
     const form = new URLSearchParams(await request.text());
+    world.tokenRequests.push(Object.fromEntries(form));
     const client = authenticateClient(request, form);
     if (client instanceof Response) return client;
     const grant = form.get('grant_type');
@@ -229,20 +271,28 @@ export function createAuthorizationServer(world: WorldState) {
       stats.codeExchanges++;
       const code = codes.get(form.get('code') ?? '');
       if (code === undefined || code.used || code.clientId !== client.client_id) {
-        return oauthError(400, 'invalid_grant', 'unknown, used or foreign code');
+        return tokenError(400, 'invalid_grant', 'unknown, used or foreign code');
       }
       code.used = true;
       if (form.get('redirect_uri') !== code.redirectUri)
-        return oauthError(400, 'invalid_grant', 'redirect_uri mismatch');
+        return tokenError(400, 'invalid_grant', 'redirect_uri mismatch');
       const verifier = form.get('code_verifier') ?? '';
       seen.add(verifier);
       if (b64url(sha256(new TextEncoder().encode(verifier))) !== code.challenge) {
-        return oauthError(400, 'invalid_grant', 'PKCE verification failed');
+        return tokenError(400, 'invalid_grant', 'PKCE verification failed');
       }
       if (code.resource !== null && form.get('resource') !== code.resource) {
-        return oauthError(400, 'invalid_target', 'resource mismatch');
+        return tokenError(400, 'invalid_target', 'resource mismatch');
       }
-      return json(200, issueTokens(client.client_id, code.scope, code.resource, null));
+      // OpenID Connect Core §11: `offline_access` gives a refresh token only with consent.
+      const offlineWithoutConsent =
+        opt('offlineAccessNeedsConsentPrompt', false) &&
+        code.scope.split(' ').includes('offline_access') &&
+        !code.consentPrompt;
+      const withRefresh = opt('issueRefreshTokens', true) && !offlineWithoutConsent;
+      return tokenAnswer(
+        issueTokens(client.client_id, code.scope, code.resource, null, undefined, withRefresh),
+      );
     }
     if (grant === 'refresh_token') {
       stats.refreshes++;
@@ -257,17 +307,16 @@ export function createAuthorizationServer(world: WorldState) {
         }
       }
       if (refresh === undefined || refresh.revoked || refresh.clientId !== client.client_id) {
-        return oauthError(400, 'invalid_grant', 'unknown or revoked refresh token');
+        return tokenError(400, 'invalid_grant', 'unknown or revoked refresh token');
       }
       if (
         opt('resourceOnRefresh', 'optional') === 'required' &&
         refresh.resource !== null &&
         form.get('resource') !== refresh.resource
       ) {
-        return oauthError(400, 'invalid_target', 'resource missing or different on refresh');
+        return tokenError(400, 'invalid_target', 'resource missing or different on refresh');
       }
-      return json(
-        200,
+      return tokenAnswer(
         issueTokens(client.client_id, refresh.scope, refresh.resource, presented, refresh.family),
       );
     }
@@ -281,6 +330,9 @@ export function createAuthorizationServer(world: WorldState) {
     stats.revocations++;
     const value = form.get('token') ?? '';
     const access = accessTokens.get(value);
+    if (access && opt('revocationRefusesAccessTokens', false)) {
+      return oauthError(400, 'unsupported_token_type', 'access tokens are not revocable here');
+    }
     if (access) access.revoked = true;
     const refresh = refreshTokens.get(value);
     if (refresh) refresh.revoked = true;
@@ -315,7 +367,17 @@ export function createAuthorizationServer(world: WorldState) {
     if (url.href.split('?')[0] !== endpoint('authorize'))
       throw new Error('not this server’s authorization endpoint');
     const client = clientOf(params.get('client_id') ?? '');
-    if (client === null) throw new Error('unknown client_id');
+    if (client === null) {
+      if (opt('unknownClientAtConsent', 'error_page') === 'error_page') {
+        throw new Error('unknown client_id');
+      }
+      const back = new URL(params.get('redirect_uri') ?? '');
+      const state = params.get('state');
+      if (state !== null) back.searchParams.set('state', state);
+      if (opt('issParameter', true)) back.searchParams.set('iss', issuerString);
+      back.searchParams.set('error', 'invalid_client');
+      return back.href;
+    }
     const redirectUri = params.get('redirect_uri') ?? '';
     if (client.via !== 'metadata_document' && !client.redirect_uris.includes(redirectUri)) {
       throw new Error('redirect_uri is not registered');
@@ -347,6 +409,7 @@ export function createAuthorizationServer(world: WorldState) {
       resource,
       scope: params.get('scope') ?? '',
       used: false,
+      consentPrompt: params.get('prompt')?.split(' ').includes('consent') === true,
     });
     back.searchParams.set('code', code);
     return back.href;
@@ -354,6 +417,10 @@ export function createAuthorizationServer(world: WorldState) {
 
   function forgetRegisteredClients(): void {
     for (const [id, client] of clients) if (client.via === 'dynamic') clients.delete(id);
+  }
+
+  function revokeRefreshTokens(): void {
+    for (const refresh of refreshTokens.values()) refresh.revoked = true;
   }
 
   return {
@@ -365,5 +432,6 @@ export function createAuthorizationServer(world: WorldState) {
     preregister,
     consent,
     forgetRegisteredClients,
+    revokeRefreshTokens,
   };
 }

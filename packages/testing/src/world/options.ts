@@ -18,6 +18,20 @@ export type AuthorizationServerMetadataLocation =
   /** OpenID Connect, appended: `<path>/.well-known/openid-configuration`. */
   | 'openid-appended';
 
+/** How a token endpoint writes its answers: each field a quirk of some real server. */
+export interface TokenResponseQuirks {
+  /** `token_type` as given (any case); `null` leaves it out. Default `Bearer`. */
+  tokenType?: string | null;
+  /** `expires_in` as a number (default), a string, left out, or `0`. */
+  expiresIn?: 'number' | 'string' | 'absent' | 'zero';
+  /** `scope` space-separated (default), left out, comma-separated, or padded with spaces. */
+  scope?: 'space' | 'absent' | 'comma' | 'padded';
+  /** An error answered with status 200 and an `error` field. */
+  errorsWithStatus200?: boolean;
+  /** An `id_token` (an unsigned JWT) beside the access token. */
+  idToken?: boolean;
+}
+
 /** What a faulty endpoint does. */
 export type Failure =
   /** `500` with an OAuth error body. */
@@ -81,6 +95,30 @@ export interface TestWorldOptions {
   issParameter?: boolean;
   /** Issue a new refresh token on every refresh. Default true. */
   rotateRefreshTokens?: boolean;
+  /**
+   * Issue refresh tokens at all. Default true; `false` gives an access token only, as many
+   * servers do for some clients.
+   */
+  issueRefreshTokens?: boolean;
+  /**
+   * Issue a refresh token for `offline_access` only when the authorization request carried
+   * `prompt=consent`, as an OpenID provider must (OpenID Connect Core §11) and
+   * `oidc-provider` does. Default false.
+   */
+  offlineAccessNeedsConsentPrompt?: boolean;
+  /** How the token endpoint writes its answers, as real servers do (each a quirk of one). */
+  tokenResponse?: TokenResponseQuirks;
+  /**
+   * What the consent page does with a `client_id` it does not know: show its own error page
+   * (`consent()` throws, as RFC 6749 §4.1.2.1 asks), or redirect back with
+   * `error=invalid_client`, as some servers do. Default `error_page`.
+   */
+  unknownClientAtConsent?: 'error_page' | 'redirect';
+  /**
+   * The revocation endpoint refuses access tokens with `400 unsupported_token_type` (RFC
+   * 7009 §2.2.1), as servers with self-contained access tokens do.
+   */
+  revocationRefusesAccessTokens?: boolean;
   /** Access-token lifetime, seconds. Default 3600. */
   accessTokenLifetime?: number;
   /** Lifetime of a dynamically registered client secret, seconds; 0 = never expires. Default 0. */
@@ -158,6 +196,11 @@ export interface TestWorld {
   readonly issuer: string;
   /** Every request the world received, in order (method and URL; no bodies). */
   readonly requests: { method: string; url: string }[];
+  /**
+   * The parameters of every token request, in order (code exchanges and refreshes, secrets
+   * included), for asserting what a client sent.
+   */
+  readonly tokenRequests: Record<string, string>[];
   readonly stats: WorldStats;
   /** Clients by id. */
   readonly clients: Map<string, RegisteredClient>;
@@ -178,6 +221,11 @@ export interface TestWorld {
    * registrations does: their token requests then fail with `invalid_client`.
    */
   forgetRegisteredClients(): void;
+  /**
+   * Revokes every refresh token, as a server does when the user withdraws consent or an
+   * administrator ends the grants: refreshes then fail with `invalid_grant`.
+   */
+  revokeRefreshTokens(): void;
   /**
    * Every secret the world issued or saw: access and refresh tokens, client secrets,
    * registration access tokens, codes, PKCE verifiers and states. For asserting that none

@@ -21,6 +21,8 @@ export function createWorldState(initial: TestWorldOptions) {
     legacy === 'defaults' ? `${issuerString}/${name}` : `${issuerString}/oauth/${name}`;
   const now = () => (options.now ?? Date.now)();
 
+  /** The form of every token request, in order (secrets included: a test kit's record). */
+  const tokenRequests: Record<string, string>[] = [];
   const requests: { method: string; url: string }[] = [];
   const stats: WorldStats = {
     probes: 0,
@@ -42,6 +44,8 @@ export function createWorldState(initial: TestWorldOptions) {
       resource: string | null;
       scope: string;
       used: boolean;
+      /** The authorization request carried `prompt=consent`. */
+      consentPrompt: boolean;
     }
   >();
   const accessTokens = new Map<
@@ -105,6 +109,7 @@ export function createWorldState(initial: TestWorldOptions) {
     endpoint,
     now,
     requests,
+    tokenRequests,
     stats,
     clients,
     codes,
