@@ -454,7 +454,9 @@ function nameValues(
 function table(rows: Record<string, unknown>[], columns: string[]): string {
   const cell = (value: unknown) =>
     Array.isArray(value)
-      ? clean(value.join(' '))
+      ? value.length === 0
+        ? '-'
+        : clean(value.join(' '))
       : value === null || value === undefined
         ? '-'
         : clean(value);

@@ -128,7 +128,7 @@ describe('keyway admin commands, in process against a broker and the test world'
     expect(last()).toBe('connected acme/alice/linear: scopes read\\x1b[2J\\x9b31m');
     expect(await run('connection', 'get', 'acme/alice/linear')).toBe(EXIT.ok);
     expect(last()).toMatch(
-      /^acme\/alice\/linear\s+linear\s+active\s+read\\x1b\[2J\\x9b31m\s+\S+Z$/,
+      /^acme\/alice\/linear\s+linear\s+active\s+true\s+read\\x1b\[2J\\x9b31m\s+\S+Z\s+-$/,
     );
     // Nothing printed as text holds a control character.
     // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
@@ -136,6 +136,97 @@ describe('keyway admin commands, in process against a broker and the test world'
     expect(await run('provider', 'get', 'linear', '--json')).toBe(EXIT.ok);
     expect(JSON.parse(last()).credentials.client_id).toBe(`evil${hostile}client`);
     expect(io.errors).toEqual([]);
+  });
+
+  it('shows whether a connection can refresh (issue 23)', async () => {
+    world.set({ issueRefreshTokens: false });
+    await run('provider', 'put', 'linear', '--resource-url', world.resourceUrl);
+    consent = async () => {
+      const url = io.lines.findLast((line) => line.startsWith(world.issuer)) as string;
+      await io.fetch(new URL(world.consent(url)).href);
+    };
+    expect(await run('connect', 'linear', 'acme/alice/linear')).toBe(EXIT.ok);
+    expect(last()).toBe(
+      'connected acme/alice/linear: scopes (none) (no refresh token: a new consent is needed when the token expires)',
+    );
+    expect(await run('connection', 'get', 'acme/alice/linear')).toBe(EXIT.ok);
+    expect(io.lines.at(-2)).toMatch(
+      /^CONNECTION_ID\s+PROVIDER_ID\s+STATUS\s+REFRESHABLE\s+SCOPES\s+TOKEN_EXPIRES_AT\s+ERROR$/,
+    );
+    expect(last()).toMatch(/^acme\/alice\/linear\s+linear\s+active\s+false\s+-\s+\S+Z\s+-$/);
+    expect(await run('connection', 'list')).toBe(EXIT.ok);
+    expect(last()).toMatch(/^acme\/alice\/linear\s+linear\s+active\s+false\s+\S+Z$/);
+  });
+
+  it('re-authorizes a connection in error, waiting for the new consent instead of printing the old error (issue 23)', async () => {
+    await run('provider', 'put', 'linear', '--resource-url', world.resourceUrl);
+    const decide = (decision: 'approve' | 'deny') => async () => {
+      const url = io.lines.findLast((line) => line.startsWith(world.issuer)) as string;
+      await io.fetch(new URL(world.consent(url, decision)).href);
+    };
+    consent = decide('approve');
+    expect(await run('connect', 'linear', 'acme/alice/linear')).toBe(EXIT.ok);
+    const fail = async () => {
+      world.revokeRefreshTokens();
+      const forced = await io.fetch(
+        `${URL_}/api/oauth/credentials/acme/alice/linear?force_refresh=true`,
+        { headers: { authorization: `Bearer ${ROOT_KEY}` } },
+      );
+      expect(forced.status).toBe(409);
+      expect(await run('connection', 'get', 'acme/alice/linear')).toBe(EXIT.ok);
+      expect(last()).toMatch(/^acme\/alice\/linear\s+linear\s+error\s+true\s.*\sinvalid_grant$/);
+    };
+    await fail();
+    consent = decide('approve');
+    expect(await run('connect', 'linear', 'acme/alice/linear')).toBe(EXIT.ok);
+    expect(last()).toBe('connected acme/alice/linear: scopes (none)');
+    await fail();
+    consent = decide('deny');
+    expect(await run('connect', 'linear', 'acme/alice/linear')).toBe(EXIT.refused);
+    expect(last()).toMatch(/^failed: access_denied: /);
+    expect(world.stats.authorizations).toBe(3);
+  });
+
+  it('registers a new client on request, and passes extra parameters (issue 23)', async () => {
+    expect(
+      await run(
+        'provider',
+        'put',
+        'linear',
+        '--resource-url',
+        world.resourceUrl,
+        '--authorization-param',
+        'audience=https://api.example.test',
+        '--token-param',
+        'audience=https://api.example.test',
+        '--json',
+      ),
+    ).toBe(EXIT.ok);
+    const put = JSON.parse(last());
+    expect(put.configuration).toMatchObject({
+      authorization_params: { audience: 'https://api.example.test' },
+      token_params: { audience: 'https://api.example.test' },
+    });
+    expect(await run('provider', 'register', 'linear', '--json')).toBe(EXIT.ok);
+    const registered = JSON.parse(last());
+    expect(registered.credentials.client_id).not.toBe(put.credentials.client_id);
+    expect(world.stats.registrations).toBe(2);
+    expect(
+      await run('provider', 'put', 'linear', '--resource-url', world.resourceUrl, '--register'),
+    ).toBe(EXIT.ok);
+    expect(world.stats.registrations).toBe(3);
+    expect(
+      await run(
+        'provider',
+        'put',
+        'linear',
+        '--resource-url',
+        world.resourceUrl,
+        '--token-param',
+        'oops',
+      ),
+    ).toBe(EXIT.usage);
+    expect(io.errors.at(-1)).toMatch(/^keyway: --token-param takes name=value, not "oops"/);
   });
 
   it('reports a failed consent and exits 1', async () => {

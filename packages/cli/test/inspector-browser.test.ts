@@ -162,6 +162,25 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       'Server inspector-mcp 3.1.4',
     );
     await page.screenshot({ path: join(shots, 'flow-1440.png'), fullPage: true });
+    expect(await page.locator('#connection-result').textContent()).toContain(
+      'Refresh tokenheld: the token is refreshed when due',
+    );
+
+    // Issue 23: Reconnect starts a new consent for the same connection.
+    const again = page.context().waitForEvent('page');
+    await page.getByRole('button', { name: 'Reconnect' }).click();
+    const second = await again;
+    await second.waitForLoadState();
+    for (let step = 0; step < 5 && !second.isClosed(); step++) {
+      const submit = second.locator('button[type=submit]');
+      if ((await submit.count()) === 0) break;
+      await submit.first().click();
+      await second.waitForLoadState().catch(() => {});
+    }
+    await expect.poll(() => second.isClosed(), { timeout: 10_000 }).toBe(true);
+    await expect
+      .poll(() => page.locator('#status').textContent(), { timeout: 15_000 })
+      .toBe('Connection acme/users/alice/demo is active.');
 
     await page.getByRole('button', { name: 'Delete' }).click();
     await expect.poll(() => page.locator('#connection-result').textContent()).toContain('deleted');

@@ -253,6 +253,21 @@ describe('serveOptionsFromEnv()', () => {
     expect(() => serveOptionsFromEnv({ KEYWAY_HEADERS_TIMEOUT_MS: '1e4' })).toThrow(TypeError);
   });
 
+  it('reads KEYWAY_REFRESH_IDLE_AFTER as a duration, and names the variable when it is not one (issue 23)', () => {
+    expect(serveOptionsFromEnv({ KEYWAY_REFRESH_IDLE_AFTER: '7d' })).toEqual({
+      refreshIdleAfter: 7 * 86_400_000,
+    });
+    expect(serveOptionsFromEnv({ KEYWAY_REFRESH_IDLE_AFTER: '90s' })).toEqual({
+      refreshIdleAfter: 90_000,
+    });
+    expect(() => serveOptionsFromEnv({ KEYWAY_REFRESH_IDLE_AFTER: 'weekly' })).toThrow(
+      'KEYWAY_REFRESH_IDLE_AFTER: "weekly" is not a duration: write a whole number and a unit (ms, s, m, h, d), like 90s, 12h or 7d',
+    );
+    expect(() => serveOptionsFromEnv({ KEYWAY_REFRESH_IDLE_AFTER: '500ms' })).toThrow(
+      'KEYWAY_REFRESH_IDLE_AFTER must be at least 1s',
+    );
+  });
+
   it('reads one webhook endpoint (both variables or neither) and the audit retention', () => {
     const secret = 'whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD';
     expect(
