@@ -7,11 +7,10 @@ import {
   type BrokerConfig,
   createBroker,
   generateVaultKey,
-  parseDuration,
-  parseRateLimits,
   type RateLimitsConfig,
   type Storage,
 } from '@keyway/core';
+import { parseDuration, parseRateLimits } from '@keyway/core/config';
 import { createHandler, createNodeFetch, nodeCrypto, toNodeHandler } from '@keyway/http';
 import { postgresStorage } from '@keyway/store-postgres';
 import { sqliteStorage } from '@keyway/store-sqlite';

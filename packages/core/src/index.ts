@@ -49,7 +49,7 @@ export {
   type TokenPrincipal,
 } from './principal.js';
 export type { ProviderView } from './providers/state.js';
-export { parseRateLimits, type RateLimitsConfig } from './rate-limit.js';
+export type { RateLimitsConfig } from './rate-limit.js';
 // ─── resource paths (API.md §2) ──────────────────────────────────────────────────────────
 export { parseResourcePath, resourcePathFromUrl } from './resource-path.js';
 export type {
@@ -71,7 +71,6 @@ export * as schemas from './schemas.js';
 export type { SecretView, SecretWithValue } from './secrets.js';
 export type { ConnectionStatus, Storage } from './storage/contract.js';
 export type { ConnectionTokens } from './stored.js';
-export { parseDuration } from './time.js';
 // ─── who acts ────────────────────────────────────────────────────────────────────────────
 // ─── the contract's types (API.md §3–§7) ─────────────────────────────────────────────────
 export type { AuthenticationContext, IssuedToken, TokenView } from './tokens.js';

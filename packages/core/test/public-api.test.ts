@@ -36,8 +36,6 @@ describe('the root entry of @keyway/core', () => {
       'deriveVaultKey',
       'generateVaultKey',
       'isKeywayError',
-      'parseDuration',
-      'parseRateLimits',
       'parseResourcePath',
       'remoteConnectionFetch',
       'resourcePathFromUrl',
