@@ -2,7 +2,7 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import * as oauth from 'oauth4webapi';
 import { toBase64Url, utf8 } from './bytes.js';
 import { KeywayError } from './errors.js';
-import { libraryOptions } from './oauth-fetch.js';
+import { editJsonAnswer, libraryOptions } from './oauth-fetch.js';
 import { OutboundError, type OutboundFetch } from './outbound.js';
 import type { AuthorizationServerInfo } from './stored.js';
 
@@ -153,25 +153,13 @@ function registrationFailed(message: string, cause?: unknown): KeywayError {
  */
 async function asRegistrationAnswer(response: Response): Promise<Response> {
   if (response.status !== 200 && response.status !== 201) return response;
-  const text = await response.text();
-  const headers = new Headers(response.headers);
-  headers.delete('content-length');
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    return new Response(text, { status: response.status, headers });
-  }
-  if (
-    typeof body === 'object' &&
-    body !== null &&
-    !Array.isArray(body) &&
-    'client_secret' in body &&
-    !('client_secret_expires_at' in body)
-  ) {
-    body = { ...body, client_secret_expires_at: 0 };
-  }
-  return new Response(JSON.stringify(body), { status: 201, headers });
+  return editJsonAnswer(response, (body) => ({
+    body:
+      'client_secret' in body && !('client_secret_expires_at' in body)
+        ? { ...body, client_secret_expires_at: 0 }
+        : body,
+    status: 201,
+  }));
 }
 
 /**

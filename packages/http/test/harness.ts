@@ -11,7 +11,13 @@ import {
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Broker, type BrokerConfig, createBroker, type Storage } from '@keyway/core';
+import {
+  type Broker,
+  type BrokerConfig,
+  type ConnectionTokens,
+  createBroker,
+  type Storage,
+} from '@keyway/core';
 import { memoryStorage } from '@keyway/store-memory';
 import { type PostgresStorage, postgresStorage } from '@keyway/store-postgres';
 import { type SqliteStorage, sqliteStorage } from '@keyway/store-sqlite';
@@ -168,6 +174,16 @@ export class Harness {
           : JSON.parse(text),
       text,
     };
+  }
+
+  /**
+   * A connection's tokens as the vault holds them, read as an operator with database access
+   * and the vault keys could.
+   */
+  async storedTokens(connectionId: string): Promise<ConnectionTokens> {
+    const entry = await this.storage.getVaultEntry('connection_tokens', connectionId);
+    if (entry === null) throw new Error(`no tokens for ${connectionId}`);
+    return JSON.parse(await this.broker.vault.open(entry)) as ConnectionTokens;
   }
 
   /** Mints a token as `by` (default root) and returns its access token. */

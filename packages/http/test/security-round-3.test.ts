@@ -1,4 +1,4 @@
-import type { ConnectionTokens, KeywayEvent } from '@keyway/core';
+import type { KeywayEvent } from '@keyway/core';
 import { memoryStorage } from '@keyway/store-memory';
 import { worstRequests } from '@keyway/test-support/worst-bodies';
 import { createTestWorld, type TestWorld } from '@keyway/testing';
@@ -112,11 +112,6 @@ describe.each(storageFactories)('security probe, round 3 ($name storage)', (fact
     return h.call('GET', `${back.pathname}${back.search}`, { token: null });
   }
 
-  async function storedTokens(id: string): Promise<ConnectionTokens> {
-    const entry = await h.storage.getVaultEntry('connection_tokens', id);
-    return JSON.parse(await h.broker.vault.open(entry as never)) as ConnectionTokens;
-  }
-
   afterEach(async () => {
     expect(h.errors).toEqual([]);
     events.splice(0);
@@ -167,7 +162,7 @@ describe.each(storageFactories)('security probe, round 3 ($name storage)', (fact
           mode === 'custom' ? 'manual' : 'metadata_document',
         );
         expect((await connect(world, VICTIM)).status).toBe(200);
-        const victim = await storedTokens(VICTIM);
+        const victim = await h.storedTokens(VICTIM);
         expect(victim.party.resource_url).toBe(world.resourceUrl);
 
         // A token that manages only the provider re-points it at its own MCP server, which
@@ -218,7 +213,7 @@ describe.each(storageFactories)('security probe, round 3 ($name storage)', (fact
         ).status,
       ).toBe(201);
       expect((await connect(world, VICTIM)).status).toBe(200);
-      const victim = await storedTokens(VICTIM);
+      const victim = await h.storedTokens(VICTIM);
       // Another instance (or an older version) re-pointed the provider without marking its
       // connections: the stored state names the attacker's server.
       const record = await h.storage.getProvider('linear');

@@ -4,13 +4,7 @@ import { readFileSync } from 'node:fs';
 import { createServer as createHttpServer, Agent as HttpAgent } from 'node:http';
 import { type AddressInfo, connect, createServer as createNetServer } from 'node:net';
 import { hostname } from 'node:os';
-import {
-  type Broker,
-  type ConnectionTokens,
-  createBroker,
-  type KeywayEvent,
-  rootPrincipal,
-} from '@keyway/core';
+import { type Broker, createBroker, type KeywayEvent, rootPrincipal } from '@keyway/core';
 import { classifyAddress } from '@keyway/core/outbound';
 import { memoryStorage } from '@keyway/store-memory';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
@@ -123,11 +117,6 @@ describe.each(storageFactories)('security probe findings ($name storage)', (fact
     return h.call('GET', `${back.pathname}${back.search}`, { token: null });
   }
 
-  async function storedTokens(id: string): Promise<ConnectionTokens> {
-    const entry = await h.storage.getVaultEntry('connection_tokens', id);
-    return JSON.parse(await h.broker.vault.open(entry as never)) as ConnectionTokens;
-  }
-
   const extraBrokers: Broker[] = [];
 
   afterEach(async () => {
@@ -146,7 +135,7 @@ describe.each(storageFactories)('security probe findings ($name storage)', (fact
       });
       expect(created.status).toBe(201);
       expect((await connect(worlds.legit, VICTIM)).status).toBe(200);
-      const victimTokens = await storedTokens(VICTIM);
+      const victimTokens = await h.storedTokens(VICTIM);
       const legitSecret = worlds.legit.clients.get(victimTokens.party.client_id)?.client_secret;
 
       // A token that manages only the provider, and cannot read the victim's connection.
@@ -628,14 +617,14 @@ describe.each(storageFactories)('security probe findings ($name storage)', (fact
       const world = createTestWorld({ now: () => h.now });
       await providerFor(world);
       expect((await connect(world, VICTIM)).status).toBe(200);
-      const previous = await storedTokens(VICTIM);
+      const previous = await h.storedTokens(VICTIM);
       const flowId = await consentWithVerification(world);
-      expect((await storedTokens(VICTIM)).access_token).toBe(previous.access_token);
+      expect((await h.storedTokens(VICTIM)).access_token).toBe(previous.access_token);
       expect((await h.call('GET', `/api/oauth/connections/${VICTIM}`)).body.status).toBe('active');
       expect(
         (await h.call('POST', '/api/oauth/verify', { body: { flow_id: flowId } })).status,
       ).toBe(200);
-      const now = await storedTokens(VICTIM);
+      const now = await h.storedTokens(VICTIM);
       expect(now.access_token).not.toBe(previous.access_token);
       expect(now.generation).toBe(previous.generation + 1);
     });
@@ -653,13 +642,13 @@ describe.each(storageFactories)('security probe findings ($name storage)', (fact
       await gated.reached;
       // The user authorizes again while the old refresh is still at the server.
       expect((await connect(gated.world, VICTIM)).status).toBe(200);
-      const newer = await storedTokens(VICTIM);
+      const newer = await h.storedTokens(VICTIM);
       expect(newer.generation).toBe(2);
       gated.release();
       const reply = await slow;
       expect(reply.status).toBe(200);
       expect(reply.body.access_token).toBe(newer.access_token);
-      const stored = await storedTokens(VICTIM);
+      const stored = await h.storedTokens(VICTIM);
       expect(stored.access_token).toBe(newer.access_token);
       expect(stored.refresh_token).toBe(newer.refresh_token);
       expect(gated.world.stats.refreshes).toBe(1);

@@ -1,4 +1,4 @@
-import type { ConnectionTokens, KeywayEvent } from '@keyway/core';
+import type { KeywayEvent } from '@keyway/core';
 import { memoryStorage } from '@keyway/store-memory';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -55,10 +55,7 @@ describe.each(storageFactories)('servers in the wild ($name storage)', (factory)
 
   const view = async () => (await h.call('GET', `/api/oauth/connections/${CONNECTION}`)).body;
 
-  async function storedTokens(): Promise<ConnectionTokens> {
-    const entry = await h.storage.getVaultEntry('connection_tokens', CONNECTION);
-    return JSON.parse(await h.broker.vault.open(entry as never)) as ConnectionTokens;
-  }
+  const storedTokens = () => h.storedTokens(CONNECTION);
 
   afterEach(async () => {
     expect(h.errors).toEqual([]);

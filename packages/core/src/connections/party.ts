@@ -1,5 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { resourceMatches } from '../discovery/resource-metadata.js';
+import { editJsonAnswer } from '../oauth-fetch.js';
 import { OutboundError } from '../outbound.js';
 import type { TokenEndpointAuthMethod } from '../registration.js';
 import type { ConnectionTokens, OAuthParty, ProviderState } from '../stored.js';
@@ -175,38 +176,26 @@ export function describeOAuthFailure(error: unknown): { code: string; descriptio
  * for oauth4webapi to judge (it reads `expires_in` given as a string, and `token_type` in
  * any case).
  */
-export async function asTokenAnswer(response: Response): Promise<Response> {
-  const text = await response.text();
-  const headers = new Headers(response.headers);
-  headers.delete('content-length');
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    return new Response(text, { status: response.status, headers });
-  }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    return new Response(text, { status: response.status, headers });
-  }
-  const answer = { ...(body as Record<string, unknown>) };
-  let status = response.status;
-  if (status === 200 && typeof answer.error === 'string' && answer.access_token === undefined) {
-    status = 400;
-  }
-  if (status === 200) {
-    if (answer.token_type === undefined) answer.token_type = 'Bearer';
-    if (typeof answer.scope === 'string') {
-      answer.scope = answer.scope
-        .split(/[\s,]+/)
-        .filter(Boolean)
-        .join(' ');
+export function asTokenAnswer(response: Response): Promise<Response> {
+  return editJsonAnswer(response, (answer, received) => {
+    const status =
+      received === 200 && typeof answer.error === 'string' && answer.access_token === undefined
+        ? 400
+        : received;
+    if (status === 200) {
+      if (answer.token_type === undefined) answer.token_type = 'Bearer';
+      if (typeof answer.scope === 'string') {
+        answer.scope = answer.scope
+          .split(/[\s,]+/)
+          .filter(Boolean)
+          .join(' ');
+      }
+      if (answer.expires_in === 0 || answer.expires_in === '0') delete answer.expires_in;
+      if (answer.refresh_token === '' || answer.refresh_token === null) delete answer.refresh_token;
+      delete answer.id_token;
     }
-    if (answer.expires_in === 0 || answer.expires_in === '0') delete answer.expires_in;
-    if (answer.refresh_token === '' || answer.refresh_token === null) delete answer.refresh_token;
-    delete answer.id_token;
-  }
-  headers.set('content-type', 'application/json');
-  return new Response(JSON.stringify(answer), { status, headers });
+    return { body: answer, status };
+  });
 }
 
 /** The tokens to keep from a token response; an unrotated refresh token is kept. */

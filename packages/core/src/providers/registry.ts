@@ -95,6 +95,10 @@ function checkExtraParams(
   return Object.keys(params).length === 0 ? undefined : { ...params };
 }
 
+/** The error of a provider changed by another write while this one was being made. */
+const concurrentChange = (id: string): KeywayError =>
+  new KeywayError('conflict', `provider ${JSON.stringify(id)} was changed concurrently; retry`);
+
 /** The error of an operation that needs the OAuth callback on a broker without `baseUrl`. */
 export function noBaseUrl(): KeywayError {
   return new KeywayError(
@@ -280,12 +284,7 @@ export class ProviderRegistry {
       existing === null
         ? await this.#o.storage.insertProvider(record, changes, events)
         : await this.#o.storage.compareAndSetProvider(record, existing.version, changes, events);
-    if (!written) {
-      throw new KeywayError(
-        'conflict',
-        `provider ${JSON.stringify(providerId)} was changed concurrently; retry`,
-      );
-    }
+    if (!written) throw concurrentChange(providerId);
     this.#o.events.published(events);
     const final = moved === null ? record : await this.#recordPartyChange(record, state, moved);
     return { record: final, created: existing === null };
@@ -357,39 +356,56 @@ export class ProviderRegistry {
       if (JSON.stringify(next) === JSON.stringify(state)) {
         return { id, state, client: currentClient(id, state) };
       }
-      const partyMoved = notePartyChange(state, next, now);
-      const written: ProviderRecord = {
-        ...record,
-        state: next,
-        version: record.version + 1,
-        updatedAt: now,
-      };
-      const events = this.#o.events.of({
-        type: 'provider.updated',
-        actor: 'system',
-        resource: id,
-        data: {
+      const final = await this.#update(
+        record,
+        next,
+        { put: puts, delete: deletes },
+        {
+          actor: 'system',
           reason: puts.length > 0 ? 'client_registered' : 'metadata_changed',
-          issuer,
         },
-      });
-      const changes = { put: puts, delete: deletes };
-      if (
-        !(await this.#o.storage.compareAndSetProvider(written, record.version, changes, events))
-      ) {
-        // Another authorization or a PUT changed it meanwhile: start again from theirs.
+      );
+      // Another authorization or a PUT changed it meanwhile: start again from theirs.
+      if (final === null) {
         if (attempt < 3) continue;
-        throw new KeywayError(
-          'conflict',
-          `provider ${JSON.stringify(id)} was changed concurrently; retry`,
-        );
+        throw concurrentChange(id);
       }
-      this.#o.events.published(events);
-      const final =
-        partyMoved === null ? written : await this.#recordPartyChange(written, next, partyMoved);
       const finalState = providerState(final);
       return { id, state: finalState, client: currentClient(id, finalState) };
     }
+  }
+
+  /**
+   * Writes a provider's next state by compare-and-set, with its vault changes and a
+   * `provider.updated` event, then puts the connections of a party it left in `error`.
+   *
+   * @returns the record as it stands after, or `null` when another write came first.
+   */
+  async #update(
+    record: ProviderRecord,
+    next: ProviderState,
+    changes: { put: VaultWrite[]; delete: VaultKey[] },
+    event: { actor: string; reason: 'client_registered' | 'metadata_changed' },
+  ): Promise<ProviderRecord | null> {
+    const now = this.#o.now();
+    const moved = notePartyChange(providerState(record), next, now);
+    const written: ProviderRecord = {
+      ...record,
+      state: next,
+      version: record.version + 1,
+      updatedAt: now,
+    };
+    const events = this.#o.events.of({
+      type: 'provider.updated',
+      actor: event.actor,
+      resource: record.id,
+      data: { reason: event.reason, issuer: next.authorization_server.issuer },
+    });
+    if (!(await this.#o.storage.compareAndSetProvider(written, record.version, changes, events))) {
+      return null;
+    }
+    this.#o.events.published(events);
+    return moved === null ? written : this.#recordPartyChange(written, next, moved);
   }
 
   /**
@@ -421,30 +437,15 @@ export class ProviderRegistry {
         ...state,
         registrations: { ...state.registrations, [server.issuer]: registered.registration },
       };
-      const now = this.#o.now();
-      const moved = notePartyChange(state, next, now);
-      const written: ProviderRecord = {
-        ...record,
-        state: next,
-        version: record.version + 1,
-        updatedAt: now,
-      };
-      const events = this.#o.events.of({
-        type: 'provider.updated',
-        actor: actorOf(principal),
-        resource: providerId,
-        data: { reason: 'client_registered', issuer: server.issuer },
-      });
-      const changes = { put: registered.puts, delete: registered.deletes };
-      if (await this.#o.storage.compareAndSetProvider(written, record.version, changes, events)) {
-        this.#o.events.published(events);
-        return moved === null ? written : this.#recordPartyChange(written, next, moved);
-      }
+      const written = await this.#update(
+        record,
+        next,
+        { put: registered.puts, delete: registered.deletes },
+        { actor: actorOf(principal), reason: 'client_registered' },
+      );
+      if (written !== null) return written;
     }
-    throw new KeywayError(
-      'conflict',
-      `provider ${JSON.stringify(providerId)} was changed concurrently; retry`,
-    );
+    throw concurrentChange(providerId);
   }
 
   /**

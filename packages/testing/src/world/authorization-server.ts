@@ -223,42 +223,30 @@ export function createAuthorizationServer(world: WorldState) {
       resource,
       revoked: false,
     });
-    let refreshToken = refresh;
-    if (refreshToken === null && !withRefresh) {
-      return {
-        client_id: clientId,
-        access_token: accessToken,
-        token_type: 'Bearer',
-        expires_in: lifetime,
-        scope,
-      };
-    }
-    if (refreshToken === null || opt('rotateRefreshTokens', true)) {
-      if (refreshToken !== null) {
-        const previous = refreshTokens.get(refreshToken) as { revoked: boolean; used: boolean };
-        previous.revoked = true;
-        previous.used = true;
-      }
-      refreshToken = random('rt_');
-      refreshTokens.set(refreshToken, {
-        clientId,
-        scope,
-        resource,
-        revoked: false,
-        family,
-        used: false,
-      });
-    }
-    return {
+    const answer = {
       client_id: clientId,
       access_token: accessToken,
       token_type: 'Bearer',
       expires_in: lifetime,
       scope,
-      ...(refresh === null || opt('rotateRefreshTokens', true)
-        ? { refresh_token: refreshToken }
-        : {}),
     };
+    // A new refresh token with the code (unless none is issued), and on refresh when rotating.
+    if (refresh === null ? !withRefresh : !opt('rotateRefreshTokens', true)) return answer;
+    if (refresh !== null) {
+      const previous = refreshTokens.get(refresh) as { revoked: boolean; used: boolean };
+      previous.revoked = true;
+      previous.used = true;
+    }
+    const refreshToken = random('rt_');
+    refreshTokens.set(refreshToken, {
+      clientId,
+      scope,
+      resource,
+      revoked: false,
+      family,
+      used: false,
+    });
+    return { ...answer, refresh_token: refreshToken };
   }
 
   async function token(request: Request): Promise<Response> {
