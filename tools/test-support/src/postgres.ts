@@ -178,6 +178,18 @@ export async function createTestDatabase(
       const dropper = new pg.Client({ connectionString: url });
       await dropper.connect();
       try {
+        // A closed pool's clients are still saying goodbye for a moment (pg's pool.end()
+        // resolves before their sockets close): a forced drop would terminate them and
+        // make them emit an error nobody listens to any more. Wait for them first; force
+        // only what is left (a process that was killed).
+        for (let waited = 0; waited < 5_000; waited += 50) {
+          const { rows } = await dropper.query(
+            'SELECT count(*)::int AS sessions FROM pg_stat_activity WHERE datname = $1',
+            [name],
+          );
+          if (rows[0]?.sessions === 0) break;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
         await dropper.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
       } finally {
         await dropper.end();
