@@ -9,27 +9,19 @@
  * @module
  */
 
-// ─── the broker ──────────────────────────────────────────────────────────────────────────
-export { type Broker, createBroker } from './broker.js';
-export type { BrokerConfig } from './config.js';
-export type { AuthorizeResult, CallbackOutcome } from './connections/authorization.js';
-export type { ProbeResult } from './connections/probe.js';
-export type { Credentials } from './connections/service.js';
-export type {
-  ConnectionErrorCode,
-  ConnectionFailure,
-  ConnectionView,
-} from './connections/state.js';
-export type { DiscoveryStep, DiscoveryTrace } from './discovery/index.js';
-// ─── errors ──────────────────────────────────────────────────────────────────────────────
 export {
-  isKeywayError,
-  KeywayError,
-  type KeywayErrorCode,
-  type KeywayErrorDetail,
-} from './errors.js';
-// ─── events ──────────────────────────────────────────────────────────────────────────────
-export type { KeywayEvent, KeywayEventType } from './events.js';
+  type Principal,
+  type RootPrincipal,
+  rootPrincipal,
+  type TokenPrincipal,
+} from './auth/principal.js';
+export type { RateLimitsConfig } from './auth/rate-limit.js';
+// ─── resource paths (API.md §2) ──────────────────────────────────────────────────────────
+export { parseResourcePath, resourcePathFromUrl } from './auth/resource-path.js';
+// ─── the broker ──────────────────────────────────────────────────────────────────────────
+export { type Broker, createBroker } from './broker/broker.js';
+export type { BrokerConfig } from './broker/config.js';
+export type { AuthorizeResult, CallbackOutcome } from './connections/authorization.js';
 // ─── MCP clients ─────────────────────────────────────────────────────────────────────────
 export {
   type ConnectionFetchOptions,
@@ -38,20 +30,22 @@ export {
   createConnectionFetch,
   InsufficientScopeError,
   remoteConnectionFetch,
-} from './mcp-fetch.js';
-export { OutboundError, type OutboundFailure } from './outbound.js';
-export type { Page } from './pagination.js';
-export type { PlatformCrypto } from './platform-crypto.js';
+} from './connections/connection-fetch.js';
+export type { ProbeResult } from './connections/probe.js';
+export type { Credentials } from './connections/service.js';
+export type {
+  ConnectionErrorCode,
+  ConnectionFailure,
+  ConnectionView,
+} from './connections/state.js';
+// ─── errors ──────────────────────────────────────────────────────────────────────────────
 export {
-  type Principal,
-  type RootPrincipal,
-  rootPrincipal,
-  type TokenPrincipal,
-} from './principal.js';
-export type { ProviderView } from './providers/state.js';
-export type { RateLimitsConfig } from './rate-limit.js';
-// ─── resource paths (API.md §2) ──────────────────────────────────────────────────────────
-export { parseResourcePath, resourcePathFromUrl } from './resource-path.js';
+  isKeywayError,
+  KeywayError,
+  type KeywayErrorCode,
+  type KeywayErrorDetail,
+} from './contract/errors.js';
+export type { Page } from './contract/pagination.js';
 export type {
   AuthorizeInput,
   ConnectionListQueryInput,
@@ -65,13 +59,19 @@ export type {
   PutSecretInput,
   SecretListQueryInput,
   VerifyInput,
-} from './schemas.js';
-/** The request schemas (zod), one per body and query string: see `schemas.ts`. */
-export * as schemas from './schemas.js';
-export type { SecretView, SecretWithValue } from './secrets.js';
+} from './contract/schemas.js';
+/** The request schemas (zod), one per body and query string: see `contract/schemas.ts`. */
+export * as schemas from './contract/schemas.js';
+export type { DiscoveryStep, DiscoveryTrace } from './discovery/index.js';
+// ─── events ──────────────────────────────────────────────────────────────────────────────
+export type { KeywayEvent, KeywayEventType } from './events/log.js';
+export { OutboundError, type OutboundFailure } from './outbound/fetch.js';
+export type { PlatformCrypto } from './platform/crypto.js';
+export type { ProviderView } from './providers/state.js';
 export type { ConnectionStatus, Storage } from './storage/contract.js';
-export type { ConnectionTokens } from './stored.js';
+export type { ConnectionTokens } from './storage/states.js';
 // ─── who acts ────────────────────────────────────────────────────────────────────────────
 // ─── the contract's types (API.md §3–§7) ─────────────────────────────────────────────────
-export type { AuthenticationContext, IssuedToken, TokenView } from './tokens.js';
-export { deriveVaultKey, generateVaultKey } from './vault.js';
+export type { AuthenticationContext, IssuedToken, TokenView } from './tokens/service.js';
+export type { SecretView, SecretWithValue } from './vault/secrets.js';
+export { deriveVaultKey, generateVaultKey } from './vault/vault.js';

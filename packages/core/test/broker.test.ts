@@ -1,9 +1,9 @@
 import { memoryStorage } from '@keyway/store-memory';
 import { describe, expect, it, vi } from 'vitest';
-import { createBroker } from '../src/broker.js';
-import { rootKeyWeakness } from '../src/config.js';
-import { KeywayError } from '../src/errors.js';
-import { rootPrincipal } from '../src/principal.js';
+import { rootPrincipal } from '../src/auth/principal.js';
+import { createBroker } from '../src/broker/broker.js';
+import { rootKeyWeakness } from '../src/broker/config.js';
+import { KeywayError } from '../src/contract/errors.js';
 
 const ROOT_KEY = 'core-test-root-key-0123456789abcdefghij';
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { fromBase64Url, toBase64Url } from '../src/bytes.js';
+import { fromBase64Url, toBase64Url } from '../src/platform/bytes.js';
 
 /** The platform's `atob`/`btoa`, made strict: the canonical spelling only. */
 function reference(text: string): Uint8Array | null {

@@ -7,7 +7,7 @@ import {
   resourceMatches,
   selectScopes,
 } from '../src/discovery/index.js';
-import { createOutboundFetch } from '../src/outbound.js';
+import { createOutboundFetch } from '../src/outbound/fetch.js';
 
 function setup(options: TestWorldOptions = {}) {
   const world = createTestWorld(options);

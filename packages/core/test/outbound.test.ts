@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createOutboundFetch, OutboundError, type Transport } from '../src/outbound.js';
+import { createOutboundFetch, OutboundError, type Transport } from '../src/outbound/fetch.js';
 
 /** A transport that answers from a table and records what was sent. */
 function recorder(answer: (url: string, init: RequestInit) => Response | Promise<Response>) {

@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { KeywayError } from '../src/errors.js';
-import { compareCodePoints, parseResourcePath, resourcePathFromUrl } from '../src/resource-path.js';
+import {
+  compareCodePoints,
+  parseResourcePath,
+  resourcePathFromUrl,
+} from '../src/auth/resource-path.js';
+import { KeywayError } from '../src/contract/errors.js';
 
 function caught(fn: () => unknown): KeywayError {
   try {

@@ -8,7 +8,7 @@ import {
   isNarrowerOrEqual,
   parseScope,
   reduceScopes,
-} from '../src/scope.js';
+} from '../src/auth/scope.js';
 
 describe('parseScope()', () => {
   it('canonicalizes a path p to p/**', () => {

@@ -4,7 +4,7 @@ import {
   createTokenCodec,
   hashTokenId,
   TOKEN_PREFIX,
-} from '../src/token-format.js';
+} from '../src/tokens/format.js';
 
 const ROOT_KEY = 'root-key-for-tests-0123456789abcdef';
 const id = (fill: number) => new Uint8Array(16).fill(fill);

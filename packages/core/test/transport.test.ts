@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createOutboundFetch, OutboundError } from '../src/outbound.js';
-import { defaultTransport, type RuntimeGlobals } from '../src/transport.js';
+import { createOutboundFetch, OutboundError } from '../src/outbound/fetch.js';
+import { defaultTransport, type RuntimeGlobals } from '../src/outbound/transport.js';
 
 // M3 (issue 8): the default transport checks what a host name resolves to on every runtime,
 // or refuses host names it cannot check.

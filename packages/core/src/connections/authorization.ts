@@ -1,17 +1,18 @@
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import * as oauth from 'oauth4webapi';
-import { toBase64Url, utf8 } from '../bytes.js';
+import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
+import { parseResourcePath } from '../auth/resource-path.js';
+import { setCoversPath } from '../auth/scope.js';
+import { KeywayError } from '../contract/errors.js';
+import { AuthorizeBody, VerifyBody } from '../contract/schemas.js';
+import { parseShape } from '../contract/validation.js';
 import { quoted, selectScopes } from '../discovery/index.js';
-import { KeywayError } from '../errors.js';
-import { libraryOptions } from '../oauth-fetch.js';
-import { allowedHostSet, endpointProblem } from '../outbound.js';
-import { actorOf, assertCoversPath, type Principal } from '../principal.js';
+import { allowedHostSet, endpointProblem } from '../outbound/fetch.js';
+import { libraryOptions } from '../outbound/oauth-fetch.js';
+import { toBase64Url, utf8 } from '../platform/bytes.js';
+import { type ClientProfile, callbackKey, redirectUriOf } from '../providers/registration.js';
 import { noBaseUrl } from '../providers/registry.js';
-import { type ClientProfile, callbackKey, redirectUriOf } from '../registration.js';
-import { parseResourcePath } from '../resource-path.js';
-import { AuthorizeBody, VerifyBody } from '../schemas.js';
-import { setCoversPath } from '../scope.js';
 import type { ConnectionRecord } from '../storage/contract.js';
 import {
   type AuthorizationServerInfo,
@@ -22,8 +23,7 @@ import {
   type PendingState,
   readSealed,
   readStored,
-} from '../stored.js';
-import { parseShape } from '../validation.js';
+} from '../storage/states.js';
 import {
   asTokenAnswer,
   currentParty,

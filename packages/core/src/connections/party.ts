@@ -1,9 +1,9 @@
 import * as oauth from 'oauth4webapi';
 import { resourceMatches } from '../discovery/resource-metadata.js';
-import { editJsonAnswer } from '../oauth-fetch.js';
-import { OutboundError } from '../outbound.js';
-import type { TokenEndpointAuthMethod } from '../registration.js';
-import type { ConnectionTokens, OAuthParty, ProviderState } from '../stored.js';
+import { OutboundError } from '../outbound/fetch.js';
+import { editJsonAnswer } from '../outbound/oauth-fetch.js';
+import type { TokenEndpointAuthMethod } from '../providers/registration.js';
+import type { ConnectionTokens, OAuthParty, ProviderState } from '../storage/states.js';
 
 /*
  * The OAuth party of an authorization (API.md §5 "Connections keep their party"): the

@@ -1,7 +1,7 @@
 import * as oauth from 'oauth4webapi';
 import { quoted } from '../discovery/index.js';
-import { InsufficientScopeError } from '../mcp-fetch.js';
-import { OutboundError } from '../outbound.js';
+import { OutboundError } from '../outbound/fetch.js';
+import { InsufficientScopeError } from './connection-fetch.js';
 
 /*
  * The connection probe (API.md §8): an MCP conversation with the provider's server using

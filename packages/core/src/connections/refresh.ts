@@ -1,9 +1,9 @@
 import * as oauth from 'oauth4webapi';
-import { toBase64Url } from '../bytes.js';
-import { KeywayError } from '../errors.js';
-import { libraryOptions } from '../oauth-fetch.js';
-import type { ConnectionState, ConnectionTokens } from '../stored.js';
-import { isoTimeOrNull } from '../time.js';
+import { KeywayError } from '../contract/errors.js';
+import { isoTimeOrNull } from '../contract/time.js';
+import { libraryOptions } from '../outbound/oauth-fetch.js';
+import { toBase64Url } from '../platform/bytes.js';
+import type { ConnectionState, ConnectionTokens } from '../storage/states.js';
 import {
   asTokenAnswer,
   describeOAuthFailure,

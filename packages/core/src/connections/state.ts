@@ -1,9 +1,10 @@
 import * as oauth from 'oauth4webapi';
-import { KeywayError } from '../errors.js';
-import type { EventLog, EventSpec } from '../events.js';
-import type { OutboundFetch } from '../outbound.js';
+import { KeywayError } from '../contract/errors.js';
+import { isoTimeOrNull } from '../contract/time.js';
+import type { EventLog, EventSpec } from '../events/log.js';
+import type { OutboundFetch } from '../outbound/fetch.js';
+import type { ClientProfile } from '../providers/registration.js';
 import type { ProviderRegistry } from '../providers/registry.js';
-import type { ClientProfile } from '../registration.js';
 import type { ConnectionRecord, ConnectionStatus, Storage } from '../storage/contract.js';
 import {
   type ConnectionState,
@@ -14,9 +15,8 @@ import {
   readSealed,
   readStored,
   SealedTokensSchema,
-} from '../stored.js';
-import { isoTimeOrNull } from '../time.js';
-import type { Vault } from '../vault.js';
+} from '../storage/states.js';
+import type { Vault } from '../vault/vault.js';
 import { clientAuthentication, currentParty, providerKeepsParty } from './party.js';
 
 /** Vault kinds of what connections keep. */

@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
-import { oauthFetch } from '../oauth-fetch.js';
-import type { OutboundFetch } from '../outbound.js';
+import type { OutboundFetch } from '../outbound/fetch.js';
+import { oauthFetch } from '../outbound/oauth-fetch.js';
 import { type DiscoveryStep, failureNote } from './trace.js';
 
 /*

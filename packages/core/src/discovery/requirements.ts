@@ -1,6 +1,6 @@
 import type * as oauth from 'oauth4webapi';
-import { endpointProblem } from '../outbound.js';
-import type { AuthorizationServerInfo } from '../stored.js';
+import { endpointProblem } from '../outbound/fetch.js';
+import type { AuthorizationServerInfo } from '../storage/states.js';
 import { type DiscoveryStep, quoted, stringArray } from './trace.js';
 
 /*

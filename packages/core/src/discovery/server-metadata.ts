@@ -1,5 +1,5 @@
 import * as oauth from 'oauth4webapi';
-import type { OutboundFetch } from '../outbound.js';
+import type { OutboundFetch } from '../outbound/fetch.js';
 import { type DiscoveryStep, failureNote, quoted } from './trace.js';
 
 /*

@@ -1,7 +1,7 @@
 import * as oauth from 'oauth4webapi';
-import { KeywayError } from '../errors.js';
-import { OutboundError } from '../outbound.js';
-import type { AuthorizationServerInfo, ResourceInfo } from '../stored.js';
+import { KeywayError } from '../contract/errors.js';
+import { OutboundError } from '../outbound/fetch.js';
+import type { AuthorizationServerInfo, ResourceInfo } from '../storage/states.js';
 
 /**
  * One step of a discovery trace, as `POST /api/admin/discover` shows it.

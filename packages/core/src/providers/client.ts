@@ -1,9 +1,9 @@
-import { KeywayError } from '../errors.js';
-import { normalizeHost, type OutboundFetch } from '../outbound.js';
-import { type ClientProfile, registerClient } from '../registration.js';
+import { KeywayError } from '../contract/errors.js';
+import { normalizeHost, type OutboundFetch } from '../outbound/fetch.js';
 import type { VaultKey, VaultWrite } from '../storage/contract.js';
-import type { AuthorizationServerInfo, StoredRegistration } from '../stored.js';
-import type { Vault } from '../vault.js';
+import type { AuthorizationServerInfo, StoredRegistration } from '../storage/states.js';
+import type { Vault } from '../vault/vault.js';
+import { type ClientProfile, registerClient } from './registration.js';
 import { CLIENT_SECRET_KIND, REGISTRATION_TOKEN_KIND, secretKey } from './state.js';
 
 /** An `invalid_request` about one field of the provider body. */

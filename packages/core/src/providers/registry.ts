@@ -1,3 +1,7 @@
+import { actorOf, assertCoversPath, type Principal, rootPrincipal } from '../auth/principal.js';
+import { KeywayError } from '../contract/errors.js';
+import { ProviderBody, type ProviderInput } from '../contract/schemas.js';
+import { parseShape } from '../contract/validation.js';
 import {
   discoverAuthorizationServer,
   discoverOrThrow,
@@ -5,17 +9,13 @@ import {
   resourceMismatched,
   throwUnlessDiscovered,
 } from '../discovery/index.js';
-import { KeywayError } from '../errors.js';
-import type { EventLog } from '../events.js';
-import type { OutboundFetch } from '../outbound.js';
-import { actorOf, assertCoversPath, type Principal, rootPrincipal } from '../principal.js';
-import { type ClientProfile, customAuthMethod } from '../registration.js';
-import { ProviderBody, type ProviderInput } from '../schemas.js';
+import type { EventLog } from '../events/log.js';
+import type { OutboundFetch } from '../outbound/fetch.js';
 import type { ProviderRecord, Storage, VaultKey, VaultWrite } from '../storage/contract.js';
-import type { AuthorizationServerInfo, ProviderState } from '../stored.js';
-import { parseShape } from '../validation.js';
-import type { Vault } from '../vault.js';
+import type { AuthorizationServerInfo, ProviderState } from '../storage/states.js';
+import type { Vault } from '../vault/vault.js';
 import { checkResourceUrl, invalid, registerAt } from './client.js';
+import { type ClientProfile, customAuthMethod } from './registration.js';
 import {
   CLIENT_SECRET_KIND,
   currentClient,

@@ -1,17 +1,17 @@
+import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
+import type { RateLimiter } from '../auth/rate-limit.js';
+import { parseResourcePath } from '../auth/resource-path.js';
+import { KeywayError } from '../contract/errors.js';
+import { listWindow, type Page, toPage } from '../contract/pagination.js';
+import { DiscoverBody, ProviderListQuery } from '../contract/schemas.js';
+import { parseQuery, parseShape } from '../contract/validation.js';
 import { type DiscoveryTrace, discover } from '../discovery/index.js';
-import { KeywayError } from '../errors.js';
-import type { EventLog } from '../events.js';
-import type { OutboundFetch } from '../outbound.js';
-import { listWindow, type Page, toPage } from '../pagination.js';
-import { actorOf, assertCoversPath, type Principal } from '../principal.js';
-import type { RateLimiter } from '../rate-limit.js';
-import type { ClientProfile } from '../registration.js';
-import { parseResourcePath } from '../resource-path.js';
-import { DiscoverBody, ProviderListQuery } from '../schemas.js';
-import { listableSubtrees } from '../secrets.js';
+import type { EventLog } from '../events/log.js';
+import type { OutboundFetch } from '../outbound/fetch.js';
 import type { Storage } from '../storage/contract.js';
-import { delegationRoot } from '../token-name.js';
-import { parseQuery, parseShape } from '../validation.js';
+import { delegationRoot } from '../tokens/name.js';
+import { listableSubtrees } from '../vault/secrets.js';
+import type { ClientProfile } from './registration.js';
 import type { ProviderRegistry } from './registry.js';
 import {
   CLIENT_SECRET_KIND,

@@ -1,5 +1,4 @@
 import { currentParty, providerKeepsParty } from '../connections/party.js';
-import { type ClientProfile, redirectUriOf } from '../registration.js';
 import type { ProviderRecord } from '../storage/contract.js';
 import {
   type AuthorizationServerInfo,
@@ -7,7 +6,8 @@ import {
   ProviderStateSchema,
   readStored,
   type StoredRegistration,
-} from '../stored.js';
+} from '../storage/states.js';
+import { type ClientProfile, redirectUriOf } from './registration.js';
 
 /** Vault kinds of the secrets Keyway keeps for providers. */
 export const CLIENT_SECRET_KIND = 'client_secret';

@@ -6,5 +6,5 @@
  * @see docs/storage.md, "Writing an adapter".
  * @module
  */
-export { compareCodePoints } from '../resource-path.js';
+export { compareCodePoints } from '../auth/resource-path.js';
 export * from './contract.js';

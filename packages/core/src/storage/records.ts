@@ -1,4 +1,4 @@
-import type { Scope } from '../scope.js';
+import type { Scope } from '../auth/scope.js';
 
 /*
  * The records of the storage contract and the queries over them: what adapters store and

@@ -6,5 +6,5 @@
  * @see README.md "Configuration of keyway serve"
  * @module
  */
-export { parseRateLimits, type RateLimitsConfig } from '../rate-limit.js';
-export { parseDuration } from '../time.js';
+export { parseRateLimits, type RateLimitsConfig } from '../auth/rate-limit.js';
+export { parseDuration } from '../contract/time.js';

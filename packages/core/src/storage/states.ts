@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { KeywayError } from './errors.js';
+import { KeywayError } from '../contract/errors.js';
 
 /**
  * The schemas of every JSON state Keyway keeps in storage, parsed on every read: a row

@@ -1,13 +1,13 @@
-import { utf8 } from './bytes.js';
-import { KeywayError } from './errors.js';
-import type { EventLog } from './events.js';
-import { listWindow, type Page, toPage } from './pagination.js';
-import { actorOf, assertCoversPath, type Principal } from './principal.js';
-import { parseResourcePath } from './resource-path.js';
-import { PutSecretBody, SecretListQuery } from './schemas.js';
-import { intersectScopes, ROOT_SCOPE } from './scope.js';
-import type { EventWrite, Storage, VaultEntryRecord } from './storage/contract.js';
-import { parseQuery, parseShape } from './validation.js';
+import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
+import { parseResourcePath } from '../auth/resource-path.js';
+import { intersectScopes, ROOT_SCOPE } from '../auth/scope.js';
+import { KeywayError } from '../contract/errors.js';
+import { listWindow, type Page, toPage } from '../contract/pagination.js';
+import { PutSecretBody, SecretListQuery } from '../contract/schemas.js';
+import { parseQuery, parseShape } from '../contract/validation.js';
+import type { EventLog } from '../events/log.js';
+import { utf8 } from '../platform/bytes.js';
+import type { EventWrite, Storage, VaultEntryRecord } from '../storage/contract.js';
 import type { Vault } from './vault.js';
 
 /** The vault kind of the secrets the vault endpoints manage; Keyway's own use other kinds. */
@@ -37,7 +37,7 @@ export interface SecretWithValue extends SecretView {
   value: string;
 }
 
-export type { PutSecretInput } from './schemas.js';
+export type { PutSecretInput } from '../contract/schemas.js';
 
 function toView(entry: VaultEntryRecord): SecretView {
   return {

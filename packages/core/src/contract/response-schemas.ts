@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { CONNECTION_ERROR_CODES } from './connections/state.js';
+import { CONNECTION_ERROR_CODES } from '../connections/state.js';
+import { EVENT_TYPES, type KeywayEventType } from '../events/log.js';
+import { AuthorizationServerInfoSchema, ResourceInfoSchema } from '../storage/states.js';
 import { ERROR_STATUS } from './errors.js';
-import { EVENT_TYPES, type KeywayEventType } from './events.js';
-import { AuthorizationServerInfoSchema, ResourceInfoSchema } from './stored.js';
 
 /*
  * The response schemas of the HTTP contract, one per answer body: with the request schemas

@@ -1,33 +1,33 @@
-import { KeywayError } from './errors.js';
-import type { EventLog } from './events.js';
-import { listWindow, type Page, toPage } from './pagination.js';
-import type { PlatformCrypto } from './platform-crypto.js';
 import {
   actorOf,
   assertManagesToken,
   type Principal,
   rootPrincipal,
   type TokenPrincipal,
-} from './principal.js';
-import type { RateLimiter } from './rate-limit.js';
-import { MintTokenBody, NarrowTokenBody, TokenListQuery } from './schemas.js';
-import { canonicalizeScopes, intersectScopes, isNarrowerOrEqual, type Scope } from './scope.js';
+} from '../auth/principal.js';
+import type { RateLimiter } from '../auth/rate-limit.js';
+import {
+  canonicalizeScopes,
+  intersectScopes,
+  isNarrowerOrEqual,
+  type Scope,
+} from '../auth/scope.js';
+import { KeywayError } from '../contract/errors.js';
+import { listWindow, type Page, toPage } from '../contract/pagination.js';
+import { MintTokenBody, NarrowTokenBody, TokenListQuery } from '../contract/schemas.js';
+import { parseQuery, parseShape } from '../contract/validation.js';
+import type { EventLog } from '../events/log.js';
+import type { PlatformCrypto } from '../platform/crypto.js';
 import type {
   EventWrite,
   TokenRecord,
   TokenStorage,
   TokenTreeChanges,
-} from './storage/contract.js';
-import {
-  createRootKeyCheck,
-  createTokenCodec,
-  TOKEN_ID_BYTES,
-  TOKEN_PREFIX,
-} from './token-format.js';
-import { delegationRoot, isDescendantName, parseLifetime, parseTokenName } from './token-name.js';
-import { parseQuery, parseShape } from './validation.js';
+} from '../storage/contract.js';
+import { createRootKeyCheck, createTokenCodec, TOKEN_ID_BYTES, TOKEN_PREFIX } from './format.js';
+import { delegationRoot, isDescendantName, parseLifetime, parseTokenName } from './name.js';
 
-export type { MintTokenInput, NarrowTokenInput } from './schemas.js';
+export type { MintTokenInput, NarrowTokenInput } from '../contract/schemas.js';
 
 /**
  * A newly minted token, as `POST /api/admin/tokens` answers: the only time it is shown.

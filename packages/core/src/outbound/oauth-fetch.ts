@@ -1,5 +1,5 @@
 import * as oauth from 'oauth4webapi';
-import type { OutboundFetch } from './outbound.js';
+import type { OutboundFetch } from './fetch.js';
 
 /* How oauth4webapi's requests go out: through Keyway's guarded fetch, and nothing else. */
 

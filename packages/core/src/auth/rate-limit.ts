@@ -1,6 +1,6 @@
-import { parseIpAddress } from './address.js';
-import { KeywayError } from './errors.js';
-import type { CounterStorage, CounterValue } from './storage/contract.js';
+import { KeywayError } from '../contract/errors.js';
+import { parseIpAddress } from '../outbound/address.js';
+import type { CounterStorage, CounterValue } from '../storage/contract.js';
 
 /** One limit: at most `limit` events per window of `windowSeconds`. */
 export interface RateLimit {

@@ -1,13 +1,13 @@
-import { KeywayError } from './errors.js';
-import { eventOf, type KeywayEvent } from './events.js';
-import { listWindow, type Page, toPage } from './pagination.js';
-import type { Principal } from './principal.js';
-import { parseResourcePath } from './resource-path.js';
-import { AuditListQuery, DeliveryListQuery } from './schemas.js';
-import { listableSubtrees } from './secrets.js';
-import type { Storage, WebhookDeliveryRecord, WebhookDeliveryStatus } from './storage/contract.js';
-import { isoTime } from './time.js';
-import { parseQuery } from './validation.js';
+import type { Principal } from '../auth/principal.js';
+import { parseResourcePath } from '../auth/resource-path.js';
+import { KeywayError } from '../contract/errors.js';
+import { listWindow, type Page, toPage } from '../contract/pagination.js';
+import { AuditListQuery, DeliveryListQuery } from '../contract/schemas.js';
+import { isoTime } from '../contract/time.js';
+import { parseQuery } from '../contract/validation.js';
+import type { Storage, WebhookDeliveryRecord, WebhookDeliveryStatus } from '../storage/contract.js';
+import { listableSubtrees } from '../vault/secrets.js';
+import { eventOf, type KeywayEvent } from './log.js';
 import type { WebhookSender } from './webhooks.js';
 
 /**

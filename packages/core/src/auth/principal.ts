@@ -1,6 +1,6 @@
-import { KeywayError } from './errors.js';
+import { KeywayError } from '../contract/errors.js';
+import { isDescendantName } from '../tokens/name.js';
 import { type Scope, setCoversPath } from './scope.js';
-import { isDescendantName } from './token-name.js';
 
 /**
  * Who is making a request, as established by `broker.authenticate()`. Every core operation

@@ -1,20 +1,20 @@
-import { EventService } from './audit.js';
-import { toBase64Url } from './bytes.js';
+import { assertCoversPath, type Principal } from '../auth/principal.js';
+import { RateLimiter } from '../auth/rate-limit.js';
+import { parseResourcePath } from '../auth/resource-path.js';
+import { ConnectionService } from '../connections/service.js';
+import { ConnectionRecords, PARTY_CHANGED, RESOURCE_CHANGED } from '../connections/state.js';
+import { EventService } from '../events/service.js';
+import { WebhookSender } from '../events/webhooks.js';
+import type { OutboundFetch } from '../outbound/fetch.js';
+import { toBase64Url } from '../platform/bytes.js';
+import { clientMetadataDocument } from '../providers/registration.js';
+import { ProviderRegistry } from '../providers/registry.js';
+import { ProviderService } from '../providers/service.js';
+import type { Storage } from '../storage/contract.js';
+import { type AuthenticationContext, TokenService } from '../tokens/service.js';
+import { SecretService } from '../vault/secrets.js';
+import type { Vault } from '../vault/vault.js';
 import { type BrokerConfig, resolveBrokerConfig } from './config.js';
-import { ConnectionService } from './connections/service.js';
-import { ConnectionRecords, PARTY_CHANGED, RESOURCE_CHANGED } from './connections/state.js';
-import type { OutboundFetch } from './outbound.js';
-import { assertCoversPath, type Principal } from './principal.js';
-import { ProviderRegistry } from './providers/registry.js';
-import { ProviderService } from './providers/service.js';
-import { RateLimiter } from './rate-limit.js';
-import { clientMetadataDocument } from './registration.js';
-import { parseResourcePath } from './resource-path.js';
-import { SecretService } from './secrets.js';
-import type { Storage } from './storage/contract.js';
-import { type AuthenticationContext, TokenService } from './tokens.js';
-import type { Vault } from './vault.js';
-import { WebhookSender } from './webhooks.js';
 
 /**
  * A Keyway broker: every operation of the HTTP contract, callable in process.

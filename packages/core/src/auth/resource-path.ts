@@ -1,4 +1,4 @@
-import { KeywayError } from './errors.js';
+import { KeywayError } from '../contract/errors.js';
 
 /** Longest resource path, in Unicode code points after NFC normalization (SEED.md Limits). */
 export const MAX_RESOURCE_PATH_LENGTH = 512;

@@ -1,9 +1,9 @@
 import * as oauth from 'oauth4webapi';
 import { z } from 'zod';
-import type { Broker } from './broker.js';
-import { ERROR_STATUS, KeywayError, type KeywayErrorCode } from './errors.js';
-import { oauthFetch } from './oauth-fetch.js';
-import type { Principal } from './principal.js';
+import type { Principal } from '../auth/principal.js';
+import type { Broker } from '../broker/broker.js';
+import { ERROR_STATUS, KeywayError, type KeywayErrorCode } from '../contract/errors.js';
+import { oauthFetch } from '../outbound/oauth-fetch.js';
 
 /** What a remote Keyway's credentials endpoint answers, as far as it is read. */
 const RemoteAnswer = z.object({

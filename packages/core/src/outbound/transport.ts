@@ -1,5 +1,5 @@
 import { classifyAddress, isIpLiteral } from './address.js';
-import { allowedHostSet, normalizeHost, OutboundError, type Transport } from './outbound.js';
+import { allowedHostSet, normalizeHost, OutboundError, type Transport } from './fetch.js';
 
 /**
  * Transports that check the addresses a host name resolves to before connecting: the last

@@ -1,4 +1,4 @@
-import { KeywayError } from './errors.js';
+import { KeywayError } from '../contract/errors.js';
 import { compareCodePoints, resourcePathProblem } from './resource-path.js';
 
 /** Most scopes one broker token may carry (SEED.md Limits). */

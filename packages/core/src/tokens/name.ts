@@ -1,4 +1,4 @@
-import { KeywayError } from './errors.js';
+import { KeywayError } from '../contract/errors.js';
 
 /** Longest token name (API.md §3.2). */
 export const MAX_TOKEN_NAME_LENGTH = 255;

@@ -1,8 +1,8 @@
 import { hkdf } from '@noble/hashes/hkdf.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
-import { fromBase64Url, timingSafeEqual, toBase64Url, utf8 } from './bytes.js';
-import { nobleCrypto, type PlatformCrypto } from './platform-crypto.js';
+import { fromBase64Url, timingSafeEqual, toBase64Url, utf8 } from '../platform/bytes.js';
+import { nobleCrypto, type PlatformCrypto } from '../platform/crypto.js';
 
 /**
  * The version-marked prefix of every broker token. A new format gets a new prefix, so a

@@ -1,9 +1,9 @@
 import { hkdf } from '@noble/hashes/hkdf.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { CompactEncrypt, compactDecrypt, decodeProtectedHeader } from 'jose';
-import { fromBase64Url, toBase64Url, utf8 } from './bytes.js';
-import { KeywayError } from './errors.js';
-import type { VaultEntryRecord, VaultKey, VaultStorage, VaultWrite } from './storage/contract.js';
+import { KeywayError } from '../contract/errors.js';
+import { fromBase64Url, toBase64Url, utf8 } from '../platform/bytes.js';
+import type { VaultEntryRecord, VaultKey, VaultStorage, VaultWrite } from '../storage/contract.js';
 
 /** The header parameter that names the entry a ciphertext belongs to. */
 const ENTRY_HEADER = 'kw_entry';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { EVENT_TYPES, type KeywayEventType } from './events.js';
+import { MAX_SCOPES } from '../auth/scope.js';
+import { EVENT_TYPES, type KeywayEventType } from '../events/log.js';
 import { LIST_LIMIT } from './pagination.js';
-import { MAX_SCOPES } from './scope.js';
 
 /**
  * The request schemas of the HTTP contract, one per body and query string, by concept: the

@@ -1,12 +1,12 @@
 import { bytesToHex } from '@noble/hashes/utils.js';
+import { isoTime } from '../contract/time.js';
 import type {
   AuditEventRecord,
   EventWrite,
   JsonObject,
   Storage,
   WebhookDeliveryRecord,
-} from './storage/contract.js';
-import { isoTime } from './time.js';
+} from '../storage/contract.js';
 
 /**
  * The type of an event: every state change and every credential hand-out.

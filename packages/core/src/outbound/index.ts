@@ -7,10 +7,11 @@
  * @see docs/security.md, "Outbound requests".
  * @module
  */
-export type { AddressClass } from '../address.js';
-export { classifyAddress, isIpLiteral } from '../address.js';
-export type { BoundedReadErrors } from '../bytes.js';
-export { readBounded } from '../bytes.js';
+
+export type { BoundedReadErrors } from '../platform/bytes.js';
+export { readBounded } from '../platform/bytes.js';
+export type { AddressClass } from './address.js';
+export { classifyAddress, isIpLiteral } from './address.js';
 export {
   assertOutboundUrl,
   createOutboundFetch,
@@ -20,7 +21,7 @@ export {
   type OutboundFetch,
   type OutboundOptions,
   type Transport,
-} from '../outbound.js';
+} from './fetch.js';
 export {
   createNodeFetch,
   createResolvingFetch,
@@ -29,4 +30,4 @@ export {
   type ResolvedAddress,
   type ResolvingFetchOptions,
   type RuntimeGlobals,
-} from '../transport.js';
+} from './transport.js';

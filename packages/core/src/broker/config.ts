@@ -1,27 +1,27 @@
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
+import type { RateLimitsConfig } from '../auth/rate-limit.js';
+import type { ProviderInput } from '../contract/schemas.js';
+import { parseDuration } from '../contract/time.js';
 import {
   EVENT_TYPES,
   EventLog,
   type KeywayEvent,
   type KeywayEventType,
   type WebhookEndpoint,
-} from './events.js';
+} from '../events/log.js';
 import {
   allowedHostSet,
   createOutboundFetch,
   endpointProblem,
   type OutboundFetch,
   type Transport,
-} from './outbound.js';
-import { nobleCrypto, type PlatformCrypto } from './platform-crypto.js';
-import type { RateLimitsConfig } from './rate-limit.js';
-import type { ClientProfile } from './registration.js';
-import type { ProviderInput } from './schemas.js';
-import { STORAGE_METHODS, type Storage } from './storage/contract.js';
-import { parseDuration } from './time.js';
-import { TOKEN_PREFIX } from './token-format.js';
-import { deriveVaultKey, Vault } from './vault.js';
+} from '../outbound/fetch.js';
+import { nobleCrypto, type PlatformCrypto } from '../platform/crypto.js';
+import type { ClientProfile } from '../providers/registration.js';
+import { STORAGE_METHODS, type Storage } from '../storage/contract.js';
+import { TOKEN_PREFIX } from '../tokens/format.js';
+import { deriveVaultKey, Vault } from '../vault/vault.js';
 
 /** Shortest root key accepted (API.md §1.1). */
 export const MIN_ROOT_KEY_LENGTH = 32;

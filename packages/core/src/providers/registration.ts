@@ -1,10 +1,10 @@
 import { sha256 } from '@noble/hashes/sha2.js';
 import * as oauth from 'oauth4webapi';
-import { toBase64Url, utf8 } from './bytes.js';
-import { KeywayError } from './errors.js';
-import { editJsonAnswer, libraryOptions } from './oauth-fetch.js';
-import { OutboundError, type OutboundFetch } from './outbound.js';
-import type { AuthorizationServerInfo } from './stored.js';
+import { KeywayError } from '../contract/errors.js';
+import { OutboundError, type OutboundFetch } from '../outbound/fetch.js';
+import { editJsonAnswer, libraryOptions } from '../outbound/oauth-fetch.js';
+import { toBase64Url, utf8 } from '../platform/bytes.js';
+import type { AuthorizationServerInfo } from '../storage/states.js';
 
 /** How a client authenticates at the token endpoint. */
 export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'none';

@@ -1,4 +1,4 @@
-import { fromBase64Url, toBase64Url, utf8 } from './bytes.js';
+import { fromBase64Url, toBase64Url, utf8 } from '../platform/bytes.js';
 import { KeywayError } from './errors.js';
 
 /**

@@ -1,5 +1,5 @@
+import { readBounded } from '../platform/bytes.js';
 import { classifyAddress, isIpLiteral } from './address.js';
-import { readBounded } from './bytes.js';
 import { defaultTransport } from './transport.js';
 
 /**

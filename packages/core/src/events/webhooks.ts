@@ -1,7 +1,7 @@
 import { Webhook } from 'standardwebhooks';
-import type { WebhookEndpoint } from './events.js';
-import { OutboundError, type OutboundFetch } from './outbound.js';
-import type { Storage, WebhookAttemptOutcome, WebhookDeliveryRecord } from './storage/contract.js';
+import { OutboundError, type OutboundFetch } from '../outbound/fetch.js';
+import type { Storage, WebhookAttemptOutcome, WebhookDeliveryRecord } from '../storage/contract.js';
+import type { WebhookEndpoint } from './log.js';
 
 const SECOND = 1000;
 const HOUR = 3_600_000;
