@@ -21,23 +21,24 @@ export { parseResourcePath, resourcePathFromUrl } from './auth/resource-path.js'
 // ─── the broker ──────────────────────────────────────────────────────────────────────────
 export { type Broker, createBroker } from './broker/broker.js';
 export type { BrokerConfig } from './broker/config.js';
-export type { AuthorizeResult, CallbackOutcome } from './connections/authorization.js';
 // ─── MCP clients ─────────────────────────────────────────────────────────────────────────
+export { connectionFetch } from './broker/connection-fetch.js';
+export type { AuthorizeResult, CallbackOutcome } from './connections/authorization.js';
 export {
   type ConnectionFetchOptions,
   type CredentialSource,
-  connectionFetch,
   createConnectionFetch,
   InsufficientScopeError,
   remoteConnectionFetch,
 } from './connections/connection-fetch.js';
 export type { ProbeResult } from './connections/probe.js';
 export type { Credentials } from './connections/service.js';
+export type { ConnectionFailure, ConnectionView } from './connections/state.js';
 export type {
   ConnectionErrorCode,
-  ConnectionFailure,
-  ConnectionView,
-} from './connections/state.js';
+  ConnectionStatus,
+  KeywayEventType,
+} from './contract/codes.js';
 // ─── errors ──────────────────────────────────────────────────────────────────────────────
 export {
   isKeywayError,
@@ -64,11 +65,11 @@ export type {
 export * as schemas from './contract/schemas.js';
 export type { DiscoveryStep, DiscoveryTrace } from './discovery/index.js';
 // ─── events ──────────────────────────────────────────────────────────────────────────────
-export type { KeywayEvent, KeywayEventType } from './events/log.js';
-export { OutboundError, type OutboundFailure } from './outbound/fetch.js';
+export type { KeywayEvent } from './events/log.js';
+export { OutboundError, type OutboundFailure } from './outbound/errors.js';
 export type { PlatformCrypto } from './platform/crypto.js';
 export type { ProviderView } from './providers/state.js';
-export type { ConnectionStatus, Storage } from './storage/contract.js';
+export type { Storage } from './storage/contract.js';
 export type { ConnectionTokens } from './storage/states.js';
 // ─── who acts ────────────────────────────────────────────────────────────────────────────
 // ─── the contract's types (API.md §3–§7) ─────────────────────────────────────────────────

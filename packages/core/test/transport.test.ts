@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createOutboundFetch, OutboundError } from '../src/outbound/fetch.js';
+import { OutboundError } from '../src/outbound/errors.js';
+import { createOutboundFetch } from '../src/outbound/fetch.js';
 import { defaultTransport, type RuntimeGlobals } from '../src/outbound/transport.js';
 
 // M3 (issue 8): the default transport checks what a host name resolves to on every runtime,
@@ -67,7 +68,7 @@ describe.each([
       const transport = defaultTransport([], { ...runtime(), fetch: platform.fetch });
       const outbound = createOutboundFetch({ fetch: transport });
       const error = await failure(outbound(`https://${host}/.well-known/oauth-protected-resource`));
-      expect(error.reason).toBe('blocked_address');
+      expect(error.code).toBe('blocked_address');
       expect(error.message).toBe(`${host}: address not allowed`);
       expect(platform.reached).toEqual([]);
     },
@@ -87,7 +88,7 @@ describe.each([
       fetch: defaultTransport([], { ...runtime(), fetch: platform.fetch }),
     });
     const error = await failure(outbound('https://nowhere.test/x'));
-    expect(error.reason).toBe('network');
+    expect(error.code).toBe('network');
     expect(platform.reached).toEqual([]);
   });
 });
@@ -100,7 +101,7 @@ describe('defaultTransport() on a runtime without a resolver', () => {
       allowedHosts: ['dev.test'],
     });
     const error = await failure(outbound('https://mcp.example.com/mcp'));
-    expect(error.reason).toBe('blocked_address');
+    expect(error.code).toBe('blocked_address');
     expect(error.message).toBe(
       'mcp.example.com: this runtime cannot check what a host name resolves to; pass a "fetch" that resolves and checks addresses, or list the host in "allowedHosts"',
     );

@@ -1,14 +1,16 @@
-import type {
-  AuditEventRecord,
-  ConnectionRecord,
-  ConnectionStatus,
-  JsonObject,
-  PendingAuthorizationRecord,
-  ProviderRecord,
-  TokenRecord,
-  VaultEntryRecord,
-  WebhookDeliveryRecord,
-  WebhookDeliveryStatus,
+import {
+  type AuditEventRecord,
+  CONNECTION_STATUSES,
+  type ConnectionRecord,
+  type ConnectionStatus,
+  DELIVERY_STATUSES,
+  type JsonObject,
+  type PendingAuthorizationRecord,
+  type ProviderRecord,
+  type TokenRecord,
+  type VaultEntryRecord,
+  type WebhookDeliveryRecord,
+  type WebhookDeliveryStatus,
 } from '@keyway/core/storage';
 import type { Row } from './program.js';
 
@@ -77,8 +79,6 @@ function parseJson(table: string, column: string, text: string): unknown {
   }
 }
 
-const STATUSES = ['pending', 'active', 'error'] as const satisfies readonly ConnectionStatus[];
-
 export const TOKENS: RowCodec<TokenRecord> = {
   table: 'tokens',
   columns: ['id_hash', 'name', 'scopes', 'expires_at', 'created_at', 'created_by'],
@@ -130,7 +130,7 @@ export const CONNECTIONS: RowCodec<ConnectionRecord> = {
     return {
       id: read.text('id'),
       providerId: read.text('provider_id'),
-      status: oneOf('connections', 'status', read, STATUSES),
+      status: oneOf('connections', 'status', read, CONNECTION_STATUSES),
       state: read.object('state'),
       version: read.integer('version'),
       createdAt: read.integer('created_at'),
@@ -226,12 +226,6 @@ export const AUDIT_EVENTS: RowCodec<AuditEventRecord> = {
     };
   },
 };
-
-const DELIVERY_STATUSES = [
-  'pending',
-  'delivered',
-  'failed',
-] as const satisfies readonly WebhookDeliveryStatus[];
 
 export const WEBHOOK_DELIVERIES: RowCodec<WebhookDeliveryRecord> = {
   table: 'webhook_deliveries',

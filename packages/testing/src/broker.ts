@@ -72,7 +72,7 @@ export async function connectInWorld(
 export function worldConnectionFetch(
   world: TestWorld,
   options: { broker: Broker; connectionId: string; principal?: Principal },
-) {
+): ReturnType<typeof connectionFetch> {
   return connectionFetch({
     broker: options.broker,
     principal: options.principal ?? rootPrincipal(),

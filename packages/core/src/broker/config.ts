@@ -1,22 +1,13 @@
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import type { RateLimitsConfig } from '../auth/rate-limit.js';
+import { EVENT_TYPES, type KeywayEventType } from '../contract/codes.js';
 import type { ProviderInput } from '../contract/schemas.js';
 import { parseDuration } from '../contract/time.js';
-import {
-  EVENT_TYPES,
-  EventLog,
-  type KeywayEvent,
-  type KeywayEventType,
-  type WebhookEndpoint,
-} from '../events/log.js';
-import {
-  allowedHostSet,
-  createOutboundFetch,
-  endpointProblem,
-  type OutboundFetch,
-  type Transport,
-} from '../outbound/fetch.js';
+import { EventLog, type KeywayEvent, type WebhookEndpoint } from '../events/log.js';
+import { createOutboundFetch, endpointProblem, type OutboundFetch } from '../outbound/fetch.js';
+import { allowedHostSet } from '../outbound/hosts.js';
+import type { Transport } from '../outbound/transport.js';
 import { nobleCrypto, type PlatformCrypto } from '../platform/crypto.js';
 import type { ClientProfile } from '../providers/registration.js';
 import { STORAGE_METHODS, type Storage } from '../storage/contract.js';
@@ -206,10 +197,7 @@ const WebhookSchema = z.strictObject(
   {
     url: z.string(),
     secret: z.string().refine((secret) => signingKeyProblem(secret) === null, WEBHOOK_SECRET),
-    types: z
-      .array(z.enum(EVENT_TYPES as [KeywayEventType, ...KeywayEventType[]]))
-      .min(1)
-      .optional(),
+    types: z.array(z.enum(EVENT_TYPES)).min(1).optional(),
   },
   { error: '"webhooks" must be an array of { url, secret, types? }' },
 );

@@ -1,7 +1,5 @@
 import * as oauth from 'oauth4webapi';
 import { z } from 'zod';
-import type { Principal } from '../auth/principal.js';
-import type { Broker } from '../broker/broker.js';
 import { ERROR_STATUS, KeywayError, type KeywayErrorCode } from '../contract/errors.js';
 import { oauthFetch } from '../outbound/oauth-fetch.js';
 
@@ -64,7 +62,7 @@ export interface ConnectionFetchOptions {
   fetch?: (url: string, init: RequestInit) => Promise<Response>;
 }
 
-type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
 /**
  * A `fetch` that calls an MCP server with a connection's access token, for the official
@@ -122,29 +120,6 @@ export function createConnectionFetch(
     }
     throw new Error('unreachable');
   };
-}
-
-/**
- * A connection `fetch` that takes tokens from a broker in this process.
- *
- * @example
- * const fetch = connectionFetch({ broker, principal: rootPrincipal(), connectionId: 'acme/alice/linear' });
- *
- * @see API.md §5 "Credentials"; RFC 6750 §2.1
- */
-export function connectionFetch(options: {
-  broker: Broker;
-  principal: Principal;
-  connectionId: string;
-  fetch?: ConnectionFetchOptions['fetch'];
-}): FetchLike {
-  return createConnectionFetch(
-    ({ forceRefresh }) =>
-      options.broker.connections.credentials(options.principal, options.connectionId, {
-        force_refresh: forceRefresh,
-      }),
-    options.fetch === undefined ? {} : { fetch: options.fetch },
-  );
 }
 
 /**

@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { resourceMatches } from '../discovery/resource-metadata.js';
-import { OutboundError } from '../outbound/fetch.js';
+import { OutboundError } from '../outbound/errors.js';
 import { editJsonAnswer } from '../outbound/oauth-fetch.js';
 import type { TokenEndpointAuthMethod } from '../providers/registration.js';
 import type { ConnectionTokens, OAuthParty, ProviderState } from '../storage/states.js';

@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { quoted } from '../discovery/index.js';
-import { OutboundError } from '../outbound/fetch.js';
+import { OutboundError } from '../outbound/errors.js';
 import { InsufficientScopeError } from './connection-fetch.js';
 
 /*

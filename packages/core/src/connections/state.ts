@@ -1,4 +1,5 @@
 import * as oauth from 'oauth4webapi';
+import { CONNECTION_ERROR_CODES, type ConnectionErrorCode } from '../contract/codes.js';
 import { KeywayError } from '../contract/errors.js';
 import { isoTimeOrNull } from '../contract/time.js';
 import type { EventLog, EventSpec } from '../events/log.js';
@@ -37,43 +38,6 @@ export interface ConnectionFailure {
   code: ConnectionErrorCode;
   description: string;
 }
-
-/**
- * The codes of a connection's or a callback outcome's `error` (API.md §5): the
- * authorization server's OAuth error codes (RFC 6749 §4.1.2.1 and §5.2; RFC 8707's
- * `invalid_target`; OpenID Connect Core §3.1.2.6), then Keyway's own.
- */
-export const CONNECTION_ERROR_CODES = [
-  'invalid_request',
-  'unauthorized_client',
-  'access_denied',
-  'unsupported_response_type',
-  'invalid_scope',
-  'server_error',
-  'temporarily_unavailable',
-  'invalid_client',
-  'invalid_grant',
-  'unsupported_grant_type',
-  'invalid_target',
-  'interaction_required',
-  'login_required',
-  'account_selection_required',
-  'consent_required',
-  'invalid_response',
-  'server_unreachable',
-  'token_expired',
-  'reauthorization_required',
-  'connection_deleted',
-] as const;
-
-/**
- * The `error.code` of a connection or a callback outcome: one of
- * {@link CONNECTION_ERROR_CODES}. A server's code outside the list is recorded as
- * `server_error`, its code kept in the description.
- *
- * @see RFC 6749 §4.1.2.1 and §5.2; OpenID Connect Core §3.1.2.6; API.md §5
- */
-export type ConnectionErrorCode = (typeof CONNECTION_ERROR_CODES)[number];
 
 const KNOWN_CODES: ReadonlySet<string> = new Set(CONNECTION_ERROR_CODES);
 const isConnectionErrorCode = (code: string): code is ConnectionErrorCode => KNOWN_CODES.has(code);

@@ -1,41 +1,6 @@
-/**
- * The error codes of the Keyway HTTP contract (API.md §1.2) with the HTTP status each one
- * answers with. This table is the only place a status is decided.
- */
-export const ERROR_STATUS = {
-  invalid_request: 400,
-  invalid_path: 400,
-  invalid_scope: 400,
-  invalid_lifetime: 400,
-  invalid_name: 400,
-  invalid_redirect: 400,
-  registration_unsupported: 400,
-  invalid_token: 401,
-  insufficient_scope: 403,
-  delegation_denied: 403,
-  provider_management_disabled: 403,
-  not_found: 404,
-  method_not_allowed: 405,
-  conflict: 409,
-  connection_not_active: 409,
-  reauthorization_required: 409,
-  refresh_unavailable: 409,
-  payload_too_large: 413,
-  unsupported_media_type: 415,
-  unsupported_authorization_server: 422,
-  rate_limited: 429,
-  discovery_failed: 502,
-  registration_failed: 502,
-  upstream_error: 502,
-  internal_error: 500,
-} as const satisfies Record<string, number>;
+import { ERROR_STATUS, type KeywayErrorCode } from './codes.js';
 
-/**
- * One of the stable error codes of API.md §1.2. Public API: `switch (err.code)` narrows.
- *
- * @see API.md §1.2 (the table of codes)
- */
-export type KeywayErrorCode = keyof typeof ERROR_STATUS;
+export { ERROR_STATUS, type KeywayErrorCode } from './codes.js';
 
 /**
  * One entry of an error's `details`, e.g. `{ path: 'scopes.3', message: '…' }`.

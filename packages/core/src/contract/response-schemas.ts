@@ -1,7 +1,11 @@
 import { z } from 'zod';
-import { CONNECTION_ERROR_CODES } from '../connections/state.js';
-import { EVENT_TYPES, type KeywayEventType } from '../events/log.js';
 import { AuthorizationServerInfoSchema, ResourceInfoSchema } from '../storage/states.js';
+import {
+  CONNECTION_ERROR_CODES,
+  CONNECTION_STATUSES,
+  DELIVERY_STATUSES,
+  EVENT_TYPES,
+} from './codes.js';
 import { ERROR_STATUS } from './errors.js';
 
 /*
@@ -122,7 +126,7 @@ const ConnectionFailureBody = z.object({
 export const ConnectionViewBody = z.object({
   connection_id: z.string(),
   provider_id: z.string(),
-  status: z.enum(['pending', 'active', 'error']),
+  status: z.enum(CONNECTION_STATUSES),
   scopes: z.array(z.string()),
   refreshable: z.boolean(),
   grant: z.literal('authorization_code'),
@@ -189,7 +193,7 @@ export const ProbeResultBody = z.object({
 /** An event of the audit log and of webhooks (API.md §11): never a secret. */
 export const EventBody = z.object({
   id: z.string(),
-  type: z.enum(EVENT_TYPES as [KeywayEventType, ...KeywayEventType[]]),
+  type: z.enum(EVENT_TYPES),
   time,
   actor: z.string(),
   resource: z.string(),
@@ -201,7 +205,7 @@ export const DeliveryViewBody = z.object({
   id: z.string(),
   event: EventBody,
   url: z.string(),
-  status: z.enum(['pending', 'delivered', 'failed']),
+  status: z.enum(DELIVERY_STATUSES),
   attempts: z.number().int().nonnegative(),
   next_attempt_at: time.nullable(),
   last_attempt_at: time.nullable(),

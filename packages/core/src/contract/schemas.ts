@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_SCOPES } from '../auth/scope.js';
-import { EVENT_TYPES, type KeywayEventType } from '../events/log.js';
+import { CONNECTION_STATUSES, DELIVERY_STATUSES, EVENT_TYPES } from './codes.js';
 import { LIST_LIMIT } from './pagination.js';
 
 /**
@@ -48,7 +48,7 @@ const STATUS = '"status" must be pending, active or error';
 export const ConnectionListQuery = z.strictObject({
   prefix,
   provider_id: z.string().optional(),
-  status: z.enum(['pending', 'active', 'error'], { error: STATUS }).optional(),
+  status: z.enum(CONNECTION_STATUSES, { error: STATUS }).optional(),
   ...listFields,
 });
 
@@ -58,7 +58,7 @@ const SINCE = '"since" must be an RFC 3339 time, like 2026-11-23T10:00:00Z';
 /** `GET /api/admin/audit` (API.md §11). */
 export const AuditListQuery = z.strictObject({
   prefix,
-  type: z.enum(EVENT_TYPES as [KeywayEventType, ...KeywayEventType[]], { error: TYPE }).optional(),
+  type: z.enum(EVENT_TYPES, { error: TYPE }).optional(),
   since: z.iso.datetime({ offset: true, error: SINCE }).optional(),
   ...listFields,
 });
@@ -67,7 +67,7 @@ const DELIVERY_STATUS = '"status" must be pending, delivered or failed';
 
 /** `GET /api/admin/webhooks/deliveries` (API.md §11). */
 export const DeliveryListQuery = z.strictObject({
-  status: z.enum(['pending', 'delivered', 'failed'], { error: DELIVERY_STATUS }).optional(),
+  status: z.enum(DELIVERY_STATUSES, { error: DELIVERY_STATUS }).optional(),
   ...listFields,
 });
 

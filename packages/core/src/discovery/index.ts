@@ -1,6 +1,6 @@
 import type { ResourceServer } from 'oauth4webapi';
 import type { OutboundFetch } from '../outbound/fetch.js';
-import { allowedHostSet } from '../outbound/fetch.js';
+import { allowedHostSet } from '../outbound/hosts.js';
 import { probeRequest, processProbeAnswer } from './probe.js';
 import { checkRequirements, selectScopes } from './requirements.js';
 import {

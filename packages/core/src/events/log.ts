@@ -1,4 +1,5 @@
 import { bytesToHex } from '@noble/hashes/utils.js';
+import type { KeywayEventType } from '../contract/codes.js';
 import { isoTime } from '../contract/time.js';
 import type {
   AuditEventRecord,
@@ -7,51 +8,6 @@ import type {
   Storage,
   WebhookDeliveryRecord,
 } from '../storage/contract.js';
-
-/**
- * The type of an event: every state change and every credential hand-out.
- *
- * @see API.md §11
- */
-export type KeywayEventType =
-  | 'token.created'
-  | 'token.narrowed'
-  | 'token.deleted'
-  | 'provider.created'
-  | 'provider.updated'
-  | 'provider.deleted'
-  | 'secret.created'
-  | 'secret.updated'
-  | 'secret.deleted'
-  | 'secret.read'
-  | 'connection.created'
-  | 'connection.authorized'
-  | 'connection.refreshed'
-  | 'connection.failed'
-  | 'connection.reauthorization_required'
-  | 'connection.deleted'
-  | 'credentials.issued';
-
-/** Every event type, in the order of API.md §11. */
-export const EVENT_TYPES: readonly KeywayEventType[] = [
-  'token.created',
-  'token.narrowed',
-  'token.deleted',
-  'provider.created',
-  'provider.updated',
-  'provider.deleted',
-  'secret.created',
-  'secret.updated',
-  'secret.deleted',
-  'secret.read',
-  'connection.created',
-  'connection.authorized',
-  'connection.refreshed',
-  'connection.failed',
-  'connection.reauthorization_required',
-  'connection.deleted',
-  'credentials.issued',
-];
 
 /**
  * An event, as the audit log lists it, webhooks receive it and the `onEvent` hook gets it.

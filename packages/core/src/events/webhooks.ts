@@ -1,5 +1,6 @@
 import { Webhook } from 'standardwebhooks';
-import { OutboundError, type OutboundFetch } from '../outbound/fetch.js';
+import { OutboundError } from '../outbound/errors.js';
+import type { OutboundFetch } from '../outbound/fetch.js';
 import type { Storage, WebhookAttemptOutcome, WebhookDeliveryRecord } from '../storage/contract.js';
 import type { WebhookEndpoint } from './log.js';
 

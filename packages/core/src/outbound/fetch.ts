@@ -1,55 +1,8 @@
 import { readBounded } from '../platform/bytes.js';
 import { classifyAddress, isIpLiteral } from './address.js';
-import { defaultTransport } from './transport.js';
-
-/**
- * Why an outbound request was refused or failed.
- *
- * @see docs/security.md "Outbound requests"
- */
-export type OutboundFailure =
-  | 'invalid_url'
-  | 'insecure_scheme'
-  | 'blocked_address'
-  | 'redirect'
-  | 'timeout'
-  | 'too_large'
-  | 'network';
-
-/**
- * An outbound request that the guard refused or that failed on the way. The message names
- * the URL's origin and the reason, never a credential; callers turn it into the step of a
- * discovery trace or a `502` with `details`.
- *
- * @see docs/security.md "Outbound requests"; API.md §6 (502 details)
- */
-export class OutboundError extends Error {
-  override readonly name = 'OutboundError';
-  /** Why the request was refused or failed, as {@link KeywayError.code} is for API errors. */
-  readonly code: OutboundFailure;
-
-  constructor(code: OutboundFailure, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-  }
-
-  /** The same as {@link OutboundError.code}; kept from the first release. */
-  get reason(): OutboundFailure {
-    return this.code;
-  }
-
-  /** The shape of every Keyway error body (API.md §1.2): code and description. */
-  toJSON(): { error: OutboundFailure; error_description: string } {
-    return { error: this.code, error_description: this.message };
-  }
-}
-
-/**
- * A `fetch`-compatible transport: the platform's, or one that resolves and pins (Node).
- *
- * @see docs/security.md "Outbound requests"
- */
-export type Transport = (url: string, init: RequestInit) => Promise<Response>;
+import { OutboundError } from './errors.js';
+import { allowedHostSet, normalizeHost } from './hosts.js';
+import { defaultTransport, type Transport } from './transport.js';
 
 /** The guarded fetch every remote call of Keyway goes through. */
 export type OutboundFetch = (url: string | URL, init?: RequestInit) => Promise<Response>;
@@ -77,19 +30,6 @@ export interface OutboundOptions {
 
 const REDIRECT = new Set([301, 302, 303, 307, 308]);
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
-
-/** A host name in the form allow lists and the guard compare: lower case, no brackets. */
-export function normalizeHost(host: string): string {
-  return host
-    .toLowerCase()
-    .replace(/^\[|\]$/g, '')
-    .replace(/\.$/, '');
-}
-
-/** The allowed hosts of the configuration, normalized for {@link assertOutboundUrl}. */
-export function allowedHostSet(hosts: readonly string[] = []): ReadonlySet<string> {
-  return new Set(hosts.map(normalizeHost));
-}
 
 /**
  * The server-side request forgery policy for one URL, before any connection: `https` only
@@ -149,9 +89,9 @@ export function endpointProblem(text: string, allowedHosts: ReadonlySet<string>)
     assertOutboundUrl(url, allowedHosts);
   } catch (error) {
     if (!(error instanceof OutboundError)) throw error;
-    if (error.reason === 'insecure_scheme')
+    if (error.code === 'insecure_scheme')
       return 'must use https (plain http only for allowed hosts)';
-    if (error.reason === 'invalid_url') return 'must not contain user info';
+    if (error.code === 'invalid_url') return 'must not contain user info';
     return 'names an address that is not allowed';
   }
   return null;
@@ -267,7 +207,7 @@ export function createOutboundFetch(options: OutboundOptions = {}): OutboundFetc
         });
       }
     } catch (error) {
-      if (timeout.aborted && !(error instanceof OutboundError && error.reason !== 'network')) {
+      if (timeout.aborted && !(error instanceof OutboundError && error.code !== 'network')) {
         throw new OutboundError(
           'timeout',
           `${url.origin}: no complete answer within ${timeoutMs} ms`,

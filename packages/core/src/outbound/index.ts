@@ -12,16 +12,15 @@ export type { BoundedReadErrors } from '../platform/bytes.js';
 export { readBounded } from '../platform/bytes.js';
 export type { AddressClass } from './address.js';
 export { classifyAddress, isIpLiteral } from './address.js';
+export { OutboundError, type OutboundFailure } from './errors.js';
 export {
   assertOutboundUrl,
   createOutboundFetch,
-  normalizeHost,
-  OutboundError,
-  type OutboundFailure,
   type OutboundFetch,
   type OutboundOptions,
-  type Transport,
 } from './fetch.js';
+export { normalizeHost } from './hosts.js';
+export type { Transport } from './transport.js';
 export {
   createNodeFetch,
   createResolvingFetch,

@@ -1,5 +1,13 @@
 import { classifyAddress, isIpLiteral } from './address.js';
-import { allowedHostSet, normalizeHost, OutboundError, type Transport } from './fetch.js';
+import { OutboundError } from './errors.js';
+import { allowedHostSet, normalizeHost } from './hosts.js';
+
+/**
+ * A `fetch`-compatible transport: the platform's, or one that resolves and pins (Node).
+ *
+ * @see docs/security.md "Outbound requests"
+ */
+export type Transport = (url: string, init: RequestInit) => Promise<Response>;
 
 /**
  * Transports that check the addresses a host name resolves to before connecting: the last

@@ -1,5 +1,6 @@
 import { KeywayError } from '../contract/errors.js';
-import { normalizeHost, type OutboundFetch } from '../outbound/fetch.js';
+import type { OutboundFetch } from '../outbound/fetch.js';
+import { normalizeHost } from '../outbound/hosts.js';
 import type { VaultKey, VaultWrite } from '../storage/contract.js';
 import type { AuthorizationServerInfo, StoredRegistration } from '../storage/states.js';
 import type { Vault } from '../vault/vault.js';

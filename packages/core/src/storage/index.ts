@@ -7,4 +7,5 @@
  * @module
  */
 export { compareCodePoints } from '../auth/resource-path.js';
+export { CONNECTION_STATUSES, DELIVERY_STATUSES } from '../contract/codes.js';
 export * from './contract.js';

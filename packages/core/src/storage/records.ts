@@ -1,4 +1,5 @@
 import type { Scope } from '../auth/scope.js';
+import type { ConnectionStatus, WebhookDeliveryStatus } from '../contract/codes.js';
 
 /*
  * The records of the storage contract and the queries over them: what adapters store and
@@ -124,7 +125,7 @@ export interface ProviderRecord {
  *
  * @see API.md §5
  */
-export type ConnectionStatus = 'pending' | 'active' | 'error';
+export type { ConnectionStatus } from '../contract/codes.js';
 
 /**
  * A connection (API.md §5). Its OAuth tokens are a vault entry, never part of the record.
@@ -202,7 +203,7 @@ export interface AuditEventRecord {
  * The state of a webhook delivery: `pending` until an attempt is answered with a 2xx
  * (`delivered`) or the last attempt fails (`failed`).
  */
-export type WebhookDeliveryStatus = 'pending' | 'delivered' | 'failed';
+export type { WebhookDeliveryStatus } from '../contract/codes.js';
 
 /** One event to deliver to one webhook endpoint: a row of the outbox. */
 export interface WebhookDeliveryRecord {

@@ -1,0 +1,30 @@
+import type { Principal } from '../auth/principal.js';
+import {
+  type ConnectionFetchOptions,
+  createConnectionFetch,
+  type FetchLike,
+} from '../connections/connection-fetch.js';
+import type { Broker } from './broker.js';
+
+/**
+ * A connection `fetch` that takes tokens from a broker in this process.
+ *
+ * @example
+ * const fetch = connectionFetch({ broker, principal: rootPrincipal(), connectionId: 'acme/alice/linear' });
+ *
+ * @see API.md §5 "Credentials"; RFC 6750 §2.1
+ */
+export function connectionFetch(options: {
+  broker: Broker;
+  principal: Principal;
+  connectionId: string;
+  fetch?: ConnectionFetchOptions['fetch'];
+}): FetchLike {
+  return createConnectionFetch(
+    ({ forceRefresh }) =>
+      options.broker.connections.credentials(options.principal, options.connectionId, {
+        force_refresh: forceRefresh,
+      }),
+    options.fetch === undefined ? {} : { fetch: options.fetch },
+  );
+}

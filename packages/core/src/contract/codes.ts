@@ -1,0 +1,143 @@
+/*
+ * The codes and enums of the contract, one source each: error codes with their statuses,
+ * connection error codes, event types, connection and delivery statuses. Everything else
+ * (schemas, storage rows, types) derives from these lists. This module imports nothing, so
+ * any module may import it without a cycle.
+ */
+
+/**
+ * The error codes of the Keyway HTTP contract (API.md §1.2) with the HTTP status each one
+ * answers with. This table is the only place a status is decided.
+ */
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  invalid_path: 400,
+  invalid_scope: 400,
+  invalid_lifetime: 400,
+  invalid_name: 400,
+  invalid_redirect: 400,
+  registration_unsupported: 400,
+  invalid_token: 401,
+  insufficient_scope: 403,
+  delegation_denied: 403,
+  provider_management_disabled: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  connection_not_active: 409,
+  reauthorization_required: 409,
+  refresh_unavailable: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  unsupported_authorization_server: 422,
+  rate_limited: 429,
+  discovery_failed: 502,
+  registration_failed: 502,
+  upstream_error: 502,
+  internal_error: 500,
+} as const satisfies Record<string, number>;
+
+/**
+ * One of the stable error codes of API.md §1.2. Public API: `switch (err.code)` narrows.
+ *
+ * @see API.md §1.2 (the table of codes)
+ */
+export type KeywayErrorCode = keyof typeof ERROR_STATUS;
+
+/**
+ * The codes of a connection's or a callback outcome's `error` (API.md §5): the
+ * authorization server's OAuth error codes (RFC 6749 §4.1.2.1 and §5.2; RFC 8707's
+ * `invalid_target`; OpenID Connect Core §3.1.2.6), then Keyway's own.
+ */
+export const CONNECTION_ERROR_CODES = [
+  'invalid_request',
+  'unauthorized_client',
+  'access_denied',
+  'unsupported_response_type',
+  'invalid_scope',
+  'server_error',
+  'temporarily_unavailable',
+  'invalid_client',
+  'invalid_grant',
+  'unsupported_grant_type',
+  'invalid_target',
+  'interaction_required',
+  'login_required',
+  'account_selection_required',
+  'consent_required',
+  'invalid_response',
+  'server_unreachable',
+  'token_expired',
+  'reauthorization_required',
+  'connection_deleted',
+] as const;
+
+/**
+ * The `error.code` of a connection or a callback outcome: one of
+ * {@link CONNECTION_ERROR_CODES}. A server's code outside the list is recorded as
+ * `server_error`, its code kept in the description.
+ *
+ * @see RFC 6749 §4.1.2.1 and §5.2; OpenID Connect Core §3.1.2.6; API.md §5
+ */
+export type ConnectionErrorCode = (typeof CONNECTION_ERROR_CODES)[number];
+
+/**
+ * The type of an event: every state change and every credential hand-out.
+ *
+ * @see API.md §11
+ */
+export const EVENT_TYPES = [
+  'token.created',
+  'token.narrowed',
+  'token.deleted',
+  'provider.created',
+  'provider.updated',
+  'provider.deleted',
+  'secret.created',
+  'secret.updated',
+  'secret.deleted',
+  'secret.read',
+  'connection.created',
+  'connection.authorized',
+  'connection.refreshed',
+  'connection.failed',
+  'connection.reauthorization_required',
+  'connection.deleted',
+  'credentials.issued',
+] as const;
+
+/**
+ * One of {@link EVENT_TYPES}.
+ *
+ * @see API.md §11
+ */
+export type KeywayEventType = (typeof EVENT_TYPES)[number];
+
+/**
+ * The states of a connection (API.md §5): `pending` (never completed), `active`, `error`.
+ *
+ * @see API.md §5 "Connection view"
+ */
+export const CONNECTION_STATUSES = ['pending', 'active', 'error'] as const;
+
+/**
+ * One of {@link CONNECTION_STATUSES}.
+ *
+ * @see API.md §5 "Connection view"
+ */
+export type ConnectionStatus = (typeof CONNECTION_STATUSES)[number];
+
+/**
+ * The states of a webhook delivery (API.md §11): waiting for an attempt, delivered (a
+ * `2xx`), or failed for good.
+ *
+ * @see API.md §11
+ */
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
+
+/**
+ * One of {@link DELIVERY_STATUSES}.
+ *
+ * @see API.md §11
+ */
+export type WebhookDeliveryStatus = (typeof DELIVERY_STATUSES)[number];
