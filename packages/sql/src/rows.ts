@@ -2,7 +2,6 @@ import {
   type AuditEventRecord,
   CONNECTION_STATUSES,
   type ConnectionRecord,
-  type ConnectionStatus,
   DELIVERY_STATUSES,
   type JsonObject,
   type PendingAuthorizationRecord,
@@ -10,7 +9,6 @@ import {
   type TokenRecord,
   type VaultEntryRecord,
   type WebhookDeliveryRecord,
-  type WebhookDeliveryStatus,
 } from '@keyway/core/storage';
 import type { Row } from './program.js';
 

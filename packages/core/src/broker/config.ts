@@ -1,7 +1,7 @@
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import type { RateLimitsConfig } from '../auth/rate-limit.js';
-import { EVENT_TYPES, type KeywayEventType } from '../contract/codes.js';
+import { EVENT_TYPES } from '../contract/codes.js';
 import type { ProviderInput } from '../contract/schemas.js';
 import { parseDuration } from '../contract/time.js';
 import { EventLog, type KeywayEvent, type WebhookEndpoint } from '../events/log.js';
