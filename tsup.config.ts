@@ -1,4 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { defineConfig } from 'tsup';
+
+/** The version of the package being built (tsup runs in its folder). */
+const { version } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
 
 // Shared by every package's `build` script (`tsup --config ../../tsup.config.ts <entries>`),
 // which builds the JavaScript; `scripts/declarations.mjs` then writes the declarations with
@@ -15,4 +19,6 @@ export default defineConfig({
   esbuildOptions(options) {
     options.conditions = ['@keyway/source'];
   },
+  // Where a package states its own version (the OpenAPI document's `info.version`).
+  define: { __KEYWAY_VERSION__: JSON.stringify(version) },
 });

@@ -50,7 +50,11 @@ const projects = dirs
     },
   }));
 
+/** What tsup defines in every build: the packages share one version. */
+const { version } = JSON.parse(readFileSync(join(root, 'packages/http/package.json'), 'utf8'));
+
 export default defineConfig({
+  define: { __KEYWAY_VERSION__: JSON.stringify(version) },
   resolve: { alias },
   test: {
     projects,

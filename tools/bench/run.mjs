@@ -3,6 +3,7 @@
 // (the workspace packages included, as their builds would be: no source transform at run
 // time) and runs them. Drivers and the load generator stay external.
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -17,6 +18,12 @@ await build({
   format: 'esm',
   target: 'node20',
   conditions: ['@keyway/source'],
+  // As tsup defines it in every package's build.
+  define: {
+    __KEYWAY_VERSION__: JSON.stringify(
+      JSON.parse(readFileSync(join(here, '../../packages/http/package.json'), 'utf8')).version,
+    ),
+  },
   external: [
     'better-sqlite3',
     'pg',

@@ -28,6 +28,13 @@ export function json(status: number, body: unknown, headers?: Record<string, str
   };
 }
 
+/** Public JSON documents: cacheable for a few minutes. */
+export const PUBLIC_JSON_HEADERS = {
+  'content-type': 'application/json; charset=utf-8',
+  'cache-control': 'public, max-age=300',
+  'x-content-type-options': 'nosniff',
+};
+
 const NO_CONTENT_HEADERS = { 'cache-control': 'no-store' };
 
 export function noContent(): Reply {

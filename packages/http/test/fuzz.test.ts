@@ -241,7 +241,7 @@ describe('fuzzing every endpoint', () => {
      */
     const documentedFor = (method: string, path: string) => {
       const sent = OPERATIONS.filter((other) => {
-        if (other.method !== method.toLowerCase()) return false;
+        if (other.method !== method.toUpperCase()) return false;
         const pattern = other.path
           .replace(/[.]/g, '\\.')
           .replace(/\{name\}/, '[^/]+')

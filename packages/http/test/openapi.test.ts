@@ -26,7 +26,7 @@ function apiMarkdown(document: ReturnType<typeof openApiDocument>): string {
   for (const operation of OPERATIONS) {
     const entry = (document.paths as Record<string, Record<string, { responses: object }>>)[
       operation.path
-    ]?.[operation.method];
+    ]?.[operation.method.toLowerCase()];
     const statuses = Object.keys(entry?.responses ?? {});
     const ok = statuses.filter((status) => Number(status) < 400);
     const errors = [...new Set(operation.errors)];
@@ -80,7 +80,7 @@ describe('the OpenAPI document (API.md §10)', () => {
 function operationOf(method: string, path: string) {
   const pathname = path.split('?')[0] as string;
   return OPERATIONS.find((operation) => {
-    if (operation.method !== method.toLowerCase()) return false;
+    if (operation.method !== method.toUpperCase()) return false;
     const pattern = operation.path
       .replace(/[.]/g, '\\.')
       .replace(/\{name\}/, '[^/]+')

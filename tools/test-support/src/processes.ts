@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -34,6 +34,8 @@ export async function bundleCliEntry(entry: string, name: string): Promise<strin
     format: 'esm',
     target: 'node20',
     conditions: ['@keyway/source'],
+    // As tsup defines it in every package's build.
+    define: { __KEYWAY_VERSION__: JSON.stringify(keywayVersion()) },
     external: ['better-sqlite3', 'pg'],
     logLevel: 'silent',
   });
@@ -182,4 +184,10 @@ export async function startServerProcess(
       await exited;
     },
   };
+}
+
+/** The version the packages share (tsup writes it into each build as `__KEYWAY_VERSION__`). */
+export function keywayVersion(): string {
+  const manifest = fileURLToPath(new URL('../../../packages/http/package.json', import.meta.url));
+  return (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
 }

@@ -1,0 +1,19 @@
+/* A request as the handler reads it, whatever runtime delivered it. */
+
+/**
+ * What the handler reads of a request: a Web `Request` wrapped, or a Node request read
+ * directly by `toNodeHandler`, which then never builds a `Request` for a read.
+ */
+export interface Incoming {
+  readonly method: string;
+  /** The still-encoded path: the raw request target's, when the adapter kept it. */
+  readonly path: string;
+  /** The `Authorization` header (several joined with `, `, as `Headers.get` does), or null. */
+  authorization(): string | null;
+  /** The query parameters. */
+  searchParams(): URLSearchParams;
+  /** The request as a Web `Request`, made when first asked (bodies, hooks). */
+  request(): Request;
+  /** The client address the adapter or runtime gave beside the request, or null. */
+  clientAddress(): string | null;
+}

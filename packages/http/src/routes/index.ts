@@ -1,0 +1,56 @@
+import { EVENT_ROUTES, PROVIDER_ROUTES, TOKEN_ROUTES } from './admin.js';
+import { INSPECTOR_ROUTES } from './inspector.js';
+import { CONNECTION_ROUTES, OAUTH_ROUTES } from './oauth.js';
+import type { Route } from './route.js';
+import { VAULT_ROUTES } from './vault.js';
+
+export type { Method, Route, RouteContext } from './route.js';
+
+/**
+ * Every operation of the HTTP contract, in the order the OpenAPI document lists them: the
+ * one declaration the dispatcher and the document both read.
+ */
+export const OPERATIONS: readonly Route[] = [
+  ...TOKEN_ROUTES,
+  ...PROVIDER_ROUTES,
+  ...OAUTH_ROUTES,
+  ...EVENT_ROUTES,
+  ...CONNECTION_ROUTES,
+  ...VAULT_ROUTES,
+];
+
+/** A route compiled for matching: its template as an expression, the parameter captured. */
+export interface CompiledRoute {
+  route: Route;
+  pattern: RegExp;
+}
+
+/**
+ * Compiles routes for {@link matchRoutes}. A parameter takes the rest of its segment and
+ * any below (`{id}` of `/api/admin/providers/{id}` matches `a/b`): resource paths hold
+ * slashes, and a token name that does is refused by the name's own check, not by routing.
+ */
+export function compileRoutes(routes: readonly Route[]): CompiledRoute[] {
+  return routes.map((route) => {
+    const source = route.path.replace(/[.]/g, '\\.').replace(/\{[a-z_]+\}/, '(.+)');
+    return { route, pattern: new RegExp(`^${source}$`) };
+  });
+}
+
+/** The routes whose path matches, each with its (still encoded) parameter. */
+export function matchRoutes(
+  compiled: readonly CompiledRoute[],
+  path: string,
+): { route: Route; param: string }[] {
+  const found: { route: Route; param: string }[] = [];
+  for (const { route, pattern } of compiled) {
+    const match = pattern.exec(path);
+    if (match !== null) found.push({ route, param: match[1] ?? '' });
+  }
+  return found;
+}
+
+/** The routes a handler serves: the contract, and the inspector when it is on. */
+export function routesOf(inspector: boolean): readonly Route[] {
+  return inspector ? [...INSPECTOR_ROUTES, ...OPERATIONS] : OPERATIONS;
+}

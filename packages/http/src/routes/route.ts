@@ -1,0 +1,69 @@
+import type { Broker, KeywayErrorCode, Principal } from '@keyway/core';
+import type { z } from 'zod';
+import type { Incoming } from '../incoming.js';
+import type { Reply } from '../responses.js';
+
+/*
+ * One declaration per operation of the HTTP contract: the dispatcher routes by it and the
+ * OpenAPI document (API.md §10) is written from it, so the two can never disagree.
+ */
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** What a route's handler gets. */
+export interface RouteContext {
+  broker: Broker;
+  incoming: Incoming;
+  /** The authenticated caller (a public route has none: reading it throws). */
+  readonly principal: Principal;
+  /** The path parameter, still percent-encoded (`''` without one). */
+  param: string;
+  /** The JSON body, read on demand with the size and media-type checks. */
+  body(): Promise<unknown>;
+  /** The query parameters, typed for the route's `query` schema. */
+  query(): Record<string, unknown>;
+  /** Whether the inspector is served: the callback page then loads its script. */
+  inspector: boolean;
+  /** The OpenAPI document, as text (built once). */
+  document(): string;
+}
+
+/** One operation: how it is called, what it answers, and its handler. */
+export interface Route {
+  method: Method;
+  /** The OpenAPI path template, e.g. `/api/admin/tokens/{name}`: a parameter is the rest. */
+  path: string;
+  /** The OpenAPI `operationId`. */
+  id: string;
+  summary: string;
+  /** The API.md section it implements. */
+  see: string;
+  /** Reached without a credential. */
+  public?: boolean;
+  /** Left out of the OpenAPI document (the inspector's page and assets). */
+  undocumented?: boolean;
+  /** The path parameter: its name and what it holds. */
+  param?: { name: string; description: string };
+  query?: z.ZodObject;
+  body?: z.ZodType;
+  /** Success answers: a JSON schema, or `null` for a body that is not JSON (or none). */
+  ok: Record<number, { description: string; schema: z.ZodType | null }>;
+  /** The error codes this operation answers with, besides those of every route. */
+  errors: KeywayErrorCode[];
+  /** Answers of another media type the document names (the callback's HTML page). */
+  pages?: Record<number, string>;
+  handle(context: RouteContext): Promise<Reply>;
+}
+
+const RESOURCE_PATH =
+  'A resource path (API.md §2): slash-delimited segments, sent as they are in the URL path.';
+
+/** A path parameter that is a resource path (slashes included). */
+export const resourcePath = (name: string) => ({ name, description: RESOURCE_PATH });
+
+/** The errors of every route that reads a JSON body. */
+export const BODY_ERRORS: KeywayErrorCode[] = [
+  'invalid_request',
+  'payload_too_large',
+  'unsupported_media_type',
+];
