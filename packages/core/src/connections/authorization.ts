@@ -6,6 +6,7 @@ import { parseResourcePath } from '../auth/resource-path.js';
 import { setCoversPath } from '../auth/scope.js';
 import { KeywayError } from '../contract/errors.js';
 import { AuthorizeBody, VerifyBody } from '../contract/schemas.js';
+import { isoTime } from '../contract/time.js';
 import { parseShape } from '../contract/validation.js';
 import { quoted, selectScopes } from '../discovery/index.js';
 import { endpointProblem } from '../outbound/fetch.js';
@@ -214,14 +215,16 @@ export class AuthorizationFlow {
         createdAt: now,
         updatedAt: now,
       };
-      const events = o.events.of({
-        type: 'connection.created',
-        actor: actorOf(principal),
-        resource: connectionId,
-        data: { provider_id: provider },
-      });
-      if (await o.storage.insertConnection(record, undefined, events)) {
-        o.events.published(events);
+      const inserted = await o.events.recorded(
+        {
+          type: 'connection.created',
+          actor: actorOf(principal),
+          resource: connectionId,
+          data: { provider_id: provider },
+        },
+        (events) => o.storage.insertConnection(record, undefined, events),
+      );
+      if (inserted) {
         connection = incarnationOf(record);
       } else {
         const raced = await this.records.get(connectionId);
@@ -280,7 +283,7 @@ export class AuthorizationFlow {
       connection_id: connectionId,
       provider_id: provider,
       authorization_url: url.href,
-      expires_at: new Date(expiresAt).toISOString(),
+      expires_at: isoTime(expiresAt),
     };
   }
 

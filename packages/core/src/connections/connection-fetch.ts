@@ -25,30 +25,20 @@ export type CredentialSource = (options: {
  *
  * @see RFC 6750 §3.1; API.md §6 item 12 (step-up)
  */
-export class InsufficientScopeError extends Error {
-  override readonly name = 'InsufficientScopeError';
-  /** The error code, as on {@link KeywayError} (API.md §1.2). */
-  readonly code = 'insufficient_scope' as const;
+export class InsufficientScopeError extends KeywayError {
+  override readonly name: string = 'InsufficientScopeError';
+  declare readonly code: 'insufficient_scope';
   constructor(
     /** The scopes the server challenged with; pass them to the authorize call. */
     readonly scopes: string[],
     /** The server's answer (body unread). */
     readonly response: Response,
   ) {
-    super(`the MCP server needs more scope${scopes.length ? `: ${scopes.join(' ')}` : ''}`);
-  }
-
-  /** The shape of every Keyway error body (API.md §1.2), the challenged scopes in `details`. */
-  toJSON(): {
-    error: 'insufficient_scope';
-    error_description: string;
-    details: [{ path: 'scope'; scopes: string[] }];
-  } {
-    return {
-      error: this.code,
-      error_description: this.message,
-      details: [{ path: 'scope', scopes: this.scopes }],
-    };
+    super(
+      'insufficient_scope',
+      `the MCP server needs more scope${scopes.length ? `: ${scopes.join(' ')}` : ''}`,
+      { details: [{ path: 'scope', scopes }] },
+    );
   }
 }
 

@@ -2,13 +2,12 @@ import * as oauth from 'oauth4webapi';
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { KeywayError } from '../contract/errors.js';
-import { listWindow, type Page, toPage } from '../contract/pagination.js';
+import { listPage, listScope, type Page } from '../contract/pagination.js';
 import { ConnectionListQuery, CredentialsQuery } from '../contract/schemas.js';
 import { isoTimeOrNull } from '../contract/time.js';
 import { parseQuery } from '../contract/validation.js';
 import { libraryOptions } from '../outbound/oauth-fetch.js';
 import type { ConnectionTokens } from '../storage/states.js';
-import { listableSubtrees } from '../vault/secrets.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
 import { createConnectionFetch } from './connection-fetch.js';
 import { oauthErrorCode, oauthPartyOf, partyResourceUrl } from './party.js';
@@ -333,25 +332,21 @@ export class ConnectionService {
    */
   async list(principal: Principal, query?: unknown): Promise<Page<ConnectionView>> {
     const options = parseQuery(ConnectionListQuery, query);
-    const prefix =
-      options.prefix === undefined ? undefined : parseResourcePath(options.prefix, 'prefix');
+    const scope = listScope(principal, options.prefix);
     const providerId =
       options.provider_id === undefined
         ? undefined
         : parseResourcePath(options.provider_id, 'provider_id');
-    const { limit, after } = listWindow(options);
-    const within = listableSubtrees(principal, prefix);
-    const records = await this.#records.o.storage.listConnections({
-      ...(within === undefined ? {} : { within }),
-      ...(after === undefined ? {} : { after }),
-      ...(providerId === undefined ? {} : { providerId }),
-      ...(options.status === undefined ? {} : { status: options.status }),
-      limit: limit + 1,
-    });
     const now = this.#records.o.now();
-    return toPage(
-      records,
-      limit,
+    return listPage(
+      options,
+      (window) =>
+        this.#records.o.storage.listConnections({
+          ...scope,
+          ...window,
+          ...(providerId === undefined ? {} : { providerId }),
+          ...(options.status === undefined ? {} : { status: options.status }),
+        }),
       (record) => record.id,
       (record) => connectionView(record, now),
     );
@@ -374,19 +369,21 @@ export class ConnectionService {
       tokens === null
         ? { attempted: false, reason: 'no_tokens' }
         : await this.#revoke(record.providerId, tokens);
-    const { events } = this.#records.o;
-    const written = events.of({
-      type: 'connection.deleted',
-      actor: actorOf(principal),
-      resource: connectionId,
-      data: { revocation },
-    });
-    const existed = await this.#records.o.storage.deleteConnection(
-      connectionId,
-      [{ kind: CONNECTION_TOKENS_KIND, key: connectionId }],
-      written,
+    const { events, storage } = this.#records.o;
+    await events.recorded(
+      {
+        type: 'connection.deleted',
+        actor: actorOf(principal),
+        resource: connectionId,
+        data: { revocation },
+      },
+      (written) =>
+        storage.deleteConnection(
+          connectionId,
+          [{ kind: CONNECTION_TOKENS_KIND, key: connectionId }],
+          written,
+        ),
     );
-    if (existed) events.published(written);
   }
 
   /**

@@ -1,7 +1,7 @@
 import * as oauth from 'oauth4webapi';
 import { CONNECTION_ERROR_CODES, type ConnectionErrorCode } from '../contract/codes.js';
 import { KeywayError } from '../contract/errors.js';
-import { isoTimeOrNull } from '../contract/time.js';
+import { isoTime, isoTimeOrNull } from '../contract/time.js';
 import type { EventLog, EventSpec } from '../events/log.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { ClientProfile } from '../providers/registration.js';
@@ -122,7 +122,7 @@ export function connectionState(record: ConnectionRecord): ConnectionState {
 export function expiredWithoutRefresh(expiredAt: number): ConnectionFailure {
   return {
     code: 'token_expired',
-    description: `the access token expired at ${new Date(expiredAt).toISOString()} and the authorization server gave no refresh token: a new consent is needed (authorize again)`,
+    description: `the access token expired at ${isoTime(expiredAt)} and the authorization server gave no refresh token: a new consent is needed (authorize again)`,
   };
 }
 
@@ -146,8 +146,8 @@ export function connectionView(record: ConnectionRecord, now: number): Connectio
     refreshable: state.refreshable === true,
     grant: 'authorization_code',
     token_expires_at: isoTimeOrNull(state.token_expires_at),
-    created_at: new Date(record.createdAt).toISOString(),
-    updated_at: new Date(record.updatedAt).toISOString(),
+    created_at: isoTime(record.createdAt),
+    updated_at: isoTime(record.updatedAt),
     authorized_at: isoTimeOrNull(state.authorized_at),
     last_refreshed_at: isoTimeOrNull(state.last_refreshed_at),
     error:
@@ -242,11 +242,10 @@ export class ConnectionRecords {
                   .seal({ kind: CONNECTION_TOKENS_KIND, key: id }, JSON.stringify(planned.tokens)),
               ],
             };
-      const events = this.o.events.of(planned.event);
-      if (await this.o.storage.compareAndSetConnection(next, current.version, vault, events)) {
-        this.o.events.published(events);
-        return next;
-      }
+      const stored = await this.o.events.recorded(planned.event, (events) =>
+        this.o.storage.compareAndSetConnection(next, current.version, vault, events),
+      );
+      if (stored) return next;
     }
     throw new KeywayError(
       'conflict',

@@ -38,7 +38,7 @@ export interface KeywayErrorOptions {
  * @see API.md §1.2
  */
 export class KeywayError extends Error {
-  override readonly name = 'KeywayError';
+  override readonly name: string = 'KeywayError';
   readonly code: KeywayErrorCode;
   readonly details: KeywayErrorDetail[] | undefined;
   /** With `rate_limited`: seconds until a retry can succeed (the `Retry-After` header). */

@@ -1,3 +1,6 @@
+import type { Principal } from '../auth/principal.js';
+import { parseResourcePath } from '../auth/resource-path.js';
+import { intersectScopes, ROOT_SCOPE } from '../auth/scope.js';
 import { fromBase64Url, toBase64Url, utf8 } from '../platform/bytes.js';
 import { KeywayError } from './errors.js';
 
@@ -58,4 +61,51 @@ export function toPage<R, T>(
   const next_cursor =
     records.length > limit && last !== undefined ? toBase64Url(utf8(keyOf(last))) : null;
   return { items: items.map(view), next_cursor };
+}
+
+/**
+ * One page of a list, as every list of the contract reads it (API.md §1.4): the window of
+ * the query, `fetch` asked for one record more than the page (it proves a next page), the
+ * page built from what came back.
+ *
+ * @throws {KeywayError} `invalid_request` for a cursor this list did not return.
+ */
+export async function listPage<R, T>(
+  query: { limit?: number | undefined; cursor?: string | undefined },
+  fetch: (window: { limit: number; after?: string }) => Promise<R[]>,
+  keyOf: (record: R) => string,
+  view: (record: R) => T,
+): Promise<Page<T>> {
+  const { limit, after } = listWindow(query);
+  const records = await fetch({ limit: limit + 1, ...(after === undefined ? {} : { after }) });
+  return toPage(records, limit, keyOf, view);
+}
+
+/**
+ * The subtrees a principal may list, narrowed to an optional prefix: `undefined` means
+ * everything (the root key without a prefix), `[]` nothing.
+ */
+export function listableSubtrees(
+  principal: Principal,
+  prefix: string | undefined,
+): string[] | undefined {
+  const wanted = prefix === undefined ? [ROOT_SCOPE] : [`${prefix}/**`];
+  const held = principal.kind === 'root' ? [ROOT_SCOPE] : [...principal.scopes];
+  const both = intersectScopes(held, wanted);
+  if (both.includes(ROOT_SCOPE)) return undefined;
+  return both.map((scope) => scope.slice(0, -'/**'.length));
+}
+
+/**
+ * Where a list may look, as a storage query's `within`: the principal's subtrees narrowed to
+ * the query's `prefix` (a resource path, checked). Spread into the storage query.
+ *
+ * @throws {KeywayError} `invalid_path` for a prefix that is not a resource path.
+ */
+export function listScope(principal: Principal, prefix: string | undefined): { within?: string[] } {
+  const within = listableSubtrees(
+    principal,
+    prefix === undefined ? undefined : parseResourcePath(prefix, 'prefix'),
+  );
+  return within === undefined ? {} : { within };
 }

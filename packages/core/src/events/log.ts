@@ -197,6 +197,25 @@ export class EventLog {
   }
 
   /** Appends the events of what changes nothing in storage (a read, a hand-out). */
+  /**
+   * A change and the events that record it, as every write of core makes them: the events
+   * are built first (`write` passes them to the storage method, which writes them in the
+   * change's own transaction), and published once the change happened (`happened`
+   * judges the storage's answer: by default, that it is truthy).
+   *
+   * @returns what the storage method answered.
+   */
+  async recorded<T>(
+    specs: EventSpec | EventSpec[],
+    write: (events: EventWrite) => Promise<T>,
+    happened: (result: T) => boolean = Boolean,
+  ): Promise<T> {
+    const events = this.of(...(Array.isArray(specs) ? specs : [specs]));
+    const result = await write(events);
+    if (happened(result)) this.published(events);
+    return result;
+  }
+
   async append(...specs: EventSpec[]): Promise<void> {
     const write = this.of(...specs);
     await this.#storage.appendEvents(write);

@@ -1,12 +1,10 @@
 import type { Principal } from '../auth/principal.js';
-import { parseResourcePath } from '../auth/resource-path.js';
 import { KeywayError } from '../contract/errors.js';
-import { listWindow, type Page, toPage } from '../contract/pagination.js';
+import { listPage, listScope, type Page } from '../contract/pagination.js';
 import { AuditListQuery, DeliveryListQuery } from '../contract/schemas.js';
 import { isoTime } from '../contract/time.js';
 import { parseQuery } from '../contract/validation.js';
 import type { Storage, WebhookDeliveryRecord, WebhookDeliveryStatus } from '../storage/contract.js';
-import { listableSubtrees } from '../vault/secrets.js';
 import { eventOf, type KeywayEvent } from './log.js';
 import type { WebhookSender } from './webhooks.js';
 
@@ -69,21 +67,24 @@ export class EventService {
    */
   async list(principal: Principal, query?: unknown): Promise<Page<KeywayEvent>> {
     const options = parseQuery(AuditListQuery, query);
-    const prefix =
-      options.prefix === undefined ? undefined : parseResourcePath(options.prefix, 'prefix');
-    const { limit, after } = listWindow(options);
-    const within = listableSubtrees(principal, prefix);
+    const scope = listScope(principal, options.prefix);
     const tokensBelow =
-      prefix !== undefined ? null : principal.kind === 'root' ? undefined : principal.name;
-    const records = await this.#storage.listAuditEvents({
-      ...(within === undefined ? {} : { within }),
-      ...(tokensBelow === undefined ? {} : { tokensBelow }),
-      ...(options.type === undefined ? {} : { type: options.type }),
-      ...(options.since === undefined ? {} : { since: Date.parse(options.since) }),
-      ...(after === undefined ? {} : { before: after }),
-      limit: limit + 1,
-    });
-    return toPage(records, limit, (record) => record.id, eventOf);
+      options.prefix !== undefined ? null : principal.kind === 'root' ? undefined : principal.name;
+    return listPage(
+      options,
+      // Newest first: the cursor is the last id seen, and the next page is before it.
+      ({ limit, after }) =>
+        this.#storage.listAuditEvents({
+          ...scope,
+          ...(tokensBelow === undefined ? {} : { tokensBelow }),
+          ...(options.type === undefined ? {} : { type: options.type }),
+          ...(options.since === undefined ? {} : { since: Date.parse(options.since) }),
+          ...(after === undefined ? {} : { before: after }),
+          limit,
+        }),
+      (record) => record.id,
+      eventOf,
+    );
   }
 
   /**
@@ -97,13 +98,16 @@ export class EventService {
     if (principal.kind !== 'root') {
       throw new KeywayError('insufficient_scope', 'webhook deliveries are for the root key only');
     }
-    const { limit, after } = listWindow(options);
-    const records = await this.#storage.listWebhookDeliveries({
-      ...(options.status === undefined ? {} : { status: options.status }),
-      ...(after === undefined ? {} : { after }),
-      limit: limit + 1,
-    });
-    return toPage(records, limit, (record) => record.id, deliveryView);
+    return listPage(
+      options,
+      (window) =>
+        this.#storage.listWebhookDeliveries({
+          ...(options.status === undefined ? {} : { status: options.status }),
+          ...window,
+        }),
+      (record) => record.id,
+      deliveryView,
+    );
   }
 
   /**

@@ -270,22 +270,19 @@ export class ProviderRegistry {
       put: puts,
       delete: deletes.filter((d) => !puts.some((p) => p.kind === d.kind && p.key === d.key)),
     };
-    const events = this.#o.events.of({
-      type: existing === null ? 'provider.created' : 'provider.updated',
-      actor: actorOf(principal),
-      resource: providerId,
-      data: {
-        template: 'mcp',
-        mode,
-        issuer: discovery.authorization_server.issuer,
+    const written = await this.#o.events.recorded(
+      {
+        type: existing === null ? 'provider.created' : 'provider.updated',
+        actor: actorOf(principal),
+        resource: providerId,
+        data: { template: 'mcp', mode, issuer: discovery.authorization_server.issuer },
       },
-    });
-    const written =
-      existing === null
-        ? await this.#o.storage.insertProvider(record, changes, events)
-        : await this.#o.storage.compareAndSetProvider(record, existing.version, changes, events);
+      (events) =>
+        existing === null
+          ? this.#o.storage.insertProvider(record, changes, events)
+          : this.#o.storage.compareAndSetProvider(record, existing.version, changes, events),
+    );
     if (!written) throw concurrentChange(providerId);
-    this.#o.events.published(events);
     const final = moved === null ? record : await this.#recordPartyChange(record, state, moved);
     return { record: final, created: existing === null };
   }
@@ -395,16 +392,16 @@ export class ProviderRegistry {
       version: record.version + 1,
       updatedAt: now,
     };
-    const events = this.#o.events.of({
-      type: 'provider.updated',
-      actor: event.actor,
-      resource: record.id,
-      data: { reason: event.reason, issuer: next.authorization_server.issuer },
-    });
-    if (!(await this.#o.storage.compareAndSetProvider(written, record.version, changes, events))) {
-      return null;
-    }
-    this.#o.events.published(events);
+    const stored = await this.#o.events.recorded(
+      {
+        type: 'provider.updated',
+        actor: event.actor,
+        resource: record.id,
+        data: { reason: event.reason, issuer: next.authorization_server.issuer },
+      },
+      (events) => this.#o.storage.compareAndSetProvider(written, record.version, changes, events),
+    );
+    if (!stored) return null;
     return moved === null ? written : this.#recordPartyChange(written, next, moved);
   }
 
@@ -477,16 +474,16 @@ export class ProviderRegistry {
         version: record.version + 1,
         updatedAt: this.#o.now(),
       };
-      const events = this.#o.events.of({
-        type: 'provider.updated',
-        actor: 'system',
-        resource: providerId,
-        data: { reason: 'registration_stale', issuer },
-      });
-      if (await this.#o.storage.compareAndSetProvider(next, record.version, undefined, events)) {
-        this.#o.events.published(events);
-        return true;
-      }
+      const marked = await this.#o.events.recorded(
+        {
+          type: 'provider.updated',
+          actor: 'system',
+          resource: providerId,
+          data: { reason: 'registration_stale', issuer },
+        },
+        (events) => this.#o.storage.compareAndSetProvider(next, record.version, undefined, events),
+      );
+      if (marked) return true;
     }
     return true;
   }
@@ -514,18 +511,17 @@ export class ProviderRegistry {
       } satisfies ProviderState,
       version: record.version + 1,
     };
-    const events = this.#o.events.of({
-      type: 'provider.updated',
-      actor: 'system',
-      resource: record.id,
-      data: { reason: 'connections_reauthorization_required', connections: affected },
-    });
+    const stored = await this.#o.events.recorded(
+      {
+        type: 'provider.updated',
+        actor: 'system',
+        resource: record.id,
+        data: { reason: 'connections_reauthorization_required', connections: affected },
+      },
+      (events) => this.#o.storage.compareAndSetProvider(next, record.version, undefined, events),
+    );
     // A concurrent PUT wins: it recorded its own change.
-    if (!(await this.#o.storage.compareAndSetProvider(next, record.version, undefined, events))) {
-      return record;
-    }
-    this.#o.events.published(events);
-    return next;
+    return stored ? next : record;
   }
 
   /**

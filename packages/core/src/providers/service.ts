@@ -2,7 +2,7 @@ import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js'
 import type { RateLimiter } from '../auth/rate-limit.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { KeywayError } from '../contract/errors.js';
-import { listWindow, type Page, toPage } from '../contract/pagination.js';
+import { listPage, listScope, type Page } from '../contract/pagination.js';
 import { DiscoverBody, ProviderListQuery } from '../contract/schemas.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import { type DiscoveryTrace, discover } from '../discovery/index.js';
@@ -10,7 +10,6 @@ import type { EventLog } from '../events/log.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { Storage } from '../storage/contract.js';
 import { delegationRoot } from '../tokens/name.js';
-import { listableSubtrees } from '../vault/secrets.js';
 import type { ClientProfile } from './registration.js';
 import type { ProviderRegistry } from './registry.js';
 import {
@@ -124,19 +123,11 @@ export class ProviderService {
   async list(principal: Principal, query?: unknown): Promise<Page<ProviderView>> {
     this.#assertManagement();
     const options = parseQuery(ProviderListQuery, query);
-    const prefix =
-      options.prefix === undefined ? undefined : parseResourcePath(options.prefix, 'prefix');
-    const { limit, after } = listWindow(options);
+    const scope = listScope(principal, options.prefix);
     for (const id of this.#o.registry.declaredIds()) await this.#o.registry.ensureDeclared(id);
-    const within = listableSubtrees(principal, prefix);
-    const records = await this.#o.storage.listProviders({
-      ...(within === undefined ? {} : { within }),
-      ...(after === undefined ? {} : { after }),
-      limit: limit + 1,
-    });
-    return toPage(
-      records,
-      limit,
+    return listPage(
+      options,
+      (window) => this.#o.storage.listProviders({ ...scope, ...window }),
       (record) => record.id,
       (record) => providerView(record, this.#o.profile),
     );
@@ -160,12 +151,11 @@ export class ProviderService {
       { kind: CLIENT_SECRET_KIND, key: secretKey(providerId, issuer) },
       { kind: REGISTRATION_TOKEN_KIND, key: secretKey(providerId, issuer) },
     ]);
-    const events = this.#o.events.of({
-      type: 'provider.deleted',
-      actor: actorOf(principal),
-      resource: providerId,
-    });
-    const outcome = await this.#o.storage.deleteProvider(providerId, keys, events);
+    const outcome = await this.#o.events.recorded(
+      { type: 'provider.deleted', actor: actorOf(principal), resource: providerId },
+      (events) => this.#o.storage.deleteProvider(providerId, keys, events),
+      (result) => result === 'deleted',
+    );
     if (outcome === 'not_found')
       throw new KeywayError('not_found', `no provider ${JSON.stringify(providerId)}`);
     if (outcome === 'in_use') {
@@ -174,7 +164,6 @@ export class ProviderService {
         `provider ${JSON.stringify(providerId)} still has connections; delete them first`,
       );
     }
-    this.#o.events.published(events);
   }
 
   /**

@@ -1,4 +1,5 @@
 import { currentParty, providerKeepsParty } from '../connections/party.js';
+import { isoTime, isoTimeOrNull } from '../contract/time.js';
 import type { ProviderRecord } from '../storage/contract.js';
 import {
   type AuthorizationServerInfo,
@@ -119,10 +120,7 @@ export function providerView(record: ProviderRecord, profile: ClientProfile | nu
       registration: client.registration,
       token_endpoint_auth_method: client.token_endpoint_auth_method,
       client_secret_set: client.client_secret_set,
-      client_secret_expires_at:
-        client.client_secret_expires_at === null
-          ? null
-          : new Date(client.client_secret_expires_at).toISOString(),
+      client_secret_expires_at: isoTimeOrNull(client.client_secret_expires_at),
       redirect_uri:
         profile === null
           ? null
@@ -146,11 +144,11 @@ export function providerView(record: ProviderRecord, profile: ClientProfile | nu
         ? null
         : {
             ...change,
-            at: new Date(change.at).toISOString(),
+            at: isoTime(change.at),
             previous_resource_url: change.previous_resource_url ?? null,
           },
-    created_at: new Date(record.createdAt).toISOString(),
-    updated_at: new Date(record.updatedAt).toISOString(),
+    created_at: isoTime(record.createdAt),
+    updated_at: isoTime(record.updatedAt),
   };
 }
 

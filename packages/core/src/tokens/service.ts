@@ -13,8 +13,9 @@ import {
   type Scope,
 } from '../auth/scope.js';
 import { KeywayError } from '../contract/errors.js';
-import { listWindow, type Page, toPage } from '../contract/pagination.js';
+import { listPage, type Page } from '../contract/pagination.js';
 import { MintTokenBody, NarrowTokenBody, TokenListQuery } from '../contract/schemas.js';
+import { isoTime } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import type { EventLog } from '../events/log.js';
 import type { PlatformCrypto } from '../platform/crypto.js';
@@ -93,8 +94,8 @@ function toView(record: TokenRecord): TokenView {
   return {
     name: record.name,
     scopes: record.scopes,
-    expires_at: new Date(record.expiresAt).toISOString(),
-    created_at: new Date(record.createdAt).toISOString(),
+    expires_at: isoTime(record.expiresAt),
+    created_at: isoTime(record.createdAt),
     created_by: record.createdBy,
   };
 }
@@ -225,7 +226,7 @@ export class TokenService {
       if (expiresAt > principal.expiresAt) {
         throw new KeywayError(
           'delegation_denied',
-          `the requested expiry is later than the minting token's (${new Date(principal.expiresAt).toISOString()})`,
+          `the requested expiry is later than the minting token's (${isoTime(principal.expiresAt)})`,
         );
       }
     }
@@ -239,22 +240,24 @@ export class TokenService {
       createdAt: now,
       createdBy: actorOf(principal),
     };
-    const events = this.#events.of({
-      type: 'token.created',
-      actor: record.createdBy,
-      resource: name,
-      data: { scopes, expires_at: new Date(expiresAt).toISOString() },
-    });
-    if (!(await this.#storage.insertToken(record, now, events))) {
+    const inserted = await this.#events.recorded(
+      {
+        type: 'token.created',
+        actor: record.createdBy,
+        resource: name,
+        data: { scopes, expires_at: isoTime(expiresAt) },
+      },
+      (events) => this.#storage.insertToken(record, now, events),
+    );
+    if (!inserted) {
       throw new KeywayError('conflict', `a live token is already named ${JSON.stringify(name)}`);
     }
-    this.#events.published(events);
     return {
       name,
       access_token: token,
       token_type: 'Bearer',
       scopes,
-      expires_at: new Date(expiresAt).toISOString(),
+      expires_at: isoTime(expiresAt),
     };
   }
 
@@ -263,14 +266,17 @@ export class TokenService {
    * descendants for a broker token. Never includes an `access_token`.
    */
   async list(principal: Principal, query?: unknown): Promise<Page<TokenView>> {
-    const { limit, after } = listWindow(parseQuery(TokenListQuery, query));
-    const records = await this.#storage.listLiveTokens({
-      ...(principal.kind === 'token' ? { treeOf: principal.name } : {}),
-      ...(after === undefined ? {} : { after }),
-      limit: limit + 1,
-      now: this.#now(),
-    });
-    return toPage(records, limit, (record) => record.name, toView);
+    return listPage(
+      parseQuery(TokenListQuery, query),
+      (window) =>
+        this.#storage.listLiveTokens({
+          ...(principal.kind === 'token' ? { treeOf: principal.name } : {}),
+          ...window,
+          now: this.#now(),
+        }),
+      (record) => record.name,
+      toView,
+    );
   }
 
   /**
@@ -348,7 +354,7 @@ export class TokenService {
         resource: valid,
         data: {
           scopes: narrowed.scopes,
-          expires_at: new Date(expiresAt).toISOString(),
+          expires_at: isoTime(expiresAt),
           descendants_narrowed: changes.update.length - 1,
           descendants_deleted: changes.delete.length,
         },
@@ -370,12 +376,10 @@ export class TokenService {
   async delete(principal: Principal, name: string): Promise<void> {
     const valid = parseTokenName(name);
     assertManagesToken(principal, valid);
-    const events = this.#events.of({
-      type: 'token.deleted',
-      actor: actorOf(principal),
-      resource: valid,
-    });
-    if (!(await this.#storage.deleteTokenTree(valid, this.#now(), events))) throw notFound(valid);
-    this.#events.published(events);
+    const deleted = await this.#events.recorded(
+      { type: 'token.deleted', actor: actorOf(principal), resource: valid },
+      (events) => this.#storage.deleteTokenTree(valid, this.#now(), events),
+    );
+    if (!deleted) throw notFound(valid);
   }
 }

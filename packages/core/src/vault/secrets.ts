@@ -1,9 +1,9 @@
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
-import { intersectScopes, ROOT_SCOPE } from '../auth/scope.js';
 import { KeywayError } from '../contract/errors.js';
-import { listWindow, type Page, toPage } from '../contract/pagination.js';
+import { listPage, listScope, type Page } from '../contract/pagination.js';
 import { PutSecretBody, SecretListQuery } from '../contract/schemas.js';
+import { isoTime } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import type { EventLog } from '../events/log.js';
 import { utf8 } from '../platform/bytes.js';
@@ -43,24 +43,9 @@ function toView(entry: VaultEntryRecord): SecretView {
   return {
     path: entry.key,
     version: entry.version,
-    created_at: new Date(entry.createdAt).toISOString(),
-    updated_at: new Date(entry.updatedAt).toISOString(),
+    created_at: isoTime(entry.createdAt),
+    updated_at: isoTime(entry.updatedAt),
   };
-}
-
-/**
- * The subtrees a principal may list, narrowed to an optional prefix: `undefined` means
- * everything (the root key without a prefix), `[]` nothing.
- */
-export function listableSubtrees(
-  principal: Principal,
-  prefix: string | undefined,
-): string[] | undefined {
-  const wanted = prefix === undefined ? [ROOT_SCOPE] : [`${prefix}/**`];
-  const held = principal.kind === 'root' ? [ROOT_SCOPE] : [...principal.scopes];
-  const both = intersectScopes(held, wanted);
-  if (both.includes(ROOT_SCOPE)) return undefined;
-  return both.map((scope) => scope.slice(0, -'/**'.length));
 }
 
 /**
@@ -148,30 +133,22 @@ export class SecretService {
   async delete(principal: Principal, path: string): Promise<void> {
     const valid = parseResourcePath(path);
     assertCoversPath(principal, valid);
-    const events = this.#events.of({
-      type: 'secret.deleted',
-      actor: actorOf(principal),
-      resource: valid,
-    });
-    if (!(await this.#storage.deleteVaultEntry(SECRET_KIND, valid, events))) {
-      throw new KeywayError('not_found', `no secret at ${JSON.stringify(valid)}`);
-    }
-    this.#events.published(events);
+    const deleted = await this.#events.recorded(
+      { type: 'secret.deleted', actor: actorOf(principal), resource: valid },
+      (events) => this.#storage.deleteVaultEntry(SECRET_KIND, valid, events),
+    );
+    if (!deleted) throw new KeywayError('not_found', `no secret at ${JSON.stringify(valid)}`);
   }
 
   /** Lists the secrets the caller's scopes cover, without values, ordered by path. */
   async list(principal: Principal, query?: unknown): Promise<Page<SecretView>> {
     const options = parseQuery(SecretListQuery, query);
-    const prefix =
-      options.prefix === undefined ? undefined : parseResourcePath(options.prefix, 'prefix');
-    const { limit, after } = listWindow(options);
-    const within = listableSubtrees(principal, prefix);
-    const entries = await this.#storage.listVaultEntries({
-      kind: SECRET_KIND,
-      ...(within === undefined ? {} : { within }),
-      ...(after === undefined ? {} : { after }),
-      limit: limit + 1,
-    });
-    return toPage(entries, limit, (entry) => entry.key, toView);
+    const scope = listScope(principal, options.prefix);
+    return listPage(
+      options,
+      (window) => this.#storage.listVaultEntries({ kind: SECRET_KIND, ...scope, ...window }),
+      (entry) => entry.key,
+      toView,
+    );
   }
 }
