@@ -3,7 +3,6 @@ import {
   CONNECTION_STATUSES,
   type ConnectionRecord,
   DELIVERY_STATUSES,
-  type JsonObject,
   type PendingAuthorizationRecord,
   type ProviderRecord,
   type TokenRecord,
@@ -33,41 +32,14 @@ export interface RowCodec<R> {
   fromRow(row: Row): R;
 }
 
-/** Checked column readers of one table. */
-function reader(table: string, row: Row) {
-  const text = (column: string): string => {
-    const value = row[column];
-    if (typeof value !== 'string') throw new StoredRowError(table, column, 'is not text');
-    return value;
-  };
-  return {
-    text,
-    /** Drivers answer 64-bit integers as strings (node-postgres) or numbers (SQLite). */
-    integer(column: string): number {
-      const value = row[column];
-      const number =
-        typeof value === 'number' ? value : typeof value === 'string' ? Number(value) : NaN;
-      if (!Number.isSafeInteger(number)) {
-        throw new StoredRowError(table, column, 'is not an integer');
-      }
-      return number;
-    },
-    object(column: string): JsonObject {
-      const value = parseJson(table, column, text(column));
-      if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-        throw new StoredRowError(table, column, 'is not a JSON object');
-      }
-      return value as JsonObject;
-    },
-    strings(column: string): string[] {
-      const value = parseJson(table, column, text(column));
-      if (!Array.isArray(value) || !value.every((item) => typeof item === 'string')) {
-        throw new StoredRowError(table, column, 'is not a JSON array of strings');
-      }
-      return value;
-    },
-  };
-}
+/**
+ * How one column holds its field: text, a 64-bit integer, a JSON object, a JSON array of
+ * strings, or text that is one of a closed list.
+ */
+type ColumnKind = 'text' | 'integer' | 'object' | 'strings' | { oneOf: readonly string[] };
+
+/** A table declared once: each field of the record, its column, and how it is held. */
+type Columns<R> = { [F in keyof R]: readonly [column: string, kind: ColumnKind] };
 
 function parseJson(table: string, column: string, text: string): unknown {
   try {
@@ -77,208 +49,140 @@ function parseJson(table: string, column: string, text: string): unknown {
   }
 }
 
-export const TOKENS: RowCodec<TokenRecord> = {
-  table: 'tokens',
-  columns: ['id_hash', 'name', 'scopes', 'expires_at', 'created_at', 'created_by'],
-  toRow: (r) => [r.idHash, r.name, JSON.stringify(r.scopes), r.expiresAt, r.createdAt, r.createdBy],
-  fromRow(row) {
-    const read = reader('tokens', row);
-    return {
-      idHash: read.text('id_hash'),
-      name: read.text('name'),
-      scopes: read.strings('scopes'),
-      expiresAt: read.integer('expires_at'),
-      createdAt: read.integer('created_at'),
-      createdBy: read.text('created_by'),
-    };
-  },
-};
-
-export const PROVIDERS: RowCodec<ProviderRecord> = {
-  table: 'providers',
-  columns: ['id', 'template', 'state', 'version', 'created_at', 'updated_at'],
-  toRow: (r) => [r.id, r.template, JSON.stringify(r.state), r.version, r.createdAt, r.updatedAt],
-  fromRow(row) {
-    const read = reader('providers', row);
-    return {
-      id: read.text('id'),
-      template: read.text('template'),
-      state: read.object('state'),
-      version: read.integer('version'),
-      createdAt: read.integer('created_at'),
-      updatedAt: read.integer('updated_at'),
-    };
-  },
-};
-
-export const CONNECTIONS: RowCodec<ConnectionRecord> = {
-  table: 'connections',
-  columns: ['id', 'provider_id', 'status', 'state', 'version', 'created_at', 'updated_at'],
-  toRow: (r) => [
-    r.id,
-    r.providerId,
-    r.status,
-    JSON.stringify(r.state),
-    r.version,
-    r.createdAt,
-    r.updatedAt,
-  ],
-  fromRow(row) {
-    const read = reader('connections', row);
-    return {
-      id: read.text('id'),
-      providerId: read.text('provider_id'),
-      status: oneOf('connections', 'status', read, CONNECTION_STATUSES),
-      state: read.object('state'),
-      version: read.integer('version'),
-      createdAt: read.integer('created_at'),
-      updatedAt: read.integer('updated_at'),
-    };
-  },
-};
-
-export const PENDING_AUTHORIZATIONS: RowCodec<PendingAuthorizationRecord> = {
-  table: 'pending_authorizations',
-  columns: ['state_hash', 'connection_id', 'provider_id', 'state', 'expires_at', 'created_at'],
-  toRow: (r) => [
-    r.stateHash,
-    r.connectionId,
-    r.providerId,
-    JSON.stringify(r.state),
-    r.expiresAt,
-    r.createdAt,
-  ],
-  fromRow(row) {
-    const read = reader('pending_authorizations', row);
-    return {
-      stateHash: read.text('state_hash'),
-      connectionId: read.text('connection_id'),
-      providerId: read.text('provider_id'),
-      state: read.object('state'),
-      expiresAt: read.integer('expires_at'),
-      createdAt: read.integer('created_at'),
-    };
-  },
-};
-
-export const VAULT_ENTRIES: RowCodec<VaultEntryRecord> = {
-  table: 'vault_entries',
-  columns: ['kind', 'key', 'ciphertext', 'key_id', 'version', 'created_at', 'updated_at'],
-  toRow: (r) => [r.kind, r.key, r.ciphertext, r.keyId, r.version, r.createdAt, r.updatedAt],
-  fromRow(row) {
-    const read = reader('vault_entries', row);
-    return {
-      kind: read.text('kind'),
-      key: read.text('key'),
-      ciphertext: read.text('ciphertext'),
-      keyId: read.text('key_id'),
-      version: read.integer('version'),
-      createdAt: read.integer('created_at'),
-      updatedAt: read.integer('updated_at'),
-    };
-  },
-};
-
-/** A text column that holds one of `values`. */
-function oneOf<T extends string>(
-  table: string,
-  column: string,
-  read: ReturnType<typeof reader>,
-  values: readonly T[],
-): T {
-  const value = read.text(column);
-  if (!(values as readonly string[]).includes(value)) {
+/** Reads one column of a row as its kind says, checked. @throws {StoredRowError} */
+function readColumn(table: string, row: Row, column: string, kind: ColumnKind): unknown {
+  const value = row[column];
+  if (kind === 'integer') {
+    // Drivers answer 64-bit integers as strings (node-postgres) or numbers (SQLite).
+    const number =
+      typeof value === 'number' ? value : typeof value === 'string' ? Number(value) : NaN;
+    if (!Number.isSafeInteger(number)) throw new StoredRowError(table, column, 'is not an integer');
+    return number;
+  }
+  if (typeof value !== 'string') throw new StoredRowError(table, column, 'is not text');
+  if (kind === 'text') return value;
+  if (kind === 'object') {
+    const parsed = parseJson(table, column, value);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new StoredRowError(table, column, 'is not a JSON object');
+    }
+    return parsed;
+  }
+  if (kind === 'strings') {
+    const parsed = parseJson(table, column, value);
+    if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === 'string')) {
+      throw new StoredRowError(table, column, 'is not a JSON array of strings');
+    }
+    return parsed;
+  }
+  if (!kind.oneOf.includes(value)) {
+    const { oneOf } = kind;
     throw new StoredRowError(
       table,
       column,
-      `is not ${values.slice(0, -1).join(', ')} or ${values.at(-1)}`,
+      `is not ${oneOf.slice(0, -1).join(', ')} or ${oneOf.at(-1)}`,
     );
   }
-  return value as T;
+  return value;
 }
 
-export const AUDIT_EVENTS: RowCodec<AuditEventRecord> = {
-  table: 'audit_events',
-  columns: ['id', 'type', 'time', 'actor', 'resource_kind', 'resource', 'data', 'expires_at'],
-  toRow: (r) => [
-    r.id,
-    r.type,
-    r.time,
-    r.actor,
-    r.resourceKind,
-    r.resource,
-    JSON.stringify(r.data),
-    r.expiresAt,
-  ],
-  fromRow(row) {
-    const read = reader('audit_events', row);
-    return {
-      id: read.text('id'),
-      type: read.text('type'),
-      time: read.integer('time'),
-      actor: read.text('actor'),
-      resourceKind: oneOf('audit_events', 'resource_kind', read, ['token', 'path'] as const),
-      resource: read.text('resource'),
-      data: read.object('data'),
-      expiresAt: read.integer('expires_at'),
-    };
-  },
-};
+/**
+ * The codec of a table declared once: its columns in declaration order, a record's row,
+ * and a row's record with every column checked.
+ */
+function table<R>(name: string, fields: Columns<R>): RowCodec<R> {
+  const entries = Object.entries(fields) as [keyof R & string, readonly [string, ColumnKind]][];
+  return {
+    table: name,
+    columns: entries.map(([, [column]]) => column),
+    toRow: (record) =>
+      entries.map(([field, [, kind]]) =>
+        kind === 'object' || kind === 'strings' ? JSON.stringify(record[field]) : record[field],
+      ),
+    fromRow(row) {
+      const record: Partial<Record<keyof R, unknown>> = {};
+      for (const [field, [column, kind]] of entries) {
+        record[field] = readColumn(name, row, column, kind);
+      }
+      return record as R;
+    },
+  };
+}
 
-export const WEBHOOK_DELIVERIES: RowCodec<WebhookDeliveryRecord> = {
-  table: 'webhook_deliveries',
-  columns: [
-    'id',
-    'event_id',
-    'url',
-    'body',
-    'status',
-    'attempts',
-    'next_attempt_at',
-    'last_attempt_at',
-    'last_status',
-    'last_error',
-    'lease_owner',
-    'lease_expires_at',
-    'created_at',
-    'expires_at',
-  ],
-  toRow: (r) => [
-    r.id,
-    r.eventId,
-    r.url,
-    r.body,
-    r.status,
-    r.attempts,
-    r.nextAttemptAt,
-    r.lastAttemptAt,
-    r.lastStatus,
-    r.lastError,
-    r.leaseOwner,
-    r.leaseExpiresAt,
-    r.createdAt,
-    r.expiresAt,
-  ],
-  fromRow(row) {
-    const read = reader('webhook_deliveries', row);
-    return {
-      id: read.text('id'),
-      eventId: read.text('event_id'),
-      url: read.text('url'),
-      body: read.text('body'),
-      status: oneOf('webhook_deliveries', 'status', read, DELIVERY_STATUSES),
-      attempts: read.integer('attempts'),
-      nextAttemptAt: read.integer('next_attempt_at'),
-      lastAttemptAt: read.integer('last_attempt_at'),
-      lastStatus: read.integer('last_status'),
-      lastError: read.text('last_error'),
-      leaseOwner: read.text('lease_owner'),
-      leaseExpiresAt: read.integer('lease_expires_at'),
-      createdAt: read.integer('created_at'),
-      expiresAt: read.integer('expires_at'),
-    };
-  },
-};
+export const TOKENS = table<TokenRecord>('tokens', {
+  idHash: ['id_hash', 'text'],
+  name: ['name', 'text'],
+  scopes: ['scopes', 'strings'],
+  expiresAt: ['expires_at', 'integer'],
+  createdAt: ['created_at', 'integer'],
+  createdBy: ['created_by', 'text'],
+});
+
+export const PROVIDERS = table<ProviderRecord>('providers', {
+  id: ['id', 'text'],
+  template: ['template', 'text'],
+  state: ['state', 'object'],
+  version: ['version', 'integer'],
+  createdAt: ['created_at', 'integer'],
+  updatedAt: ['updated_at', 'integer'],
+});
+
+export const CONNECTIONS = table<ConnectionRecord>('connections', {
+  id: ['id', 'text'],
+  providerId: ['provider_id', 'text'],
+  status: ['status', { oneOf: CONNECTION_STATUSES }],
+  state: ['state', 'object'],
+  version: ['version', 'integer'],
+  createdAt: ['created_at', 'integer'],
+  updatedAt: ['updated_at', 'integer'],
+});
+
+export const PENDING_AUTHORIZATIONS = table<PendingAuthorizationRecord>('pending_authorizations', {
+  stateHash: ['state_hash', 'text'],
+  connectionId: ['connection_id', 'text'],
+  providerId: ['provider_id', 'text'],
+  state: ['state', 'object'],
+  expiresAt: ['expires_at', 'integer'],
+  createdAt: ['created_at', 'integer'],
+});
+
+export const VAULT_ENTRIES = table<VaultEntryRecord>('vault_entries', {
+  kind: ['kind', 'text'],
+  key: ['key', 'text'],
+  ciphertext: ['ciphertext', 'text'],
+  keyId: ['key_id', 'text'],
+  version: ['version', 'integer'],
+  createdAt: ['created_at', 'integer'],
+  updatedAt: ['updated_at', 'integer'],
+});
+
+export const AUDIT_EVENTS = table<AuditEventRecord>('audit_events', {
+  id: ['id', 'text'],
+  type: ['type', 'text'],
+  time: ['time', 'integer'],
+  actor: ['actor', 'text'],
+  resourceKind: ['resource_kind', { oneOf: ['token', 'path'] }],
+  resource: ['resource', 'text'],
+  data: ['data', 'object'],
+  expiresAt: ['expires_at', 'integer'],
+});
+
+export const WEBHOOK_DELIVERIES = table<WebhookDeliveryRecord>('webhook_deliveries', {
+  id: ['id', 'text'],
+  eventId: ['event_id', 'text'],
+  url: ['url', 'text'],
+  body: ['body', 'text'],
+  status: ['status', { oneOf: DELIVERY_STATUSES }],
+  attempts: ['attempts', 'integer'],
+  nextAttemptAt: ['next_attempt_at', 'integer'],
+  lastAttemptAt: ['last_attempt_at', 'integer'],
+  lastStatus: ['last_status', 'integer'],
+  lastError: ['last_error', 'text'],
+  leaseOwner: ['lease_owner', 'text'],
+  leaseExpiresAt: ['lease_expires_at', 'integer'],
+  createdAt: ['created_at', 'integer'],
+  expiresAt: ['expires_at', 'integer'],
+});
 
 /** Every codec, for the test that holds them to the schema. */
 export const CODECS = [
