@@ -29,7 +29,7 @@ const HARNESSES = {
   soak: {
     project: 'cli',
     file: 'test/soak.test.ts',
-    env: { KEYWAY_SOAK_SECONDS: '600' },
+    env: { KEYWAY_SOAK_REQUESTS: '1000000' },
     line: /^soak: .*$/gm,
   },
 };

@@ -32,9 +32,22 @@ if (!existsSync(report)) {
   process.exit(run.status || 1);
 }
 const result = JSON.parse(readFileSync(report, 'utf8'));
+// The tests as Vitest counts them ("Tests  1 failed | 1549 passed"). A file that failed
+// outside any test (an import error, a failing hook) is not a test: it is named on its
+// own line, and the exit status still says the run failed.
 const passed = result.numPassedTests ?? 0;
-const failed = (result.numFailedTests ?? 0) + (result.numFailedTestSuites ?? 0);
+const failed = result.numFailedTests ?? 0;
 const skipped = (result.numPendingTests ?? 0) + (result.numTodoTests ?? 0);
+const brokenFiles = (result.testResults ?? []).filter(
+  (file) =>
+    file.status === 'failed' &&
+    (file.assertionResults ?? []).every((test) => test.status !== 'failed'),
+);
+for (const file of brokenFiles) {
+  console.error(
+    `test: ${file.name} failed outside its tests: ${String(file.message).split('\n')[0]}`,
+  );
+}
 console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
 if (passed === 0) {
   console.error('test: no test ran');

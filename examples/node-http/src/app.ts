@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createApp as createNotesApp } from '@keyway/example-notes-app';
-import { toNodeHandler } from '@keyway/http';
+import { toNodeHandler } from '@keyway/http/node';
 
 /**
  * The notes app (examples/notes-app) on Node's own http server: `toNodeHandler` turns each

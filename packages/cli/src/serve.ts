@@ -11,7 +11,8 @@ import {
   type Storage,
 } from '@keyway/core';
 import { parseDuration, parseRateLimits } from '@keyway/core/config';
-import { createHandler, createNodeFetch, nodeCrypto, toNodeHandler } from '@keyway/http';
+import { createHandler } from '@keyway/http';
+import { toNodeHandler } from '@keyway/http/node';
 import { postgresStorage } from '@keyway/store-postgres';
 import { sqliteStorage } from '@keyway/store-sqlite';
 
@@ -72,7 +73,7 @@ function describeDatabase(database: string): string {
   }
 }
 
-/** Options of {@link serve}, read from the environment by `keyway serve` (API.md §0). */
+/** Options of {@link serve}, read from the environment by `keyway serve` (docs/api.md §0). */
 export interface ServeOptions {
   /** Listening port; `0` picks a free one. Default 8787. */
   port?: number;
@@ -84,7 +85,7 @@ export interface ServeOptions {
    */
   trustProxy?: boolean;
   /**
-   * Rate limits (API.md §12); default on. With PostgreSQL the counters are kept in the
+   * Rate limits (docs/api.md §12); default on. With PostgreSQL the counters are kept in the
    * database, shared by every instance, unless `shared` says otherwise.
    */
   rateLimits?: RateLimitsConfig | false;
@@ -102,14 +103,14 @@ export interface ServeOptions {
   baseUrl?: string;
   /** Provider endpoints on or off. Default on for the standalone server. */
   providerManagement?: boolean;
-  /** Serves the inspector at `/inspector` (API.md §9). Default true. */
+  /** Serves the inspector at `/inspector` (docs/api.md §9). Default true. */
   inspector?: boolean;
   /** Where the client-ID metadata document is hosted, when not at its default URL. */
   clientMetadataUrl?: string;
   /** Origins `redirect_to` may point to. */
   allowedRedirects?: string[];
   /**
-   * Webhook endpoints (API.md §11): `KEYWAY_WEBHOOK_URL`, `KEYWAY_WEBHOOK_SECRET` and
+   * Webhook endpoints (docs/api.md §11): `KEYWAY_WEBHOOK_URL`, `KEYWAY_WEBHOOK_SECRET` and
    * optionally `KEYWAY_WEBHOOK_TYPES` (comma-separated event types) give one.
    */
   webhooks?: { url: string; secret: string; types?: string[] }[];
@@ -216,8 +217,6 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       storage,
       vaultKeys,
       allowedHosts,
-      crypto: nodeCrypto,
-      fetch: createNodeFetch({ allowedHosts }),
       baseUrl: options.baseUrl ?? `http://localhost:${listening}`,
       providerManagement: options.providerManagement ?? true,
       allowedRedirects: options.allowedRedirects ?? [],
@@ -311,7 +310,7 @@ const LIMIT_VARIABLES: [keyof ServerLimits, string, number, number][] = [
   ['maxConnections', 'KEYWAY_MAX_CONNECTIONS', 1, 1_000_000],
 ];
 
-/** Reads {@link ServeOptions} from environment variables (API.md §0). */
+/** Reads {@link ServeOptions} from environment variables (docs/api.md §0). */
 export function serveOptionsFromEnv(env: Record<string, string | undefined>): ServeOptions {
   const options: ServeOptions = {};
   const port = integerVariable(env, 'PORT', 0, 65535);

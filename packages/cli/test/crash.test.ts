@@ -19,6 +19,12 @@ import { freePort, serveWorld } from './peers.js';
 
 const KILLS = Number(process.env.KEYWAY_CRASH_KILLS ?? 20);
 const WORKERS = 6;
+/**
+ * Writes acknowledged in each round before its kill may come: the harness proves nothing
+ * without work, and waits for it (a busy machine only takes longer), up to WORK_LIMIT_MS.
+ */
+const ROUND_WRITES = 11;
+const WORK_LIMIT_MS = 60_000;
 const ROOT_KEY = 'crash-harness-root-key-0123456789abcdefgh';
 const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
 const dir = mkdtempSync(join(tmpdir(), 'keyway-crash-'));
@@ -141,6 +147,8 @@ describe.each([
         }
       }
 
+      /** The secrets being written now (each by one worker). */
+      const writingSecrets = new Set<string>();
       /** The operations of the load, each on keys of its own. */
       const operations: (() => Promise<Fate>)[] = [
         // A mint.
@@ -199,9 +207,15 @@ describe.each([
             return 'cut';
           }
         },
-        // A secret written, rewritten or deleted.
+        // A secret written, rewritten or deleted: one write at a time on a path, or the
+        // order of two acknowledgements would not be the order of their commits.
         async () => {
-          const path = `acme/secrets/s${serial % 7}`;
+          const free = [0, 1, 2, 3, 4, 5, 6]
+            .map((i) => `acme/secrets/s${(serial + i) % 7}`)
+            .find((candidate) => !writingSecrets.has(candidate));
+          if (free === undefined) return mint(`m${++serial}`, ['acme']);
+          const path = free;
+          writingSecrets.add(path);
           const known = model.secrets.get(path) ?? [null];
           const remove = Math.random() < 0.25;
           const value = remove ? null : `value-${++serial}-${'x'.repeat(serial % 50)}`;
@@ -217,6 +231,8 @@ describe.each([
             if (!(error instanceof Cut)) throw error;
             model.secrets.set(path, [...known, value]);
             return 'cut';
+          } finally {
+            writingSecrets.delete(path);
           }
         },
         // An authorization, then (mostly) its consent and callback.
@@ -381,6 +397,7 @@ describe.each([
         expect(provider.status).toBe(201);
         for (let kill = 0; kill < KILLS; kill++) {
           let running = true;
+          let roundAcked = 0;
           const failures: unknown[] = [];
           const workers = Array.from({ length: WORKERS }, async () => {
             while (running) {
@@ -388,6 +405,7 @@ describe.each([
               try {
                 const fate = await (operation as () => Promise<Fate>)();
                 figures[fate]++;
+                if (fate === 'acked') roundAcked++;
                 if (fate === 'cut') return;
               } catch (error) {
                 failures.push(error);
@@ -395,6 +413,14 @@ describe.each([
               }
             }
           });
+          const workLimit = Date.now() + WORK_LIMIT_MS;
+          while (roundAcked < ROUND_WRITES && failures.length === 0 && Date.now() < workLimit) {
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          expect(failures).toEqual([]);
+          expect(roundAcked, `writes acknowledged before kill ${kill + 1}`).toBeGreaterThanOrEqual(
+            ROUND_WRITES,
+          );
           await killMoment();
           (broker as BrokerProcess).child.kill('SIGKILL');
           await once((broker as BrokerProcess).child, 'exit');
@@ -415,6 +441,6 @@ describe.each([
         await db.drop();
       }
     },
-    60_000 + KILLS * 25_000,
+    60_000 + KILLS * (25_000 + WORK_LIMIT_MS),
   );
 });

@@ -93,7 +93,7 @@ describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway s
     const browser = new Browser();
     const callbackUrl = await browser.consent(
       started.body.authorization_url,
-      // The default base URL names localhost (API.md §0); the server listens on 127.0.0.1.
+      // The default base URL names localhost (docs/api.md §0); the server listens on 127.0.0.1.
       `http://localhost:${new URL(keyway.url).port}/api/oauth/callback`,
     );
     expect(new URL(callbackUrl).searchParams.get('iss')).toBe(issuer);

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { toWebRequest, writeWebResponse } from '@keyway/http';
+import { toWebRequest, writeWebResponse } from '@keyway/http/node';
 import { close, listen } from '@keyway/test-support/peers';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
 import Provider, { type ClientMetadata, errors } from 'oidc-provider';

@@ -121,7 +121,7 @@ describe('serve()', () => {
     expect((await fetch(`${running.url}/api/admin/providers`, { headers: auth })).status).toBe(200);
     const document = await fetch(`${running.url}/api/oauth/client-metadata.json`);
     const body = (await document.json()) as { redirect_uris: string[]; application_type: string };
-    // The default base URL names localhost (API.md §0); the server listens on 127.0.0.1.
+    // The default base URL names localhost (docs/api.md §0); the server listens on 127.0.0.1.
     const port = new URL(running.url).port;
     expect(running.url).toBe(`http://127.0.0.1:${port}`);
     expect(body.redirect_uris).toEqual([`http://localhost:${port}/api/oauth/callback`]);

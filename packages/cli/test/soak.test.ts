@@ -12,18 +12,26 @@ import { serveWorld } from './peers.js';
 /*
  * Load that holds: `keyway serve` on SQLite under 200 concurrent keep-alive connections of
  * mixed traffic — 70% authenticated reads, 20% credentials (refreshed against a local
- * authorization server as they come due), 10% writes — for KEYWAY_SOAK_SECONDS (default 60;
- * `pnpm soak`: 600). Zero errors; p99 reported; RSS and heap after the run within 10% of
- * their value after warm-up; every connection and token consistent afterwards.
+ * authorization server as they come due), 10% writes — until KEYWAY_SOAK_REQUESTS requests
+ * were answered after warm-up (default 40,000; `pnpm soak`: 1,000,000) and every
+ * connection was refreshed twice. The harness counts work, not time: a busy machine takes
+ * longer, within a generous limit. Zero errors; the heap after a full GC, with the load
+ * paused, within 10% of its value after warm-up (a leak crosses that, a busy allocator does
+ * not: RSS is reported, not held); every connection and token consistent afterwards.
+ * Rates and latencies are reported here and measured in `pnpm bench`.
  */
 
-const SECONDS = Number(process.env.KEYWAY_SOAK_SECONDS ?? 60);
-/** Warm-up: the server's RSS levels off after about 20 s of this load (measured). */
-const WARM_UP_MS = Math.min(20_000, (SECONDS * 1000) / 3);
+const REQUESTS = Number(process.env.KEYWAY_SOAK_REQUESTS ?? 40_000);
+/** Requests before the first memory sample: caches, prepared statements and JIT settled. */
+const WARM_UP_REQUESTS = 10_000;
+/** The server's heap is sampled every this many requests. */
+const SAMPLE_REQUESTS = Math.max(10_000, Math.floor(REQUESTS / 10));
+/** Generous: ten minutes, and 10 ms a request beyond (this machine does about 2,000 a second). */
+const LIMIT_MS = 600_000 + REQUESTS * 10;
 const CLIENTS = 200;
-/** How often the server's memory is sampled after warm-up, ms. */
-const SAMPLE_MS = SECONDS > 120 ? 60_000 : 10_000;
 const CONNECTIONS = 10;
+/** Every connection's token refreshed twice (due 5 s after each refresh). */
+const MIN_REFRESHES = CONNECTIONS * 2;
 const ROOT_KEY = 'soak-test-root-key-0123456789abcdefghijk';
 const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
 const dir = mkdtempSync(join(tmpdir(), 'keyway-soak-'));
@@ -79,7 +87,7 @@ const percentile = (sorted: number[], p: number) =>
 
 describe('soak: keyway serve on SQLite under 200 connections of mixed traffic', () => {
   it(
-    `answers every request for ${SECONDS} s without error, and holds its memory`,
+    `answers ${REQUESTS} requests without error, and holds its heap`,
     async () => {
       // Access tokens of 65 s inside a 60 s margin: due 5 s after each refresh.
       const served = await serveWorld({ accessTokenLifetime: 65 });
@@ -150,14 +158,27 @@ describe('soak: keyway serve on SQLite under 200 connections of mixed traffic', 
         const minted = new Set<string>();
         const deleted = new Set<string>();
         let counter = 0;
+        let answered = 0;
         let running = true;
         let measuring = false;
+        /** While set, clients start no request: the heap is sampled with the load idle. */
+        let paused = false;
+        let inFlight = 0;
         const clients = Array.from({ length: CLIENTS }, async (_, client) => {
           const agent = new Agent({ keepAlive: true, maxSockets: 1 });
           const mine: string[] = [];
-          const call = (method: string, path: string, body?: unknown) =>
-            send(agent, base, method, path, token, body);
+          const call = async (method: string, path: string, body?: unknown) => {
+            inFlight++;
+            try {
+              return await send(agent, base, method, path, token, body);
+            } finally {
+              inFlight--;
+              answered++;
+            }
+          };
           while (running) {
+            while (paused && running) await new Promise((resolve) => setTimeout(resolve, 5));
+            if (!running) break;
             const roll = Math.random();
             const n = counter++;
             const started = performance.now();
@@ -219,38 +240,56 @@ describe('soak: keyway serve on SQLite under 200 connections of mixed traffic', 
           agent.destroy();
         });
 
-        await new Promise((resolve) => setTimeout(resolve, WARM_UP_MS));
-        const warm = await ask<Memory>('memory');
+        const startedAt = Date.now();
+        /** Waits, checking every 50 ms, until `done` or the limit; answers whether done. */
+        const until = async (done: () => boolean) => {
+          while (!done() && errors.length === 0 && Date.now() - startedAt < LIMIT_MS) {
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+          return done();
+        };
+        /** The server's memory after a full GC, with no request in flight. */
+        const idleMemory = async () => {
+          paused = true;
+          await until(() => inFlight === 0);
+          const memory = await ask<Memory>('memory');
+          paused = false;
+          return memory;
+        };
+
+        expect(await until(() => answered >= WARM_UP_REQUESTS), 'warm-up requests').toBe(true);
+        const warm = await idleMemory();
+        const measuredFrom = Date.now();
         measuring = true;
-        // Samples along the way, for the trend (each after a full GC in the server).
         const samples: Memory[] = [warm];
-        const deadline = Date.now() + SECONDS * 1000 - WARM_UP_MS;
-        while (Date.now() < deadline) {
-          await new Promise((resolve) =>
-            setTimeout(resolve, Math.min(SAMPLE_MS, deadline - Date.now())),
-          );
-          if (Date.now() < deadline - 1000) samples.push(await ask<Memory>('memory'));
+        const enough = () => latencies.length >= REQUESTS && world.stats.refreshes >= MIN_REFRESHES;
+        while (!enough() && errors.length === 0 && Date.now() - startedAt < LIMIT_MS) {
+          const next = latencies.length + SAMPLE_REQUESTS;
+          await until(() => latencies.length >= next || enough());
+          if (!enough()) samples.push(await idleMemory());
         }
         measuring = false;
         running = false;
         await Promise.all(clients);
         const end = await ask<Memory>('memory');
+        const seconds = (Date.now() - measuredFrom) / 1000;
 
         const sorted = latencies.sort((a, b) => a - b);
         const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
         process.stdout.write(
-          `soak: ${SECONDS} s, ${CLIENTS} connections, ${latencies.length} requests measured ` +
-            `(${Math.round(latencies.length / ((SECONDS * 1000 - WARM_UP_MS) / 1000))}/s), ` +
+          `soak: ${latencies.length} requests measured over ${CLIENTS} connections in ${seconds.toFixed(0)} s ` +
+            `(${Math.round(latencies.length / seconds)}/s), ` +
             `p50 ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, ` +
             `${world.stats.refreshes} refreshes, errors ${errors.length}; ` +
-            `RSS ${mib(warm.rss)} → ${mib(end.rss)} MiB, heap ${mib(warm.heapUsed)} → ${mib(end.heapUsed)} MiB ` +
-            `(RSS every ${SAMPLE_MS / 1000} s: ${[...samples, end].map((m) => mib(m.rss)).join(', ')})\n`,
+            `heap after GC ${mib(warm.heapUsed)} → ${mib(end.heapUsed)} MiB, RSS ${mib(warm.rss)} → ${mib(end.rss)} MiB ` +
+            `(heap every ${SAMPLE_REQUESTS} requests: ${[...samples, end].map((m) => mib(m.heapUsed)).join(', ')})\n`,
         );
         expect(errors.slice(0, 5)).toEqual([]);
-        expect(latencies.length).toBeGreaterThan(SECONDS * 100);
+        // The work was done (not a rate: the harness waited for it).
+        expect(latencies.length).toBeGreaterThanOrEqual(REQUESTS);
         expect(world.stats.refreshes).toBeGreaterThan(CONNECTIONS);
+        expect(world.stats.refreshes).toBeGreaterThanOrEqual(MIN_REFRESHES);
         expect(end.heapUsed).toBeLessThan(warm.heapUsed * 1.1);
-        expect(end.rss).toBeLessThan(warm.rss * 1.1);
 
         // Consistent afterwards: every connection active with a valid token, every token as
         // the load left it.
@@ -271,6 +310,6 @@ describe('soak: keyway serve on SQLite under 200 connections of mixed traffic', 
         await served.close();
       }
     },
-    (SECONDS + 120) * 1000,
+    LIMIT_MS + 120_000,
   );
 });

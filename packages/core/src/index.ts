@@ -3,9 +3,10 @@
  * {@link createBroker}, the principals its operations take, the errors they throw and the
  * contract's types, all exported here. Storage adapters are written against
  * `@keyway/core/storage`; the SSRF-guarded outbound fetch and its transports are in
- * `@keyway/core/outbound`.
+ * `@keyway/core/outbound`; the contract's shapes as JSON Schema, for handlers and document
+ * generators, in `@keyway/core/contract`.
  *
- * @see API.md — the HTTP contract every operation implements.
+ * @see [docs/api.md](https://github.com/keyway-dev/keyway/blob/main/docs/api.md), the HTTP contract every operation implements.
  * @module
  */
 
@@ -16,7 +17,7 @@ export {
   type TokenPrincipal,
 } from './auth/principal.js';
 export type { RateLimitsConfig } from './auth/rate-limit.js';
-// ─── resource paths (API.md §2) ──────────────────────────────────────────────────────────
+// ─── resource paths (docs/api.md §2) ──────────────────────────────────────────────────────────
 export { parseResourcePath, resourcePathFromUrl } from './auth/resource-path.js';
 // ─── the broker ──────────────────────────────────────────────────────────────────────────
 export { type Broker, createBroker } from './broker/broker.js';
@@ -33,7 +34,7 @@ export {
 } from './connections/connection-fetch.js';
 export type { ProbeResult } from './connections/probe.js';
 export type { Credentials } from './connections/service.js';
-export type { ConnectionFailure, ConnectionView } from './connections/state.js';
+export type { ConnectionFailure, ConnectionView } from './connections/view.js';
 export type {
   ConnectionErrorCode,
   ConnectionStatus,
@@ -61,8 +62,6 @@ export type {
   SecretListQueryInput,
   VerifyInput,
 } from './contract/schemas.js';
-/** The request schemas (zod), one per body and query string: see `contract/schemas.ts`. */
-export * as schemas from './contract/schemas.js';
 export type { DiscoveryStep, DiscoveryTrace } from './discovery/index.js';
 // ─── events ──────────────────────────────────────────────────────────────────────────────
 export type { KeywayEvent } from './events/log.js';
@@ -72,7 +71,7 @@ export type { ProviderView } from './providers/state.js';
 export type { Storage } from './storage/contract.js';
 export type { ConnectionTokens } from './storage/states.js';
 // ─── who acts ────────────────────────────────────────────────────────────────────────────
-// ─── the contract's types (API.md §3–§7) ─────────────────────────────────────────────────
+// ─── the contract's types (docs/api.md §3–§7) ─────────────────────────────────────────────────
 export type { AuthenticationContext, IssuedToken, TokenView } from './tokens/service.js';
 export type { SecretView, SecretWithValue } from './vault/secrets.js';
 export { deriveVaultKey, generateVaultKey } from './vault/vault.js';

@@ -2,8 +2,8 @@ import { memoryStorage } from '@keyway/store-memory';
 import { describe, expect, it, vi } from 'vitest';
 import { rootPrincipal } from '../src/auth/principal.js';
 import { createBroker } from '../src/broker/broker.js';
-import { rootKeyWeakness } from '../src/broker/config.js';
 import { KeywayError } from '../src/contract/errors.js';
+import { rootKeyWeakness } from '../src/tokens/root-key.js';
 
 const ROOT_KEY = 'core-test-root-key-0123456789abcdefghij';
 
@@ -146,7 +146,7 @@ describe('the broker embedded without HTTP', () => {
 });
 
 describe('KeywayError', () => {
-  it('carries its status and serializes to the API.md body without the cause', () => {
+  it('carries its status and serializes to the body of docs/api.md §1.2 without the cause', () => {
     const error = new KeywayError('conflict', 'taken', { cause: new Error('secret internals') });
     expect(error.status).toBe(409);
     expect(JSON.stringify(error)).toBe('{"error":"conflict","error_description":"taken"}');

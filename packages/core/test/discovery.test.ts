@@ -107,7 +107,7 @@ describe('discover(): where the metadata is', () => {
   });
 });
 
-describe('discover(): servers of the 2025-03-26 revision (API.md §6 item 9)', () => {
+describe('discover(): servers of the 2025-03-26 revision (docs/api.md §6 item 9)', () => {
   it('finds the authorization server metadata at the MCP origin', async () => {
     const { run, world } = setup({ legacy: 'metadata' });
     const trace = await run();
@@ -335,7 +335,7 @@ describe('discover(): what is refused', () => {
   });
 });
 
-describe('scope selection (API.md §6 step 5)', () => {
+describe('scope selection (docs/api.md §6 step 5)', () => {
   it('prefers configured scopes, then the challenge, then scopes_supported', async () => {
     const world = { challengeScope: 'from:challenge', resourceScopesSupported: ['from:metadata'] };
     expect((await setup(world).run(['configured'])).scopes).toEqual(['configured']);

@@ -1,6 +1,7 @@
 import ts from 'typescript';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { z } from 'zod';
+import * as schemas from '../src/contract/schemas.js';
 import type {
   AuthorizeResult,
   Broker,
@@ -8,12 +9,16 @@ import type {
   ConnectionErrorCode,
   ConnectionView,
   Credentials,
+  CredentialsQueryInput,
   DiscoveryTrace,
   IssuedToken,
   KeywayErrorCode,
+  MintTokenInput,
   Page,
   Principal,
+  ProviderInput,
   ProviderView,
+  PutSecretInput,
   SecretView,
   SecretWithValue,
   TokenView,
@@ -40,7 +45,6 @@ describe('the root entry of @keyway/core', () => {
       'remoteConnectionFetch',
       'resourcePathFromUrl',
       'rootPrincipal',
-      'schemas',
     ]);
   });
 
@@ -49,21 +53,24 @@ describe('the root entry of @keyway/core', () => {
     expectTypeOf(core.createBroker).returns.toEqualTypeOf<Broker>();
     expectTypeOf<Broker['authenticate']>().returns.toEqualTypeOf<Promise<Principal>>();
     expectTypeOf<Broker['authorize']>().parameters.toEqualTypeOf<[Principal, string]>();
-    // Core operations take the acting principal and unknown input, which they parse.
-    expectTypeOf<Broker['tokens']['mint']>().parameters.toEqualTypeOf<[Principal, unknown]>();
+    // Core operations take the acting principal and a typed input, which they still parse
+    // (JavaScript callers exist).
+    expectTypeOf<Broker['tokens']['mint']>().parameters.toEqualTypeOf<
+      [Principal, MintTokenInput]
+    >();
     expectTypeOf<Broker['tokens']['list']>().returns.toEqualTypeOf<Promise<Page<TokenView>>>();
     expectTypeOf<Broker['providers']['put']>().parameters.toEqualTypeOf<
-      [Principal, string, unknown]
+      [Principal, string, ProviderInput]
     >();
     expectTypeOf<Broker['providers']['get']>().returns.toEqualTypeOf<Promise<ProviderView>>();
     expectTypeOf<Broker['connections']['credentials']>().parameters.toEqualTypeOf<
-      [Principal, string, unknown?]
+      [Principal, string, CredentialsQueryInput?]
     >();
     expectTypeOf<Broker['connections']['credentials']>().returns.toEqualTypeOf<
       Promise<Credentials>
     >();
     expectTypeOf<Broker['secrets']['put']>().parameters.toEqualTypeOf<
-      [Principal, string, unknown]
+      [Principal, string, PutSecretInput]
     >();
     // What never takes a principal is not there.
     expectTypeOf<Broker['providers']>().not.toHaveProperty('resolve');
@@ -84,7 +91,6 @@ describe('the root entry of @keyway/core', () => {
   });
 
   it('describes every answer with a response schema of exactly the type the operation returns', () => {
-    const { schemas } = core;
     expectTypeOf<z.output<typeof schemas.TokenViewBody>>().toEqualTypeOf<TokenView>();
     expectTypeOf<z.output<typeof schemas.IssuedTokenBody>>().toEqualTypeOf<IssuedToken>();
     expectTypeOf<z.output<typeof schemas.ProviderViewBody>>().toEqualTypeOf<ProviderView>();
@@ -121,7 +127,6 @@ describe('the root entry of @keyway/core', () => {
         exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported;
       const summary = ts.displayPartsToString(symbol.getDocumentationComment(checker)).trim();
       const tags = symbol.getJsDocTags(checker).map((tag) => tag.name);
-      if (exported.name === 'schemas') continue; // a namespace: its members are documented
       if (summary === '') undocumented.push(`${exported.name}: no summary`);
       if (!tags.includes('see')) undocumented.push(`${exported.name}: no @see`);
     }

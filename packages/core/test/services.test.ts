@@ -85,14 +85,17 @@ describe('the broker in process', () => {
     });
 
     it('takes typed input only: a query string is the HTTP layer’s to convert', async () => {
+      // @ts-expect-error: what a JavaScript caller may pass
       await expect(broker.tokens.list(root, { limit: '10' })).rejects.toMatchObject({
         code: 'invalid_request',
         message: '"limit" must be an integer from 1 to 500',
       });
+      // @ts-expect-error: what a JavaScript caller may pass
       await expect(broker.tokens.mint(root, 'ci')).rejects.toMatchObject({
         code: 'invalid_request',
         message: 'the body must be a JSON object',
       });
+      // @ts-expect-error: what a JavaScript caller may pass
       await expect(broker.tokens.list(root, { limit: 1, extra: true })).rejects.toMatchObject({
         code: 'invalid_request',
       });
@@ -177,6 +180,7 @@ describe('the broker in process', () => {
       expect(world.stats.refreshes).toBe(2);
       expect(forced.access_token).not.toBe(second.access_token);
       await expect(
+        // @ts-expect-error: what a JavaScript caller may pass
         broker.connections.credentials(root, 'acme/alice/linear', { force_refresh: 'true' }),
       ).rejects.toMatchObject({
         code: 'invalid_request',
@@ -191,6 +195,7 @@ describe('the broker in process', () => {
       expect(denied.error?.code).toBe('access_denied');
       const active = await broker.connections.list(root, { status: 'active' });
       expect(active.items.map((c) => c.connection_id)).toEqual(['acme/alice/linear']);
+      // @ts-expect-error: what a JavaScript caller may pass
       await expect(broker.connections.list(root, { status: 'done' })).rejects.toMatchObject({
         code: 'invalid_request',
         message: '"status" must be pending, active or error',

@@ -90,7 +90,7 @@ const REFERENCES: Record<string, string> = {
   resource_match: 'RFC 9728 §3.3 (the metadata names this resource)',
   authorization_server_metadata: 'RFC 8414 §3, §3.3 (metadata, exact issuer)',
   requirements: 'MCP authorization; RFC 7636 §4.2 (PKCE S256)',
-  legacy: 'MCP 2025-03-26 (API.md §6 item 9)',
+  legacy: 'MCP 2025-03-26 (docs/api.md §6 item 9)',
   discover: 'MCP 2026-07-28, server/discover',
   initialize: 'MCP lifecycle, initialization',
   initialized: 'MCP lifecycle, initialization',

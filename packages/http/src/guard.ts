@@ -4,7 +4,7 @@ import { errorReply, errorResponse } from './responses.js';
 
 /*
  * Guards for an app's own routes: the same broker tokens that reach Keyway's API, each
- * allowed only inside its scopes (API.md §3.1), checked by `broker.authenticate` and
+ * allowed only inside its scopes (docs/api.md §3.1), checked by `broker.authenticate` and
  * `broker.authorize` as core checks its own resources.
  */
 
@@ -42,7 +42,7 @@ async function principalFor(
  *     return guardErrorResponse(error);
  *   }
  * }
- * @see API.md §3.1 (scopes cover paths by whole segments)
+ * @see [docs/api.md §3.1](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#31-scopes) (scopes cover paths by whole segments)
  */
 export function requireBrokerToken(
   broker: Broker,
@@ -87,7 +87,7 @@ export interface NodeResponseLike {
  *
  * @example
  * app.get('/notes/*path', brokerTokenMiddleware(broker, (req) => `notes/${req.params.path.join('/')}`), handler);
- * @see API.md §3.1
+ * @see [docs/api.md §3.1](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#31-scopes)
  */
 export function brokerTokenMiddleware<Req extends NodeRequestLike>(
   broker: Broker,
@@ -136,7 +136,7 @@ export interface HonoContextLike {
  *
  * @example
  * app.use('/notes/*', honoBrokerToken(broker, (c) => c.req.path.slice(1)));
- * @see API.md §3.1
+ * @see [docs/api.md §3.1](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#31-scopes)
  */
 export function honoBrokerToken<C extends HonoContextLike>(
   broker: Broker,

@@ -32,7 +32,7 @@ export interface HandlerOptions {
    */
   onInternalError?: (error: unknown, request: Request) => void;
   /**
-   * The client's IP address, for the limit of failed authentications (API.md §12). Default:
+   * The client's IP address, for the limit of failed authentications (docs/api.md §12). Default:
    * the socket's peer as `toNodeHandler` passes it, or what the runtime hands the handler
    * beside the request (Deno's `info.remoteAddr`, Bun's `server.requestIP()`, or
    * `{ clientAddress }`); `null` or `undefined` from this function falls back to it, and
@@ -41,7 +41,7 @@ export interface HandlerOptions {
    */
   clientAddress?: (request: Request) => string | null | undefined;
   /**
-   * Serves the inspector at `{basePath}/inspector` (API.md §9): a page that walks the
+   * Serves the inspector at `{basePath}/inspector` (docs/api.md §9): a page that walks the
    * connect flow with the credential typed into it. Default false.
    */
   inspector?: boolean;
@@ -80,7 +80,7 @@ function webIncoming(request: Request, context: unknown): Incoming {
  * Creates the Keyway HTTP handler: a function from a Web `Request` to a `Response`, for any
  * runtime or framework that speaks `fetch` (Node through {@link toNodeHandler}, Next.js
  * route handlers, Hono, Bun, Deno). It holds no policy: each route parses its input, calls
- * one core operation and serializes the result; errors answer with the API.md §1.2 body.
+ * one core operation and serializes the result; errors answer with the docs/api.md §1.2 body.
  *
  * Pass the broker, or a function that makes it (called once, on the first request), for
  * frameworks that evaluate route modules at build time.
@@ -151,7 +151,7 @@ export function createHandler(
         ready ?? (typeof broker === 'function' ? await make(broker) : live(broker));
       const found = path === null ? [] : matchRoutes(table, path);
 
-      // Precedence (API.md §1.2): authentication, then route and method, then the body.
+      // Precedence (docs/api.md §1.2): authentication, then route and method, then the body.
       // Public routes take no credential (a browser or an authorization server calls them).
       let principal: Principal | null = null;
       if (found[0]?.route.public !== true) {

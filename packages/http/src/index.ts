@@ -1,3 +1,10 @@
+/**
+ * `@keyway/http`: the broker's HTTP contract as a Web-standard handler, `Request` in and
+ * `Response` out, for any runtime that speaks `fetch`; guards for an app's own routes; the
+ * OpenAPI document. Node's `http` glue is in `@keyway/http/node`.
+ *
+ * @module
+ */
 export {
   brokerTokenMiddleware,
   guardErrorResponse,
@@ -12,13 +19,5 @@ export {
   type HandlerOptions,
   type KeywayHandler,
 } from './handler.js';
-export {
-  type NodeHandlerOptions,
-  toNodeHandler,
-  toWebRequest,
-  writeWebResponse,
-} from './node.js';
-export { nodeCrypto } from './node-crypto.js';
-export { createNodeFetch, type NodeFetchOptions } from './node-fetch.js';
 export { OPERATIONS, openApiDocument } from './openapi.js';
 export { DEFAULT_MAX_BODY_BYTES } from './request.js';

@@ -1,5 +1,5 @@
-import { KeywayError, type KeywayErrorCode, schemas } from '@keyway/core';
-import { z } from 'zod';
+import { KeywayError, type KeywayErrorCode } from '@keyway/core';
+import { type ContractShape, contractSchema, type JsonSchema } from '@keyway/core/contract';
 import { OPERATIONS, type Route } from './routes/index.js';
 
 export { OPERATIONS } from './routes/index.js';
@@ -8,19 +8,16 @@ export { OPERATIONS } from './routes/index.js';
 declare const __KEYWAY_VERSION__: string;
 
 /*
- * The OpenAPI 3.1 document of the HTTP contract (API.md §10), written from the route table
- * the dispatcher serves (`routes/`) and the request and response schemas of `@keyway/core`
- * (zod's JSON Schema output, draft 2020-12, which is OpenAPI 3.1's dialect).
+ * The OpenAPI 3.1 document of the HTTP contract (docs/api.md §10), written from the route table
+ * the dispatcher serves (`routes/`) and the shapes of the contract in `@keyway/core` (JSON
+ * Schema draft 2020-12, which is OpenAPI 3.1's dialect).
  */
 
-/** JSON Schema (draft 2020-12) of a zod schema: `input` for requests, `output` for answers. */
-function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
-  const { $schema: _, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' });
-  return rest;
-}
-
-const jsonBody = (schema: z.ZodType, io: 'input' | 'output') => ({
-  'application/json': { schema: jsonSchema(schema, io) },
+/** A shape of core's contract (`input` for requests, `output` for answers), or a schema. */
+const jsonBody = (schema: ContractShape | JsonSchema, io: 'input' | 'output') => ({
+  'application/json': {
+    schema: typeof schema === 'string' ? contractSchema(schema, io) : schema,
+  },
 });
 
 function errorResponses(operation: Route): Record<string, unknown> {
@@ -41,7 +38,7 @@ function errorResponses(operation: Route): Record<string, unknown> {
       properties: { error: { enum: list } },
     };
     responses[String(status)] = {
-      description: `Error: ${list.map((code) => `\`${code}\``).join(', ')} (API.md §1.2).`,
+      description: `Error: ${list.map((code) => `\`${code}\``).join(', ')} (docs/api.md §1.2).`,
       content: { 'application/json': { schema } },
     };
   }
@@ -63,7 +60,7 @@ function parameters(operation: Route): unknown[] {
     });
   }
   if (operation.query !== undefined) {
-    const query = jsonSchema(operation.query, 'input') as {
+    const query = contractSchema(operation.query, 'input') as {
       properties?: Record<string, unknown>;
       required?: string[];
     };
@@ -80,7 +77,7 @@ function parameters(operation: Route): unknown[] {
 }
 
 /**
- * The OpenAPI 3.1 document of Keyway's HTTP API (API.md §10), served at
+ * The OpenAPI 3.1 document of Keyway's HTTP API (docs/api.md §10), served at
  * `GET {base}/api/openapi.json`.
  *
  * @param serverUrl Where the API is served (the `servers` entry), when known.
@@ -101,7 +98,7 @@ export function openApiDocument(serverUrl?: string): Record<string, unknown> {
     (paths[operation.path] as Record<string, unknown>)[operation.method.toLowerCase()] = {
       operationId: operation.id,
       summary: operation.summary,
-      description: `See ${operation.see}.`,
+      description: `See docs/api.md ${operation.see}.`,
       ...(operation.public ? { security: [] } : {}),
       ...(params.length > 0 ? { parameters: params } : {}),
       ...(operation.body === undefined
@@ -121,12 +118,12 @@ export function openApiDocument(serverUrl?: string): Record<string, unknown> {
     ...(serverUrl === undefined ? {} : { servers: [{ url: serverUrl }] }),
     security: [{ bearer: [] }],
     components: {
-      schemas: { Error: jsonSchema(schemas.ErrorBody, 'output') },
+      schemas: { Error: contractSchema('ErrorBody') },
       securitySchemes: {
         bearer: {
           type: 'http',
           scheme: 'bearer',
-          description: 'The root key or a broker token (API.md §1.1, §3).',
+          description: 'The root key or a broker token (docs/api.md §1.1, §3).',
         },
       },
     },

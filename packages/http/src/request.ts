@@ -1,13 +1,14 @@
 import { KeywayError } from '@keyway/core';
+import { type QueryParameterKind, type QueryShape, queryParameters } from '@keyway/core/contract';
 import { readBounded } from '@keyway/core/outbound';
 
-/** Default request body limit: 1 MiB (API.md §1.2). */
+/** Default request body limit: 1 MiB (docs/api.md §1.2). */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
 
 /**
  * The raw request target of requests that came through {@link toNodeHandler}, before the
  * WHATWG URL parser resolved `..`, turned `\` into `/` and dropped tabs. Kept on the side so
- * the handler can refuse such paths (API.md §2) instead of quietly reading another one.
+ * the handler can refuse such paths (docs/api.md §2) instead of quietly reading another one.
  */
 const rawTargets = new WeakMap<Request, string>();
 
@@ -105,42 +106,28 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
   }
 }
 
-/** What a query schema of `@keyway/core` says about one parameter. */
-interface QueryField {
-  def: { type: string; innerType?: QueryField };
-}
-
-/** The type a parameter's schema expects, looking through `.optional()`. */
-function expectedType(field: QueryField): string {
-  return field.def.type === 'optional' && field.def.innerType !== undefined
-    ? expectedType(field.def.innerType)
-    : field.def.type;
-}
-
 /**
  * A query string value as the type its schema expects: digits as a number, `true` and
  * `false` as booleans. Anything else stays a string, for core's schema to refuse with its
- * own message (API.md §1.2).
+ * own message (docs/api.md §1.2).
  */
-function typed(value: string, type: string): unknown {
-  if (type === 'number') return /^[0-9]{1,15}$/.test(value) ? Number(value) : value;
+function typed(value: string, type: QueryParameterKind): unknown {
+  if (type === 'integer') return /^[0-9]{1,15}$/.test(value) ? Number(value) : value;
   if (type === 'boolean') return value === 'true' ? true : value === 'false' ? false : value;
   return value;
 }
 
 /**
- * The query parameters of a request, typed for a query schema of `@keyway/core`
- * (`schemas.ConnectionListQuery`, …): only the schema's parameters are allowed, each at
- * most once; core then checks the values.
+ * The query parameters of a request, typed for a query shape of `@keyway/core`
+ * (`ConnectionListQuery`, …): only the shape's parameters are allowed, each at most once;
+ * core then checks the values.
  */
-export function readQuery(
-  params: URLSearchParams,
-  schema: { shape: Record<string, QueryField> },
-): Record<string, unknown> {
+export function readQuery(params: URLSearchParams, shape: QueryShape): Record<string, unknown> {
+  const kinds = queryParameters(shape);
   const query: Record<string, unknown> = {};
   for (const [key, value] of params) {
-    const field = Object.hasOwn(schema.shape, key) ? schema.shape[key] : undefined;
-    if (field === undefined) {
+    const kind = Object.hasOwn(kinds, key) ? kinds[key] : undefined;
+    if (kind === undefined) {
       const message = `unknown query parameter ${JSON.stringify(key.slice(0, 64))}`;
       throw new KeywayError('invalid_request', message, { details: [{ path: key, message }] });
     }
@@ -148,7 +135,7 @@ export function readQuery(
       const message = `query parameter "${key}" is given more than once`;
       throw new KeywayError('invalid_request', message, { details: [{ path: key, message }] });
     }
-    query[key] = typed(value, expectedType(field));
+    query[key] = typed(value, kind);
   }
   return query;
 }

@@ -1,6 +1,6 @@
 import type { KeywayError } from '@keyway/core';
 
-/* The answers every Keyway route and guard gives (API.md §1.2, §1.3). */
+/* The answers every Keyway route and guard gives (docs/api.md §1.2, §1.3). */
 
 /**
  * An answer before it becomes a Web `Response`: the Node adapter writes it to the socket
@@ -15,7 +15,7 @@ export interface Reply {
 const JSON_HEADERS = {
   'content-type': 'application/json; charset=utf-8',
   // Nothing an authenticated API answers belongs in a shared cache; responses that carry a
-  // secret must not be stored at all (API.md §1.3).
+  // secret must not be stored at all (docs/api.md §1.3).
   'cache-control': 'no-store',
   'x-content-type-options': 'nosniff',
 };

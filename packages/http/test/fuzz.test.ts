@@ -1,4 +1,5 @@
 import type { KeywayErrorCode } from '@keyway/core';
+import { contractSchema, queryParameters } from '@keyway/core/contract';
 import { memoryStorage } from '@keyway/store-memory';
 import { createTestWorld } from '@keyway/testing';
 import fc from 'fast-check';
@@ -229,11 +230,12 @@ describe('fuzzing every endpoint', () => {
   const otherMethod = fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD');
 
   for (const operation of OPERATIONS) {
-    const queryKeys = operation.query === undefined ? [] : Object.keys(operation.query.shape);
+    const queryKeys =
+      operation.query === undefined ? [] : Object.keys(queryParameters(operation.query));
     const bodyFields =
-      operation.body !== undefined && 'shape' in operation.body
-        ? Object.keys((operation.body as { shape: object }).shape)
-        : [];
+      operation.body === undefined
+        ? []
+        : Object.keys((contractSchema(operation.body, 'input').properties ?? {}) as object);
     /**
      * The codes documented for what was sent: every operation of the method sent whose path
      * template matches the path sent (`GET /api/admin/providers/a/register` is a read of the

@@ -31,7 +31,7 @@ export const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
 export const START = Date.UTC(2026, 10, 21, 9, 30, 0, 0);
 
 /**
- * An authorization server's own redirect URI at a deployment (API.md §5 "Mix-up defense"):
+ * An authorization server's own redirect URI at a deployment (docs/api.md §5 "Mix-up defense"):
  * `{base}/api/oauth/callback/` and 22 base64url characters of SHA-256 over the issuer.
  */
 export function serverCallback(base: string, issuer: string): string {

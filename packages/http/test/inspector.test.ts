@@ -20,7 +20,7 @@ const handlerWith = (inspector?: boolean) =>
 const get = (handler: ReturnType<typeof handlerWith>, path: string) =>
   handler(new Request(`http://keyway.test${path}`));
 
-describe('the inspector page (API.md §9)', () => {
+describe('the inspector page (docs/api.md §9)', () => {
   it('is off by default in the library', async () => {
     expect((await get(handlerWith(), '/keyway/inspector')).status).toBe(401);
     expect((await get(handlerWith(false), '/keyway/inspector')).status).toBe(401);

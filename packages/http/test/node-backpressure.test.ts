@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { toNodeHandler } from '../src/index.js';
+import { toNodeHandler } from '../src/node/index.js';
 
 const CHUNK = 64 * 1024;
 const TOTAL_CHUNKS = 1024; // 64 MiB

@@ -1,7 +1,6 @@
 import type { LookupAddress } from 'node:dns';
-import { createOutboundFetch, OutboundError } from '@keyway/core/outbound';
+import { createNodeFetch, createOutboundFetch, OutboundError } from '@keyway/core/outbound';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNodeFetch } from '../src/index.js';
 import { listenOnLoopback } from './harness.js';
 
 /** A resolver for test names: what a hostile or split-horizon DNS could answer. */

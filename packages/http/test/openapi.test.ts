@@ -1,5 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { KeywayError, type KeywayErrorCode } from '@keyway/core';
+import { queryParameters } from '@keyway/core/contract';
 import { memoryStorage } from '@keyway/store-memory';
 import { createTestWorld } from '@keyway/testing';
 import { Validator } from '@seriousme/openapi-schema-validator';
@@ -12,50 +14,79 @@ import { Harness, type Reply, START } from './harness.js';
 const committed = fileURLToPath(new URL('../../../docs/openapi.json', import.meta.url));
 const reference = fileURLToPath(new URL('../../../docs/api.md', import.meta.url));
 
-/** docs/api.md: the operations of the document, as a reader scans them. */
-function apiMarkdown(document: ReturnType<typeof openApiDocument>): string {
-  const lines = [
-    '# HTTP API reference',
-    '',
-    'Generated from `docs/openapi.json` (`GET /api/openapi.json` of a running broker) by the',
-    'test that keeps both current; API.md is the contract. Every route takes',
-    '`Authorization: Bearer <root key or broker token>` unless marked public, and every error',
-    'answers `{ error, error_description, details? }` (API.md §1.2).',
-    '',
-  ];
-  for (const operation of OPERATIONS) {
-    const entry = (document.paths as Record<string, Record<string, { responses: object }>>)[
-      operation.path
-    ]?.[operation.method.toLowerCase()];
-    const statuses = Object.keys(entry?.responses ?? {});
-    const ok = statuses.filter((status) => Number(status) < 400);
-    const errors = [...new Set(operation.errors)];
-    lines.push(`## \`${operation.method.toUpperCase()} ${operation.path}\``);
-    lines.push('');
+/** The first section a `see` names: `'§3.2, §3.3'` → `'3'`. */
+const sectionOf = (see: string) => /§(\d+)/.exec(see)?.[1] ?? '';
+
+/** One operation, as a reader of docs/api.md scans it. */
+function operationMarkdown(
+  operation: (typeof OPERATIONS)[number],
+  document: ReturnType<typeof openApiDocument>,
+): string[] {
+  const entry = (document.paths as Record<string, Record<string, { responses: object }>>)[
+    operation.path
+  ]?.[operation.method.toLowerCase()];
+  const statuses = Object.keys(entry?.responses ?? {});
+  const ok = statuses.filter((status) => Number(status) < 400);
+  const errors = [...new Set(operation.errors)];
+  const lines = [`#### \`${operation.method.toUpperCase()} ${operation.path}\``, ''];
+  lines.push(`${operation.summary}${operation.public ? ' **Public.**' : ''} See ${operation.see}.`);
+  lines.push('');
+  if (operation.query !== undefined) {
     lines.push(
-      `${operation.summary}${operation.public ? ' **Public.**' : ''} See ${operation.see}.`,
+      `- Query: ${Object.keys(queryParameters(operation.query))
+        .map((name) => `\`${name}\``)
+        .join(', ')}`,
     );
-    lines.push('');
-    if (operation.query !== undefined) {
-      lines.push(
-        `- Query: ${Object.keys(operation.query.shape)
-          .map((name) => `\`${name}\``)
-          .join(', ')}`,
-      );
-    }
-    if (operation.body !== undefined)
-      lines.push('- Body: JSON, see the schema in `docs/openapi.json`');
-    lines.push(`- Answers: ${ok.join(', ')}`);
-    lines.push(
-      `- Errors: ${errors.length > 0 ? errors.map((code) => `\`${code}\``).join(', ') : 'none of its own'}${operation.public ? '' : '; `invalid_token`, `rate_limited` on any route'}`,
-    );
-    lines.push('');
   }
-  return lines.join('\n');
+  if (operation.body !== undefined)
+    lines.push('- Body: JSON, see the schema in `docs/openapi.json`');
+  lines.push(`- Answers: ${ok.join(', ')}`);
+  lines.push(
+    `- Errors: ${errors.length > 0 ? errors.map((code) => `\`${code}\``).join(', ') : 'none of its own'}${operation.public ? '' : '; `invalid_token`, `rate_limited` on any route'}`,
+  );
+  lines.push('');
+  return lines;
+}
+
+/** The error codes by status, from the document's `Error` schema. */
+function errorTable(document: ReturnType<typeof openApiDocument>): string {
+  const codes = (
+    document.components as { schemas: { Error: { properties: { error: { enum: string[] } } } } }
+  ).schemas.Error.properties.error.enum;
+  const byStatus = new Map<number, string[]>();
+  for (const code of codes) {
+    const status = new KeywayError(code as KeywayErrorCode, code).status;
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  return [
+    '| Status | `error` |',
+    '| --- | --- |',
+    ...[...byStatus]
+      .sort(([a], [b]) => a - b)
+      .map(([status, list]) => `| ${status} | ${list.map((code) => `\`${code}\``).join(', ')} |`),
+  ].join('\n');
+}
+
+/**
+ * docs/api.md with its generated regions written from the document: the error table, and
+ * in each section the operations whose `see` names it first.
+ */
+function apiMarkdown(text: string, document: ReturnType<typeof openApiDocument>): string {
+  return text
+    .replace(
+      /<!-- errors -->[\s\S]*?<!-- \/errors -->/,
+      `<!-- errors -->\n${errorTable(document)}\n<!-- /errors -->`,
+    )
+    .replace(/<!-- operations:(\d+) -->[\s\S]*?<!-- \/operations:\1 -->/g, (_, section) => {
+      const lines = OPERATIONS.filter(
+        (operation) => operation.undocumented !== true && sectionOf(operation.see) === section,
+      ).flatMap((operation) => operationMarkdown(operation, document));
+      return `<!-- operations:${section} -->\n\n${lines.join('\n')}<!-- /operations:${section} -->`;
+    });
 }
 const BASE = 'https://keyway.example.test';
 
-describe('the OpenAPI document (API.md §10)', () => {
+describe('the OpenAPI document (docs/api.md §10)', () => {
   const document = openApiDocument();
 
   it('is a valid OpenAPI 3.1 document', async () => {
@@ -66,13 +97,21 @@ describe('the OpenAPI document (API.md §10)', () => {
 
   it('is committed as docs/openapi.json and docs/api.md, current (KEYWAY_UPDATE_OPENAPI=1 rewrites them)', () => {
     const text = `${JSON.stringify(document, null, 2)}\n`;
-    const markdown = apiMarkdown(document);
+    const markdown = apiMarkdown(readFileSync(reference, 'utf8'), document);
     if (process.env.KEYWAY_UPDATE_OPENAPI === '1') {
       writeFileSync(committed, text);
       writeFileSync(reference, markdown);
     }
     expect(readFileSync(committed, 'utf8')).toBe(text);
     expect(readFileSync(reference, 'utf8')).toBe(markdown);
+    // Every documented operation is in the section its `see` names, once.
+    const placed = [...markdown.matchAll(/^#### `([A-Z]+) ([^`]+)`$/gm)].map(
+      ([, method, path]) => `${method} ${path}`,
+    );
+    const documented = OPERATIONS.filter((operation) => operation.undocumented !== true).map(
+      (operation) => `${operation.method} ${operation.path}`,
+    );
+    expect(placed.sort()).toEqual(documented.sort());
   });
 });
 

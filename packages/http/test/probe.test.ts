@@ -9,7 +9,7 @@ const CONNECTION = 'acme/alice/linear';
 /** How the MCP server in front of the world behaves, per test. */
 type McpMode = 'world' | 'stateless' | 'down' | 'refuses';
 
-describe('POST /api/oauth/probe/<connection> (API.md §8)', () => {
+describe('POST /api/oauth/probe/<connection> (docs/api.md §8)', () => {
   let world: TestWorld;
   let h: Harness;
   let mode: McpMode;

@@ -1,9 +1,10 @@
 import { memoryStorage } from '@keyway/store-memory';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createHandler, toNodeHandler } from '../src/index.js';
+import { createHandler } from '../src/index.js';
+import { toNodeHandler } from '../src/node/index.js';
 import { Harness, listenOnLoopback, ROOT_KEY, sendRaw } from './harness.js';
 
-describe('request handling (API.md §1.2)', () => {
+describe('request handling (docs/api.md §1.2)', () => {
   let h: Harness;
 
   beforeEach(() => {

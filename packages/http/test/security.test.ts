@@ -16,7 +16,8 @@ type ProviderState = {
   authorization_server: { authorization_endpoint: string };
 };
 
-import { createHandler, toNodeHandler } from '../src/index.js';
+import { createHandler } from '../src/index.js';
+import { toNodeHandler } from '../src/node/index.js';
 import {
   Harness,
   listenOnLoopback,

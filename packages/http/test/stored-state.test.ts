@@ -17,7 +17,7 @@ const BASE = 'https://keyway.example.test';
 /** Written into every corrupted field: it must never reach a response. */
 const MARKER = 'CORRUPT-MARKER-4f1d';
 
-/** The generic answer of API.md §1.2 to an internal error. */
+/** The generic answer of docs/api.md §1.2 to an internal error. */
 const INTERNAL = {
   error: 'internal_error',
   error_description: 'the server failed to handle the request',

@@ -141,7 +141,7 @@ describe.each(storageFactories)('token endpoints ($name storage)', (factory) => 
     });
   });
 
-  describe('delegation (SEED.md Rule 4, API.md §3.2)', () => {
+  describe('delegation (SEED.md Rule 4, docs/api.md §3.2)', () => {
     let alice: string;
 
     beforeEach(async () => {
@@ -278,7 +278,7 @@ describe.each(storageFactories)('token endpoints ($name storage)', (factory) => 
     });
   });
 
-  describe('authentication (SEED.md Authentication, API.md §1.1)', () => {
+  describe('authentication (SEED.md Authentication, docs/api.md §1.1)', () => {
     it('answers 401 without a credential, with a bare challenge', async () => {
       const reply = await h.call('GET', '/api/admin/tokens', { token: null });
       expect(reply.status).toBe(401);

@@ -37,7 +37,7 @@ describe('webhooks to a real receiver on loopback', () => {
       ...extra,
     });
     closers.push(() => broker.close());
-    const deliveries = async (status: string) =>
+    const deliveries = async (status: 'pending' | 'delivered' | 'failed') =>
       (await broker.events.deliveries(rootPrincipal(), { status })).items;
     return {
       broker,

@@ -28,4 +28,5 @@ export {
   schemaColumns,
   stepDdl,
 } from './schema.js';
-export { connectionListQuery, pathListQuery, type SqlQuery, sqlStorage } from './storage.js';
+export { connectionListQuery, pathListQuery, type SqlQuery } from './statements.js';
+export { sqlStorage } from './storage.js';

@@ -1,8 +1,6 @@
 import {
-  type AuditEventRecord,
   type ConnectionRecord,
   compareCodePoints,
-  type EventWrite,
   isInSubtree,
   type ListPathsQuery,
   type PendingAuthorizationRecord,
@@ -12,8 +10,8 @@ import {
   type VaultChanges,
   type VaultEntryRecord,
   type VaultWrite,
-  type WebhookDeliveryRecord,
 } from '@keyway/core/storage';
+import { copy, memoryEventLog } from './memory-events.js';
 
 /** Storage held in this process's memory. */
 export interface MemoryStorage extends Storage {}
@@ -21,8 +19,6 @@ export interface MemoryStorage extends Storage {}
 function isInTree(root: string, name: string): boolean {
   return name === root || (name.startsWith(root) && name.charCodeAt(root.length) === 0x2e);
 }
-
-const copy = <T>(value: T): T => structuredClone(value);
 
 /** A token record's copy, field by field: it is read on every authenticated request. */
 const copyToken = (record: TokenRecord): TokenRecord => ({ ...record, scopes: [...record.scopes] });
@@ -65,25 +61,10 @@ export function memoryStorage(): MemoryStorage {
   const vault = new Map<string, VaultEntryRecord>();
   const leases = new Map<string, { owner: string; expiresAt: number }>();
   const counters = new Map<string, { count: number; expiresAt: number }>();
-  const auditEvents = new Map<string, AuditEventRecord>();
-  const deliveries = new Map<string, WebhookDeliveryRecord>();
-
-  /** Throws, before anything is written, when an event or delivery id is taken. */
-  function checkEvents(write: EventWrite | undefined): void {
-    if (write === undefined) return;
-    const ids = new Set<string>();
-    for (const { id } of [...write.events, ...write.deliveries]) {
-      if (ids.has(id) || auditEvents.has(id) || deliveries.has(id)) {
-        throw new Error(`event or delivery id "${id}" exists already`);
-      }
-      ids.add(id);
-    }
-  }
-
-  function writeEvents(write: EventWrite | undefined): void {
-    for (const event of write?.events ?? []) auditEvents.set(event.id, copy(event));
-    for (const delivery of write?.deliveries ?? []) deliveries.set(delivery.id, copy(delivery));
-  }
+  const log = memoryEventLog();
+  const { auditEvents, deliveries } = log;
+  const checkEvents = log.check;
+  const writeEvents = log.write;
 
   const vaultId = (kind: string, key: string) => `${kind}\u0000${key}`;
 
@@ -384,59 +365,7 @@ export function memoryStorage(): MemoryStorage {
       return live === undefined || live.expiresAt <= now ? null : { ...live };
     },
 
-    // ─── events ───
-    async appendEvents(events) {
-      checkEvents(events);
-      writeEvents(events);
-    },
-
-    async listAuditEvents({ within, tokensBelow, type, since, before, limit }) {
-      const result: AuditEventRecord[] = [];
-      const ids = [...auditEvents.keys()].sort((a, b) => compareCodePoints(b, a));
-      for (const id of ids) {
-        if (before !== undefined && compareCodePoints(id, before) >= 0) continue;
-        const event = auditEvents.get(id) as AuditEventRecord;
-        if (type !== undefined && event.type !== type) continue;
-        if (since !== undefined && event.time < since) continue;
-        const visible =
-          event.resourceKind === 'path'
-            ? within === undefined || within.some((root) => isInSubtree(root, event.resource))
-            : tokensBelow === undefined ||
-              (tokensBelow !== null && event.resource.startsWith(`${tokensBelow}.`));
-        if (!visible) continue;
-        result.push(copy(event));
-        if (result.length >= limit) break;
-      }
-      return result;
-    },
-
-    async claimWebhookDeliveries(owner, leaseExpiresAt, now, limit) {
-      const due = [...deliveries.values()]
-        .filter((d) => d.status === 'pending' && d.nextAttemptAt <= now && d.leaseExpiresAt <= now)
-        .sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || compareCodePoints(a.id, b.id))
-        .slice(0, limit);
-      for (const delivery of due) {
-        delivery.leaseOwner = owner;
-        delivery.leaseExpiresAt = leaseExpiresAt;
-      }
-      return due.map(copy);
-    },
-
-    async finishWebhookAttempt(id, owner, outcome) {
-      const delivery = deliveries.get(id);
-      if (delivery === undefined || delivery.leaseOwner !== owner) return false;
-      deliveries.set(id, { ...delivery, ...outcome, leaseOwner: '', leaseExpiresAt: 0 });
-      return true;
-    },
-
-    async listWebhookDeliveries({ status, after, limit }) {
-      return [...deliveries.values()]
-        .filter((d) => status === undefined || d.status === status)
-        .filter((d) => after === undefined || compareCodePoints(d.id, after) > 0)
-        .sort((a, b) => compareCodePoints(a.id, b.id))
-        .slice(0, limit)
-        .map(copy);
-    },
+    ...log.methods,
 
     // ─── maintenance ───
     async purgeExpired(now, limit) {

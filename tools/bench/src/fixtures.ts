@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Broker, createBroker, generateVaultKey, rootPrincipal } from '@keyway/core';
-import { nodeCrypto } from '@keyway/http';
 import { postgresStorage } from '@keyway/store-postgres';
 import { sqliteStorage } from '@keyway/store-sqlite';
 import { connectInWorld, createTestBroker, createTestWorld, type TestWorld } from '@keyway/testing';
@@ -23,7 +22,6 @@ export function benchBroker(
   return createBroker({
     rootKey: ROOT_KEY,
     storage,
-    crypto: nodeCrypto,
     vaultKeys: [generateVaultKey()],
     purgeIntervalMs: false,
     ...overrides,

@@ -1,5 +1,4 @@
 import { type Broker, createBroker, generateVaultKey, rootPrincipal } from '@keyway/core';
-import { nodeCrypto } from '@keyway/http';
 import { postgresStorage } from '@keyway/store-postgres';
 import { createTestWorld } from '@keyway/testing';
 import pg from 'pg';
@@ -49,7 +48,6 @@ export async function benchRefreshStorm(options: {
         rootKey: ROOT_KEY,
         storage,
         vaultKeys,
-        crypto: nodeCrypto,
         baseUrl: 'https://keyway.example.test',
         providerManagement: true,
         purgeIntervalMs: false,

@@ -98,3 +98,106 @@ describe('the structure of packages/core/src', () => {
     expect(relative(src, join(src, 'contract/codes.ts'))).toBe('contract/codes.ts');
   });
 });
+
+const packages = fileURLToPath(new URL('../../../packages', import.meta.url));
+
+/** The source files of every package, `packages/<name>/src/**`, generated files aside. */
+function packageSources(): { file: string; text: string }[] {
+  return readdirSync(packages, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory())
+    .flatMap((entry) => {
+      const folder = join(packages, entry.name, 'src');
+      let files: string[];
+      try {
+        files = sources(folder);
+      } catch {
+        return [];
+      }
+      return files
+        .filter((file) => !file.endsWith('.generated.ts'))
+        .map((file) => ({
+          file: join(entry.name, 'src', file),
+          text: readFileSync(join(folder, file), 'utf8'),
+        }));
+    });
+}
+
+describe('the structure of packages/*/src', () => {
+  const files = packageSources();
+
+  it('reads every package (the check itself)', () => {
+    const names = new Set(files.map(({ file }) => file.split('/')[0]));
+    expect([...names].sort()).toEqual([
+      'cli',
+      'core',
+      'http',
+      'sql',
+      'storage-conformance',
+      'store-memory',
+      'store-postgres',
+      'store-sqlite',
+      'testing',
+    ]);
+  });
+
+  it('has no file over 450 lines', () => {
+    const long = files
+      .map(({ file, text }) => ({ file, lines: text.split('\n').length - 1 }))
+      .filter(({ lines }) => lines > 450)
+      .map(({ file, lines }) => `${file}: ${lines} lines`);
+    expect(long).toEqual([]);
+  });
+
+  it('silences the type checker nowhere (no `as unknown as`, no `as never`)', () => {
+    const casts = files.flatMap(({ file, text }) =>
+      text
+        .split('\n')
+        .map((line, index) => ({ line, index }))
+        .filter(({ line }) => /\bas unknown as\b|\bas never\b/.test(line))
+        .map(({ index }) => `${file}:${index + 1}`),
+    );
+    expect(casts).toEqual([]);
+  });
+
+  it('imports Node modules in core and in the root of @keyway/http through nothing static', () => {
+    // Core reaches node:crypto and node:dns through process.getBuiltinModule, and only
+    // @keyway/http/node reads Node streams: both roots load on any runtime.
+    const nodeImports = files
+      .filter(
+        ({ file }) =>
+          file.startsWith('core/') ||
+          (file.startsWith('http/') && !file.startsWith('http/src/node/')),
+      )
+      .filter(({ text }) => /from ['"]node:|import\(['"]node:|require\(['"]node:/.test(text))
+      .map(({ file }) => file);
+    expect(nodeImports).toEqual([]);
+  });
+});
+
+describe('the public root of @keyway/core', () => {
+  it('exports at most 40 values', async () => {
+    const root = await import('@keyway/core');
+    const values = Object.keys(root);
+    expect(values.length).toBeGreaterThan(0);
+    expect(values.length).toBeLessThanOrEqual(40);
+  });
+});
+
+describe('the routes of @keyway/http', () => {
+  it('declares each operation once, and the OpenAPI document is written from that list', async () => {
+    const { OPERATIONS, openApiDocument } = await import('@keyway/http');
+    const keys = OPERATIONS.map((operation) => `${operation.method} ${operation.path}`);
+    expect(new Set(keys).size).toBe(keys.length);
+    const ids = OPERATIONS.map((operation) => operation.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    const documented = Object.entries(
+      openApiDocument().paths as Record<string, Record<string, unknown>>,
+    ).flatMap(([path, methods]) =>
+      Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`),
+    );
+    const listed = OPERATIONS.filter((operation) => operation.undocumented !== true).map(
+      (operation) => `${operation.method} ${operation.path}`,
+    );
+    expect(documented.sort()).toEqual(listed.sort());
+  });
+});

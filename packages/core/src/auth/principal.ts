@@ -7,14 +7,14 @@ import { type Scope, setCoversPath } from './scope.js';
  * takes one and checks it itself, so an app that embeds core without the HTTP package gets
  * the same protection.
  *
- * @see API.md §1.1, §3.1
+ * @see [docs/api.md §1.1](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-authentication), §3.1
  */
 export type Principal = RootPrincipal | TokenPrincipal;
 
 /**
  * The holder of the root key: may do everything.
  *
- * @see API.md §1.1
+ * @see [docs/api.md §1.1](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-authentication)
  */
 export interface RootPrincipal {
   readonly kind: 'root';
@@ -23,7 +23,7 @@ export interface RootPrincipal {
 /**
  * The holder of a live broker token, as its record stood when the request was authenticated.
  *
- * @see API.md §3
+ * @see [docs/api.md §3](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#3-broker-tokens)
  */
 export interface TokenPrincipal {
   readonly kind: 'token';
@@ -45,7 +45,7 @@ const ROOT: RootPrincipal = Object.freeze({ kind: 'root' });
  * The root principal, for trusted server code that embeds core and acts with full rights
  * (the equivalent of presenting the root key).
  *
- * @see API.md §1.1
+ * @see [docs/api.md §1.1](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-authentication)
  */
 export function rootPrincipal(): RootPrincipal {
   return ROOT;
@@ -71,7 +71,7 @@ export function assertCoversPath(principal: Principal, path: string): void {
 
 /**
  * Refuses unless the principal may read or change the token called `name`: the root key,
- * the token itself, or one of its ancestors by name (API.md §3.3).
+ * the token itself, or one of its ancestors by name (docs/api.md §3.3).
  *
  * @throws {KeywayError} `delegation_denied`.
  */

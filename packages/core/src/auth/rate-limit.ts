@@ -9,12 +9,12 @@ export interface RateLimit {
 }
 
 /**
- * The rate limits of API.md §12. `false` turns one off; an omitted one keeps its default.
+ * The rate limits of docs/api.md §12. `false` turns one off; an omitted one keeps its default.
  *
  * @example
  * createBroker({ ..., rateLimits: { auth: { limit: 50, windowSeconds: 60 }, shared: true } });
  *
- * @see API.md §12
+ * @see [docs/api.md §12](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#12-rate-limits)
  */
 export interface RateLimitsConfig {
   /** Failed authentications per client address. Default 20 per 60 s. */
@@ -224,7 +224,7 @@ export class RateLimiter {
  *
  * @throws {TypeError} naming what is wrong.
  *
- * @see API.md §12
+ * @see [docs/api.md §12](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#12-rate-limits)
  */
 export function parseRateLimits(text: string): RateLimitsConfig | false {
   const value = text.trim();

@@ -9,14 +9,14 @@ export const MAX_RESOURCE_PATH_LENGTH = 512;
  */
 const MAX_RAW_UTF16_LENGTH = MAX_RESOURCE_PATH_LENGTH * 3 * 2;
 
-/** `%2F`, `%5C`, `%2E` behind any number of `%25` layers, in any letter case (API.md §2 rule 5). */
+/** `%2F`, `%5C`, `%2E` behind any number of `%25` layers, in any letter case (docs/api.md §2 rule 5). */
 const ENCODED_STRUCTURE = /%(?:25)*(?:2f|5c|2e)/i;
-// U+0000–U+001F, U+007F–U+009F (API.md §2 rule 4).
+// U+0000–U+001F, U+007F–U+009F (docs/api.md §2 rule 4).
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
 const ONLY_STARS = /^\*+$/;
 
-/** The rule of API.md §2 a path broke, named in the error's `details`. */
+/** The rule of docs/api.md §2 a path broke, named in the error's `details`. */
 export type ResourcePathRule =
   | 'type'
   | 'length'
@@ -94,7 +94,7 @@ export function resourcePathProblem(
 }
 
 /**
- * Validates a resource path (API.md §2) and returns its canonical NFC form, the only form
+ * Validates a resource path (docs/api.md §2) and returns its canonical NFC form, the only form
  * Keyway stores, compares or returns.
  *
  * @param field Where the value came from (e.g. `connection_id`), named in `details`.
@@ -104,7 +104,7 @@ export function resourcePathProblem(
  * parseResourcePath('cafe\u0301');        // 'café' (composed)
  * parseResourcePath('a//b');              // throws: segment 2 of "a//b" is empty
  *
- * @see API.md §2
+ * @see [docs/api.md §2](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#2-resource-paths)
  */
 export function parseResourcePath(input: unknown, field?: string): string {
   if (typeof input !== 'string') {
@@ -128,14 +128,14 @@ export function parseResourcePath(input: unknown, field?: string): string {
  * Reads a resource path from the raw (still percent-encoded) rest of a URL path after a
  * route prefix: split on `/`, percent-decoded exactly once segment by segment, then checked
  * like any other path. Encoded structure is refused in the raw text too, so `a%2Fb` is never
- * read as `a/b` (API.md §2).
+ * read as `a/b` (docs/api.md §2).
  *
  * @throws {KeywayError} `invalid_path`.
  * @example
  * resourcePathFromUrl('acme/users/caf%C3%A9'); // 'acme/users/café'
  * resourcePathFromUrl('a%2Fb');                // throws invalid_path (encoded_structure)
  *
- * @see API.md §2 (paths in URLs)
+ * @see [docs/api.md §2](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#2-resource-paths) (paths in URLs)
  */
 export function resourcePathFromUrl(raw: string): string {
   if (raw.length > MAX_RAW_UTF16_LENGTH * 3) {
@@ -161,7 +161,7 @@ export function resourcePathFromUrl(raw: string): string {
 
 /**
  * Compares two strings by Unicode code point, the order of every list Keyway returns
- * (API.md §1.4). JavaScript's default string order compares UTF-16 units, which puts
+ * (docs/api.md §1.4). JavaScript's default string order compares UTF-16 units, which puts
  * astral characters before U+E000–U+FFFF; this one does not.
  */
 export function compareCodePoints(a: string, b: string): number {

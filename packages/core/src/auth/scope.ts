@@ -10,7 +10,7 @@ export const ROOT_SCOPE = '**';
 const SUBTREE = '/**';
 
 /**
- * A canonical scope: `**`, or `p/**` for a valid resource path `p` (API.md §3.1). Produced by
+ * A canonical scope: `**`, or `p/**` for a valid resource path `p` (docs/api.md §3.1). Produced by
  * {@link parseScope} and {@link canonicalizeScopes}; every other function here expects it.
  */
 export type Scope = string;
@@ -92,7 +92,7 @@ export function reduceScopes(scopes: readonly Scope[]): Scope[] {
 }
 
 /**
- * Validates and canonicalizes a submitted scope list (API.md §3.1): 1 to 32 entries, each
+ * Validates and canonicalizes a submitted scope list (docs/api.md §3.1): 1 to 32 entries, each
  * canonicalized, then reduced to a canonical set.
  *
  * @throws {KeywayError} `invalid_scope`.

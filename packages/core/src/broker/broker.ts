@@ -2,7 +2,8 @@ import { assertCoversPath, type Principal } from '../auth/principal.js';
 import { RateLimiter } from '../auth/rate-limit.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { ConnectionService } from '../connections/service.js';
-import { ConnectionRecords, PARTY_CHANGED, RESOURCE_CHANGED } from '../connections/state.js';
+import { ConnectionRecords } from '../connections/state.js';
+import { PARTY_CHANGED, RESOURCE_CHANGED } from '../connections/view.js';
 import { EventService } from '../events/service.js';
 import { WebhookSender } from '../events/webhooks.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
@@ -19,18 +20,18 @@ import { type BrokerConfig, resolveBrokerConfig } from './config.js';
 /**
  * A Keyway broker: every operation of the HTTP contract, callable in process.
  *
- * @see API.md §1–§7 (each operation names its section); DESIGN.md "Core"
+ * @see [docs/api.md](https://github.com/keyway-dev/keyway/blob/main/docs/api.md) §1–§7 (each operation names its section); [docs/ARCHITECTURE.md](https://github.com/keyway-dev/keyway/blob/main/docs/ARCHITECTURE.md) "Core"
  */
 export interface Broker {
-  /** Broker tokens (API.md §3). */
+  /** Broker tokens (docs/api.md §3). */
   readonly tokens: TokenService;
-  /** Secrets in the namespace (API.md §7). */
+  /** Secrets in the namespace (docs/api.md §7). */
   readonly secrets: SecretService;
-  /** Providers (API.md §4, §6). */
+  /** Providers (docs/api.md §4, §6). */
   readonly providers: ProviderService;
-  /** Connections (API.md §5). */
+  /** Connections (docs/api.md §5). */
   readonly connections: ConnectionService;
-  /** The audit log and the webhook outbox (API.md §11). */
+  /** The audit log and the webhook outbox (docs/api.md §11). */
   readonly events: EventService;
   /**
    * The client-ID metadata document of this deployment (served at
@@ -45,7 +46,7 @@ export interface Broker {
   readonly outbound: OutboundFetch;
   /**
    * Establishes the principal behind a bearer credential (the root key or a broker token).
-   * Pass the client's address so that failed authentications are limited (API.md §12).
+   * Pass the client's address so that failed authentications are limited (docs/api.md §12).
    *
    * @throws {KeywayError} `invalid_token`, `rate_limited`.
    */
@@ -88,7 +89,7 @@ const PURGE_BATCH = 500;
  *   scopes: ['acme/users/alice'],
  * });
  *
- * @see API.md §1.1 (the root key), docs/README.md "Embedding"
+ * @see [docs/api.md §1.1](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-authentication) (the root key), [README.md "Embedding"](https://github.com/keyway-dev/keyway/blob/main/README.md#embedding)
  */
 export function createBroker(config: BrokerConfig): Broker {
   const resolved = resolveBrokerConfig(config);

@@ -8,175 +8,15 @@ import { EventLog, type KeywayEvent, type WebhookEndpoint } from '../events/log.
 import { createOutboundFetch, endpointProblem, type OutboundFetch } from '../outbound/fetch.js';
 import { allowedHostSet } from '../outbound/hosts.js';
 import type { Transport } from '../outbound/transport.js';
-import { nobleCrypto, type PlatformCrypto } from '../platform/crypto.js';
+import { defaultCrypto, type PlatformCrypto } from '../platform/crypto.js';
 import type { ClientProfile } from '../providers/registration.js';
 import { STORAGE_METHODS, type Storage } from '../storage/contract.js';
 import { TOKEN_PREFIX } from '../tokens/format.js';
+import { MIN_ROOT_KEY_LENGTH, rootKeyWeakness } from '../tokens/root-key.js';
 import { deriveVaultKey, Vault } from '../vault/vault.js';
-
-/** Shortest root key accepted (API.md §1.1). */
-export const MIN_ROOT_KEY_LENGTH = 32;
-
-/** Least character-frequency entropy estimate of a root key, in bits. */
-export const MIN_ROOT_KEY_BITS = 72;
-
-/**
- * Why a root key is guessable, or `null`. A guard against obvious mistakes (`aaaa…`, a word
- * repeated), not a measure of strength: the estimate is the Shannon entropy of the key's
- * character frequencies times its length, and a key must not repeat a shorter part of it.
- * A random hex key of 32 characters passes (about 115 bits by this estimate).
- */
-export function rootKeyWeakness(key: string): string | null {
-  for (let period = 1; period <= key.length / 2; period++) {
-    let repeats = true;
-    for (let i = period; i < key.length && repeats; i++) repeats = key[i] === key[i - period];
-    if (repeats) return 'it repeats a shorter part of itself';
-  }
-  const counts = new Map<string, number>();
-  for (const char of key) counts.set(char, (counts.get(char) ?? 0) + 1);
-  let bits = 0;
-  for (const count of counts.values()) {
-    const p = count / key.length;
-    bits -= count * Math.log2(p);
-  }
-  if (bits < MIN_ROOT_KEY_BITS) {
-    return `its characters carry about ${Math.floor(bits)} bits, at least ${MIN_ROOT_KEY_BITS} are needed`;
-  }
-  return null;
-}
 
 const WEAK_ROOT_KEY =
   'generate one with `openssl rand -base64 32`, or start `keyway serve` without KEYWAY_ROOT_KEY to have one printed';
-
-/**
- * Options of {@link createBroker}.
- *
- * @see API.md §1.1, §6, §12; docs/security.md
- */
-export interface BrokerConfig {
-  /**
-   * The deployment secret: at least 32 characters. It can do everything, and every broker
-   * token's tag is keyed by a key derived from it, so changing it invalidates them all.
-   */
-  rootKey: string;
-  /** Where records live: `memoryStorage()`, `sqliteStorage(…)`, `postgresStorage(…)`. */
-  storage: Storage;
-  /** The clock, epoch milliseconds. Injected for tests; default `Date.now`. */
-  now?: () => number;
-  /** The random source. Injected for tests; default `crypto.getRandomValues`. */
-  randomBytes?: (length: number) => Uint8Array;
-  /**
-   * SHA-256 and HMAC-SHA-256 of the token check. Default {@link nobleCrypto} (plain
-   * JavaScript, every runtime); on Node, `nodeCrypto` from `@keyway/http` is about twice
-   * as fast.
-   */
-  crypto?: PlatformCrypto;
-  /**
-   * The vault key ring: base64url-encoded 32-byte keys (`generateVaultKey()` makes one).
-   * The first encrypts; all decrypt, so a new key goes first and an old one stays until
-   * `broker.vault.rewrap()` has moved every entry. Default: one key derived from the root
-   * key (`deriveVaultKey`), so the vault works with nothing more; set your own keys to
-   * rotate the root key and the vault independently.
-   */
-  vaultKeys?: string[];
-  /**
-   * The transport of every outbound request (discovery, registration, token endpoints).
-   * Default: on Node, `createNodeFetch()`, which checks every address a host name resolves
-   * to and pins the connection to them; on Deno and Bun, their resolvers check the
-   * addresses before the platform's `fetch`; on other runtimes host names not in
-   * `allowedHosts` are refused (pass a resolving `fetch` there).
-   */
-  fetch?: Transport;
-  /**
-   * Hosts that outbound requests may reach over plain `http` and on loopback or private
-   * addresses: for development and tests only. Default none.
-   */
-  allowedHosts?: string[];
-  /** Limits of outbound requests: whole-request timeout and largest body read. */
-  outbound?: { timeoutMs?: number; maxResponseBytes?: number };
-  /**
-   * The public base URL of the deployment, including where the handler is mounted; the
-   * OAuth callback is `{baseUrl}/api/oauth/callback`. Required with `providerManagement`
-   * or `providers` (a `TypeError` at construction otherwise); without it, the broker does
-   * tokens and secrets only.
-   */
-  baseUrl?: string;
-  /**
-   * The client-ID metadata document URL, when it is hosted elsewhere. Default
-   * `{baseUrl}/api/oauth/client-metadata.json`. Used only when it is `https`.
-   */
-  clientMetadataUrl?: string;
-  /** `client_name` at authorization servers. Default `Keyway`. */
-  clientName?: string;
-  /** Whether the provider endpoints work (`/api/admin/providers`, discover). Default false. */
-  providerManagement?: boolean;
-  /** Providers declared in code, by id; they work with provider management off. */
-  providers?: Record<string, ProviderInput>;
-  /**
-   * Origins that `redirect_to` of an authorize call may point to
-   * (`https://app.example.com`). Default none.
-   */
-  allowedRedirects?: string[];
-  /**
-   * Called with every event (token, provider, secret and connection changes). Never
-   * receives a secret. A hook that throws or rejects does not break the request; its
-   * error goes to `onBackgroundError`.
-   */
-  onEvent?: (event: KeywayEvent) => void | Promise<void>;
-  /**
-   * Webhook endpoints (API.md §11): each event of the listed `types` (all when absent) is
-   * POSTed to `url`, signed as Standard Webhooks says with `secret` (`whsec_` and a base64
-   * key), at least once, from an outbox in the storage. Default none.
-   */
-  webhooks?: WebhookEndpoint[];
-  /**
-   * How often this instance looks for webhook deliveries that are due (retries, and events
-   * written by other instances), in milliseconds; `false` turns it off (call
-   * `broker.events.deliverDue()` yourself). A delivery of this instance's own event starts
-   * at once either way. Default 1000.
-   */
-  webhookPollIntervalMs?: number | false;
-  /** Days the audit log keeps an event, and the outbox an ended delivery (1–3650). Default 90. */
-  auditRetentionDays?: number;
-  /**
-   * How often expired tokens, pending authorizations and leases are purged in the
-   * background, in milliseconds; `false` turns it off (call `broker.purgeExpired()`
-   * yourself, e.g. from a cron job). Default 60000.
-   */
-  purgeIntervalMs?: number | false;
-  /**
-   * Refresh an access token when it expires within this many milliseconds (0–3600000).
-   * Default 60000.
-   */
-  refreshMarginMs?: number;
-  /**
-   * How long one instance holds a connection's refresh lease, in milliseconds; the lease is
-   * renewed every third of it while the refresh runs, and another instance may take it
-   * only once it has run out (its holder died). Default 30000.
-   */
-  refreshLeaseMs?: number;
-  /**
-   * Refresh active, refreshable connections that nothing has refreshed for this long, in
-   * the background (with the refresh lease, so once across instances): refresh tokens that
-   * expire when idle (Microsoft's after 90 days) stay alive. Milliseconds, or a duration
-   * such as `"7d"`, at least one second; `false` (the default) turns it off.
-   *
-   * @see docs/connections.md "Idle refresh"
-   */
-  refreshIdleAfter?: number | string | false;
-  /**
-   * Rate limits (API.md §12): failed authentications per client address (default 20 per
-   * minute; the handler passes the address) and tokens minted per scoped caller (default 60
-   * per minute). `false` turns all off, `{ auth: false }` one; `shared: true` keeps the
-   * counters in the storage so several instances share them. Default: on, per instance.
-   */
-  rateLimits?: RateLimitsConfig | false;
-  /**
-   * Called with errors of background work (purging). Default: `console.error`. Requests
-   * never wait on background work, and its errors never reach them.
-   */
-  onBackgroundError?: (error: unknown) => void;
-}
 
 const isFunction = (value: unknown) => typeof value === 'function';
 
@@ -214,7 +54,13 @@ const RateLimitSchema = z.strictObject({
   windowSeconds: z.number().int().min(1).max(86_400),
 });
 
+// The options of createBroker, each checked and documented once: `BrokerConfig` is this
+// schema's input type, and each field's comment is what an editor shows for it.
 const BrokerConfigSchema = z.object({
+  /**
+   * The deployment secret: at least 32 characters. It can do everything, and every broker
+   * token's tag is keyed by a key derived from it, so changing it invalidates them all.
+   */
   rootKey: z
     .string({ error: '"rootKey" must be a string' })
     .min(MIN_ROOT_KEY_LENGTH, `"rootKey" must be at least ${MIN_ROOT_KEY_LENGTH} characters`)
@@ -234,6 +80,7 @@ const BrokerConfigSchema = z.object({
         });
       }
     }),
+  /** Where records live: `memoryStorage()`, `sqliteStorage(…)`, `postgresStorage(…)`. */
   storage: z.custom<Storage>(
     (value) =>
       typeof value === 'object' &&
@@ -241,12 +88,18 @@ const BrokerConfigSchema = z.object({
       STORAGE_METHODS.every((method) => isFunction((value as Record<string, unknown>)[method])),
     { message: '"storage" must implement the Storage interface of @keyway/core' },
   ),
+  /** The clock, epoch milliseconds. Injected for tests; default `Date.now`. */
   now: z.custom<() => number>(isFunction, { message: '"now" must be a function' }).optional(),
+  /** The random source. Injected for tests; default `crypto.getRandomValues`. */
   randomBytes: z
     .custom<(length: number) => Uint8Array>(isFunction, {
       message: '"randomBytes" must be a function',
     })
     .optional(),
+  /**
+   * SHA-256 and HMAC-SHA-256 of the token check. Default: the runtime's `node:crypto`
+   * where it has one (Node, Bun, Deno; native code), else plain JavaScript (@noble/hashes).
+   */
   crypto: z
     .custom<PlatformCrypto>(
       (value) =>
@@ -257,18 +110,47 @@ const BrokerConfigSchema = z.object({
       { message: '"crypto" must have the functions sha256 and hmacSha256' },
     )
     .optional(),
+  /**
+   * The vault key ring: base64url-encoded 32-byte keys (`generateVaultKey()` makes one).
+   * The first encrypts; all decrypt, so a new key goes first and an old one stays until
+   * `broker.vault.rewrap()` has moved every entry. Default: one key derived from the root
+   * key (`deriveVaultKey`), so the vault works with nothing more; set your own keys to
+   * rotate the root key and the vault independently.
+   */
   vaultKeys: z.array(z.string(), { error: '"vaultKeys" must be an array of strings' }).optional(),
+  /**
+   * The transport of every outbound request (discovery, registration, token endpoints).
+   * Default: on Node, `createNodeFetch()`, which checks every address a host name resolves
+   * to and pins the connection to them; on Deno and Bun, their resolvers check the
+   * addresses before the platform's `fetch`; on other runtimes host names not in
+   * `allowedHosts` are refused (pass a resolving `fetch` there).
+   */
   fetch: z.custom<Transport>(isFunction, { message: '"fetch" must be a function' }).optional(),
+  /**
+   * The public base URL of the deployment, including where the handler is mounted; the
+   * OAuth callback is `{baseUrl}/api/oauth/callback`. Required with `providerManagement`
+   * or `providers` (a `TypeError` at construction otherwise); without it, the broker does
+   * tokens and secrets only.
+   */
   baseUrl: z
     .url({ protocol: /^https?$/, error: '"baseUrl" must be an absolute http(s) URL' })
     .refine((url) => !url.includes('?') && !url.includes('#'), {
       message: '"baseUrl" must not have a query or fragment',
     })
     .optional(),
+  /**
+   * The client-ID metadata document URL, when it is hosted elsewhere. Default
+   * `{baseUrl}/api/oauth/client-metadata.json`. Used only when it is `https`.
+   */
   clientMetadataUrl: z
     .url({ protocol: /^https?$/, error: '"clientMetadataUrl" must be an absolute http(s) URL' })
     .optional(),
+  /** `client_name` at authorization servers. Default `Keyway`. */
   clientName: z.string().min(1).max(200).optional(),
+  /**
+   * Origins that `redirect_to` of an authorize call may point to
+   * (`https://app.example.com`). Default none.
+   */
   allowedRedirects: z
     .array(
       z.url({
@@ -277,10 +159,28 @@ const BrokerConfigSchema = z.object({
       }),
     )
     .optional(),
+  /**
+   * Called with every event (token, provider, secret and connection changes). Never
+   * receives a secret. A hook that throws or rejects does not break the request; its
+   * error goes to `onBackgroundError`.
+   */
   onEvent: z
-    .custom<(event: KeywayEvent) => void>(isFunction, { message: '"onEvent" must be a function' })
+    .custom<(event: KeywayEvent) => void | Promise<void>>(isFunction, {
+      message: '"onEvent" must be a function',
+    })
     .optional(),
+  /**
+   * Webhook endpoints (docs/api.md §11): each event of the listed `types` (all when absent) is
+   * POSTed to `url`, signed as Standard Webhooks says with `secret` (`whsec_` and a base64
+   * key), at least once, from an outbox in the storage. Default none.
+   */
   webhooks: z.array(WebhookSchema, { error: '"webhooks" must be an array' }).optional(),
+  /**
+   * How often this instance looks for webhook deliveries that are due (retries, and events
+   * written by other instances), in milliseconds; `false` turns it off (call
+   * `broker.events.deliverDue()` yourself). A delivery of this instance's own event starts
+   * at once either way. Default 1000.
+   */
   webhookPollIntervalMs: z
     .union(
       [
@@ -290,22 +190,30 @@ const BrokerConfigSchema = z.object({
       { error: POLL_INTERVAL },
     )
     .optional(),
+  /** Days the audit log keeps an event, and the outbox an ended delivery (1–3650). Default 90. */
   auditRetentionDays: z
     .number({ error: RETENTION })
     .int(RETENTION)
     .min(1, RETENTION)
     .max(3650, RETENTION)
     .optional(),
+  /** Whether the provider endpoints work (`/api/admin/providers`, discover). Default false. */
   providerManagement: z.boolean({ error: '"providerManagement" must be a boolean' }).optional(),
+  /** Providers declared in code, by id; they work with provider management off. */
   providers: z
     .record(
       z.string(),
       z.custom<ProviderInput>((value) => typeof value === 'object' && value !== null),
     )
     .optional(),
+  /**
+   * Hosts that outbound requests may reach over plain `http` and on loopback or private
+   * addresses: for development and tests only. Default none.
+   */
   allowedHosts: z
     .array(z.string().min(1), { error: '"allowedHosts" must be an array of host names' })
     .optional(),
+  /** Limits of outbound requests: whole-request timeout and largest body read. */
   outbound: z
     .strictObject(
       {
@@ -320,6 +228,11 @@ const BrokerConfigSchema = z.object({
       { error: '"outbound" must be { timeoutMs?, maxResponseBytes? } with integers in range' },
     )
     .optional(),
+  /**
+   * How often expired tokens, pending authorizations and leases are purged in the
+   * background, in milliseconds; `false` turns it off (call `broker.purgeExpired()`
+   * yourself, e.g. from a cron job). Default 60000.
+   */
   purgeIntervalMs: z
     .union(
       [
@@ -331,21 +244,44 @@ const BrokerConfigSchema = z.object({
       },
     )
     .optional(),
+  /**
+   * Refresh an access token when it expires within this many milliseconds (0–3600000).
+   * Default 60000.
+   */
   refreshMarginMs: z
     .number()
     .int('"refreshMarginMs" must be an integer from 0 to 3600000')
     .min(0, '"refreshMarginMs" must be an integer from 0 to 3600000')
     .max(3_600_000, '"refreshMarginMs" must be an integer from 0 to 3600000')
     .optional(),
+  /**
+   * How long one instance holds a connection's refresh lease, in milliseconds; the lease is
+   * renewed every third of it while the refresh runs, and another instance may take it
+   * only once it has run out (its holder died). Default 30000.
+   */
   refreshLeaseMs: z
     .number()
     .int('"refreshLeaseMs" must be an integer from 300 to 600000')
     .min(300, '"refreshLeaseMs" must be an integer from 300 to 600000')
     .max(600_000, '"refreshLeaseMs" must be an integer from 300 to 600000')
     .optional(),
+  /**
+   * Refresh active, refreshable connections that nothing has refreshed for this long, in
+   * the background (with the refresh lease, so once across instances): refresh tokens that
+   * expire when idle (Microsoft's after 90 days) stay alive. Milliseconds, or a duration
+   * such as `"7d"`, at least one second; `false` (the default) turns it off.
+   *
+   * @see docs/connections.md "Idle refresh"
+   */
   refreshIdleAfter: z
     .union([z.literal(false), z.number(), z.string()], { error: REFRESH_IDLE })
     .optional(),
+  /**
+   * Rate limits (docs/api.md §12): failed authentications per client address (default 20 per
+   * minute; the handler passes the address) and tokens minted per scoped caller (default 60
+   * per minute). `false` turns all off, `{ auth: false }` one; `shared: true` keeps the
+   * counters in the storage so several instances share them. Default: on, per instance.
+   */
   rateLimits: z
     .union(
       [
@@ -360,12 +296,24 @@ const BrokerConfigSchema = z.object({
       { error: RATE_LIMITS },
     )
     .optional(),
+  /**
+   * Called with errors of background work (purging). Default: `console.error`. Requests
+   * never wait on background work, and its errors never reach them.
+   */
   onBackgroundError: z
     .custom<(error: unknown) => void>(isFunction, {
       message: '"onBackgroundError" must be a function',
     })
     .optional(),
 });
+
+/**
+ * Options of {@link createBroker}: the fields and their defaults are documented on each
+ * (an editor shows them); a wrong value is a `TypeError` naming the field.
+ *
+ * @see [docs/api.md §1.1](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-authentication), §6, §12; docs/security.md
+ */
+export type BrokerConfig = z.input<typeof BrokerConfigSchema>;
 
 /** The validated configuration with defaults applied. */
 export interface ResolvedBrokerConfig {
@@ -468,7 +416,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     storage: parsed.storage,
     now,
     randomBytes,
-    crypto: parsed.crypto ?? nobleCrypto,
+    crypto: parsed.crypto ?? defaultCrypto(),
     vault: new Vault(parsed.vaultKeys ?? [deriveVaultKey(parsed.rootKey)]),
     allowedHosts: parsed.allowedHosts ?? [],
     profile: profileOf(parsed.baseUrl, parsed.clientMetadataUrl, parsed.clientName),

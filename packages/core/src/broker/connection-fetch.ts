@@ -12,7 +12,7 @@ import type { Broker } from './broker.js';
  * @example
  * const fetch = connectionFetch({ broker, principal: rootPrincipal(), connectionId: 'acme/alice/linear' });
  *
- * @see API.md §5 "Credentials"; RFC 6750 §2.1
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Credentials"; [RFC 6750 §2.1](https://www.rfc-editor.org/rfc/rfc6750.html#section-2.1)
  */
 export function connectionFetch(options: {
   broker: Broker;

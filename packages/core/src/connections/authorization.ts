@@ -1,31 +1,27 @@
-import { sha256 } from '@noble/hashes/sha2.js';
-import { bytesToHex } from '@noble/hashes/utils.js';
 import * as oauth from 'oauth4webapi';
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { setCoversPath } from '../auth/scope.js';
 import { KeywayError } from '../contract/errors.js';
-import { AuthorizeBody, VerifyBody } from '../contract/schemas.js';
+import { AuthorizeBody, type AuthorizeInput, type VerifyInput } from '../contract/schemas.js';
 import { isoTime } from '../contract/time.js';
 import { parseShape } from '../contract/validation.js';
-import { quoted, selectScopes } from '../discovery/index.js';
+import { quoted } from '../discovery/index.js';
 import { endpointProblem } from '../outbound/fetch.js';
 import { allowedHostSet } from '../outbound/hosts.js';
 import { libraryOptions } from '../outbound/oauth-fetch.js';
-import { toBase64Url, utf8 } from '../platform/bytes.js';
+import { toBase64Url } from '../platform/bytes.js';
 import { type ClientProfile, callbackKey, redirectUriOf } from '../providers/registration.js';
 import { noBaseUrl } from '../providers/registry.js';
 import type { ConnectionRecord } from '../storage/contract.js';
 import {
-  type AuthorizationServerInfo,
   type ConnectionState,
   type ConnectionTokens,
-  ConnectionTokensSchema,
   PendingRecordStateSchema,
   type PendingState,
-  readSealed,
   readStored,
 } from '../storage/states.js';
+import { consentUrl, hashFlowId, hashState, requestedScopes } from './consent.js';
 import {
   asTokenAnswer,
   currentParty,
@@ -36,23 +32,25 @@ import {
   tokensFrom,
 } from './party.js';
 import {
-  type ConnectionFailure,
   type ConnectionRecords,
-  type ConnectionView,
-  connectionFailure,
-  connectionState,
-  connectionView,
-  FORGOTTEN_CLIENT,
   incarnationOf,
   PENDING_AUTHORIZATION_TTL_MS,
   PKCE_VERIFIER_KIND,
   VERIFICATION_TOKENS_KIND,
 } from './state.js';
+import { verifyFlow } from './verification.js';
+import {
+  type ConnectionFailure,
+  type ConnectionView,
+  connectionFailure,
+  connectionState,
+  FORGOTTEN_CLIENT,
+} from './view.js';
 
 /**
- * The answer of an authorize call (API.md §5).
+ * The answer of an authorize call (docs/api.md §5).
  *
- * @see API.md §5 "Authorize"
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Authorize"
  */
 export interface AuthorizeResult {
   connection_id: string;
@@ -64,7 +62,7 @@ export interface AuthorizeResult {
 /**
  * The outcome of a callback, for the HTTP layer to redirect or render.
  *
- * @see API.md §5 "Callback"; RFC 6749 §4.1.2
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Callback"; [RFC 6749 §4.1.2](https://www.rfc-editor.org/rfc/rfc6749.html#section-4.1.2)
  */
 export interface CallbackOutcome {
   connection_id: string;
@@ -76,16 +74,8 @@ export interface CallbackOutcome {
   flow_id?: string;
 }
 
-/** An OpenID provider: metadata from `openid-configuration`, or `openid` among its scopes. */
-const isOpenIdProvider = (server: AuthorizationServerInfo): boolean =>
-  server.openid === true || server.scopes_supported?.includes('openid') === true;
-
-const hashState = (state: string) => bytesToHex(sha256(utf8(state)));
-// Another domain than states: a flow id is never taken as a state, nor a state as a flow id.
-const hashFlowId = (flowId: string) => bytesToHex(sha256(utf8(`keyway-flow:${flowId}`)));
-
 /**
- * The authorization flow (API.md §5): authorize (consent URL, PKCE, state), callback (code
+ * The authorization flow (docs/api.md §5): authorize (consent URL, PKCE, state), callback (code
  * exchange at the party the authorization started with), and user verification.
  */
 export class AuthorizationFlow {
@@ -129,7 +119,7 @@ export class AuthorizationFlow {
   async authorize(
     principal: Principal,
     providerId: string,
-    input: unknown,
+    input: AuthorizeInput,
   ): Promise<AuthorizeResult> {
     const { o } = this.records;
     const provider = parseResourcePath(providerId);
@@ -175,20 +165,11 @@ export class AuthorizationFlow {
         details: [{ path: 'authorization_endpoint', message }],
       });
     }
-    const chosen = selectScopes(
-      shape.scopes ?? providerState.configuration.scopes,
-      providerState.challenge_scope,
-      providerState.resource.scopes_supported,
-      server.scopes_supported,
+    const scopes = requestedScopes(
+      shape.scopes,
+      providerState,
+      existing === null ? null : connectionState(existing),
     );
-    // API.md §6 item 12: without `scopes`, a connection that already holds granted scopes
-    // asks for them too, so a step-up never loses one.
-    const existingState = existing === null ? null : connectionState(existing);
-    const granted =
-      shape.scopes === undefined && existingState !== null && existingState.authorized_at !== null
-        ? existingState.scopes
-        : [];
-    const scopes = [...new Set([...chosen, ...granted])];
     const now = o.now();
     const state = toBase64Url(o.randomBytes(32));
     const stateHash = hashState(state);
@@ -262,27 +243,11 @@ export class AuthorizationFlow {
       createdAt: now,
     });
 
-    const url = new URL(server.authorization_endpoint);
-    url.searchParams.set('response_type', 'code');
-    url.searchParams.set('client_id', party.client_id);
-    url.searchParams.set('redirect_uri', redirectUri);
-    url.searchParams.set('state', state);
-    url.searchParams.set('code_challenge', challenge);
-    url.searchParams.set('code_challenge_method', 'S256');
-    if (scopes.length > 0) url.searchParams.set('scope', scopes.join(' '));
-    url.searchParams.set('resource', party.resource);
-    // The provider's own parameters (API.md §4): never one of the above, checked at PUT.
-    const extra = providerState.configuration.authorization_params ?? {};
-    for (const [name, value] of Object.entries(extra)) url.searchParams.set(name, value);
-    // OpenID Connect Core §11: an OpenID provider issues a refresh token for
-    // `offline_access` only after an explicit consent (API.md §6 step 5).
-    if (scopes.includes('offline_access') && isOpenIdProvider(server) && !('prompt' in extra)) {
-      url.searchParams.set('prompt', 'consent');
-    }
+    const url = consentUrl(providerState, party, { redirectUri, state, challenge, scopes });
     return {
       connection_id: connectionId,
       provider_id: provider,
-      authorization_url: url.href,
+      authorization_url: url,
       expires_at: isoTime(expiresAt),
     };
   }
@@ -456,40 +421,8 @@ export class AuthorizationFlow {
     );
   }
 
-  async verify(principal: Principal, input: unknown): Promise<ConnectionView> {
-    const { o } = this.records;
-    const { flow_id } = parseShape(VerifyBody, input);
-    const flowHash = hashFlowId(flow_id);
-    const taken = await o.storage.takePendingAuthorization(flowHash, o.now());
-    const flow =
-      taken === null
-        ? null
-        : readStored(PendingRecordStateSchema, taken.state, 'verification flow');
-    if (taken === null || flow === null || flow.kind !== 'verification') {
-      const message = 'this flow is unknown, expired or already used';
-      throw new KeywayError('invalid_request', message, {
-        details: [{ path: 'flow_id', message }],
-      });
-    }
-    assertCoversPath(principal, taken.connectionId);
-    const tokens = readSealed(
-      ConnectionTokensSchema.omit({ generation: true }),
-      await o.vault().open({
-        kind: VERIFICATION_TOKENS_KIND,
-        key: flowHash,
-        ciphertext: flow.tokens,
-        keyId: '',
-      }),
-      'verification tokens',
-    );
-    const written = await this.records.activate(
-      taken.connectionId,
-      tokens,
-      flow.scopes,
-      actorOf(principal),
-    );
-    if (written === null)
-      throw new KeywayError('not_found', `no connection ${JSON.stringify(taken.connectionId)}`);
-    return connectionView(written, o.now());
+  /** Confirms a user-verification flow (docs/api.md §5 "User verification"). */
+  verify(principal: Principal, input: VerifyInput): Promise<ConnectionView> {
+    return verifyFlow(this.records, principal, input);
   }
 }

@@ -13,7 +13,7 @@ const RemoteAnswer = z.object({
 /**
  * Where a connection's access token comes from.
  *
- * @see API.md §5 "Credentials"
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Credentials"
  */
 export type CredentialSource = (options: {
   forceRefresh: boolean;
@@ -23,7 +23,7 @@ export type CredentialSource = (options: {
  * The MCP server refused a call for lack of scope (`403`, `error="insufficient_scope"`):
  * re-authorize the connection with `scopes` (the challenge's `scope`) and try again.
  *
- * @see RFC 6750 §3.1; API.md §6 item 12 (step-up)
+ * @see [RFC 6750 §3.1](https://www.rfc-editor.org/rfc/rfc6750.html#section-3.1); [docs/api.md §6](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#6-mcp-discovery) item 12 (step-up)
  */
 export class InsufficientScopeError extends KeywayError {
   override readonly name: string = 'InsufficientScopeError';
@@ -45,7 +45,7 @@ export class InsufficientScopeError extends KeywayError {
 /**
  * Options of {@link createConnectionFetch}.
  *
- * @see API.md §5 "Credentials"; MCP authorization, "Access token usage"
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Credentials"; MCP authorization, "Access token usage"
  */
 export interface ConnectionFetchOptions {
   /** The transport to the MCP server; default `globalThis.fetch`. */
@@ -70,7 +70,7 @@ export type FetchLike = (input: string | URL | Request, init?: RequestInit) => P
  *   fetch: connectionFetch({ broker, principal, connectionId: 'acme/users/alice/linear' }),
  * });
  *
- * @see RFC 6750 §2.1 and §3.1 (insufficient_scope); MCP authorization, "Step-up"
+ * @see [RFC 6750 §2.1](https://www.rfc-editor.org/rfc/rfc6750.html#section-2.1) and §3.1 (insufficient_scope); MCP authorization, "Step-up"
  */
 export function createConnectionFetch(
   source: CredentialSource,
@@ -124,7 +124,7 @@ export function createConnectionFetch(
  *   connectionId: 'acme/users/alice/linear',
  * });
  *
- * @see API.md §5 "Credentials"
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Credentials"
  */
 export function remoteConnectionFetch(options: {
   keywayUrl: string;

@@ -6,7 +6,7 @@ import type { TokenEndpointAuthMethod } from '../providers/registration.js';
 import type { ConnectionTokens, OAuthParty, ProviderState } from '../storage/states.js';
 
 /*
- * The OAuth party of an authorization (API.md §5 "Connections keep their party"): the
+ * The OAuth party of an authorization (docs/api.md §5 "Connections keep their party"): the
  * authorization server and client its tokens came from, how Keyway authenticates as that
  * client, and what a failure there means. Refresh and revocation talk to the party only: a
  * provider re-pointed at another server never receives an existing connection's tokens.
@@ -46,7 +46,7 @@ export function providerKeepsParty(state: ProviderState, party: OAuthParty): boo
 }
 
 /**
- * The MCP endpoint a party's token may be sent to (API.md §8, §13): the one it was
+ * The MCP endpoint a party's token may be sent to (docs/api.md §8, §13): the one it was
  * authorized for. A party written before that was kept names only its RFC 8707 `resource`:
  * the provider's current URL is taken when that resource still covers it (same origin, a
  * segment-wise path prefix, as discovery checks it), else `null` — the token goes nowhere.
@@ -86,7 +86,7 @@ export function formEncode(value: string): string {
 
 /**
  * `client_secret_basic` as RFC 6749 §2.3.1 says: id and secret form-encoded, then Basic
- * (API.md §6 item 10). Servers that compare the raw id and servers that decode both
+ * (docs/api.md §6 item 10). Servers that compare the raw id and servers that decode both
  * accept `pre-registered-client`, which a percent-encoding of `-` would break.
  */
 function formEncodedBasic(secret: string): oauth.ClientAuth {
@@ -166,7 +166,7 @@ export function describeOAuthFailure(error: unknown): { code: string; descriptio
 }
 
 /**
- * A token endpoint's answer as RFC 6749 §5 writes it, from what real servers send (API.md
+ * A token endpoint's answer as RFC 6749 §5 writes it, from what real servers send (docs/api.md
  * §6 item 10, issue 23): an OAuth error answered with status 200 is an error; a success
  * without `token_type` is a Bearer token (RFC 6749 §5.1 requires the field, but the
  * registration answers of the same servers are read as tolerantly); `scope`

@@ -4,7 +4,7 @@ import { OutboundError } from '../outbound/errors.js';
 import { InsufficientScopeError } from './connection-fetch.js';
 
 /*
- * The connection probe (API.md §8): an MCP conversation with the provider's server using
+ * The connection probe (docs/api.md §8): an MCP conversation with the provider's server using
  * the connection's token, reported step by step. It speaks both wires: the stateless one of
  * revision 2026-07-28 (`server/discover`, then requests that carry the protocol version in
  * a header and `params._meta`), and, when the server does not know `server/discover`, the
@@ -23,7 +23,7 @@ export interface ProbeStep {
 /**
  * What `POST /api/oauth/probe/<connection>` answers: never the token.
  *
- * @see API.md §8
+ * @see [docs/api.md §8](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#8-connection-probe)
  */
 export interface ProbeResult {
   ok: boolean;

@@ -11,20 +11,14 @@ import {
   oauthPartyOf,
   tokensFrom,
 } from './party.js';
-import {
-  type ConnectionRecords,
-  connectionState,
-  FORGOTTEN_CLIENT,
-  notFound,
-  PARTY_CHANGED,
-  partyChangeOf,
-} from './state.js';
+import { type ConnectionRecords, notFound } from './state.js';
+import { connectionState, FORGOTTEN_CLIENT, PARTY_CHANGED, partyChangeOf } from './view.js';
 
 /** Waits `ms` milliseconds. */
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Refresh (API.md §5): single flight per connection, in this process (concurrent callers
+ * Refresh (docs/api.md §5): single flight per connection, in this process (concurrent callers
  * join the running refresh) and across every instance sharing the storage (a lease).
  */
 export class Refresher {

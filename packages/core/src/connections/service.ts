@@ -3,7 +3,14 @@ import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js'
 import { parseResourcePath } from '../auth/resource-path.js';
 import { KeywayError } from '../contract/errors.js';
 import { listPage, listScope, type Page } from '../contract/pagination.js';
-import { ConnectionListQuery, CredentialsQuery } from '../contract/schemas.js';
+import {
+  type AuthorizeInput,
+  ConnectionListQuery,
+  type ConnectionListQueryInput,
+  CredentialsQuery,
+  type CredentialsQueryInput,
+  type VerifyInput,
+} from '../contract/schemas.js';
 import { isoTimeOrNull } from '../contract/time.js';
 import { parseQuery } from '../contract/validation.js';
 import { libraryOptions } from '../outbound/oauth-fetch.js';
@@ -13,20 +20,13 @@ import { createConnectionFetch } from './connection-fetch.js';
 import { oauthErrorCode, oauthPartyOf, partyResourceUrl } from './party.js';
 import { type ProbeResult, probeMcp } from './probe.js';
 import { Refresher } from './refresh.js';
-import {
-  CONNECTION_TOKENS_KIND,
-  type ConnectionRecords,
-  type ConnectionView,
-  connectionState,
-  connectionView,
-  notFound,
-  RESOURCE_CHANGED,
-} from './state.js';
+import { CONNECTION_TOKENS_KIND, type ConnectionRecords, notFound } from './state.js';
+import { type ConnectionView, connectionState, connectionView, RESOURCE_CHANGED } from './view.js';
 
 /**
- * What `GET /api/oauth/credentials/<path>` answers (API.md §5).
+ * What `GET /api/oauth/credentials/<path>` answers (docs/api.md §5).
  *
- * @see API.md §5 "Credentials"
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Credentials"
  */
 export interface Credentials {
   connection_id: string;
@@ -76,7 +76,7 @@ async function revocationError(error: unknown, status: number | null): Promise<s
 }
 
 /**
- * Connections (API.md §5): authorize, callback, user verification, credentials with
+ * Connections (docs/api.md §5): authorize, callback, user verification, credentials with
  * refresh, read, list and delete. Reached as `broker.connections`; every operation but the
  * callback (whose credential is its single-use `state`) takes the acting principal.
  */
@@ -104,9 +104,13 @@ export class ConnectionService {
    * @throws {KeywayError} `invalid_request`, `invalid_path`, `invalid_redirect`,
    *   `insufficient_scope`, `not_found`, `conflict`, `unsupported_authorization_server`
    *   (a stored endpoint that is no longer acceptable).
-   * @see API.md §5; RFC 7636 (PKCE); RFC 8707 (`resource`)
+   * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections); [RFC 7636](https://www.rfc-editor.org/rfc/rfc7636.html) (PKCE); [RFC 8707](https://www.rfc-editor.org/rfc/rfc8707.html) (`resource`)
    */
-  authorize(principal: Principal, providerId: string, input: unknown): Promise<AuthorizeResult> {
+  authorize(
+    principal: Principal,
+    providerId: string,
+    input: AuthorizeInput,
+  ): Promise<AuthorizeResult> {
     return this.#flow.authorize(principal, providerId, input);
   }
 
@@ -128,7 +132,7 @@ export class ConnectionService {
    * const outcome = await broker.connections.callback(new URL(request.url));
    *
    * @throws {KeywayError} `invalid_request` for an unknown, expired or replayed state.
-   * @see API.md §5; RFC 6749 §4.1.2; RFC 9207 §2.4; RFC 9700 §4.4
+   * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections); [RFC 6749 §4.1.2](https://www.rfc-editor.org/rfc/rfc6749.html#section-4.1.2); [RFC 9207 §2.4](https://www.rfc-editor.org/rfc/rfc9207.html#section-2.4); [RFC 9700 §4.4](https://www.rfc-editor.org/rfc/rfc9700.html#section-4.4)
    */
   callback(response: URL | URLSearchParams, callbackKey?: string | null): Promise<CallbackOutcome> {
     if (response instanceof URLSearchParams)
@@ -144,7 +148,7 @@ export class ConnectionService {
   }
 
   /**
-   * Confirms a user-verification flow (API.md §5, opt-in with `verify_user`): the app,
+   * Confirms a user-verification flow (docs/api.md §5, opt-in with `verify_user`): the app,
    * which knows who is signed in, says the consent came from the right user. The flow id
    * is single-use, also when the confirmation is refused; only then does the connection
    * use the new tokens.
@@ -153,12 +157,12 @@ export class ConnectionService {
    * @throws {KeywayError} `invalid_request` (unknown, expired or used flow id),
    *   `insufficient_scope` (the credential does not cover the connection), `not_found`.
    */
-  verify(principal: Principal, input: unknown): Promise<ConnectionView> {
+  verify(principal: Principal, input: VerifyInput): Promise<ConnectionView> {
     return this.#flow.verify(principal, input);
   }
 
   /**
-   * A connection's access token, for trusted server code or an MCP client (API.md §5):
+   * A connection's access token, for trusted server code or an MCP client (docs/api.md §5):
    * refreshed first when it expires within the refresh margin or when `force_refresh` is
    * set. Refresh is single-flight per connection, in this process and across every
    * instance sharing the storage: concurrent callers wait for the one refresh and get its
@@ -171,7 +175,11 @@ export class ConnectionService {
    *   was rejected, or the provider moved to another server or client; the connection is
    *   now in `error`), `upstream_error` (refresh failed and the current token has expired).
    */
-  async credentials(principal: Principal, id: string, query?: unknown): Promise<Credentials> {
+  async credentials(
+    principal: Principal,
+    id: string,
+    query?: CredentialsQueryInput,
+  ): Promise<Credentials> {
     const connectionId = parseResourcePath(id);
     const force = parseQuery(CredentialsQuery, query).force_refresh === true;
     return (await this.#handOut(principal, connectionId, force)).credentials;
@@ -195,7 +203,7 @@ export class ConnectionService {
     }
     const expired = tokens.expires_at !== null && tokens.expires_at <= this.#records.o.now();
     if (force && tokens.refresh_token === null && !expired) {
-      // Never a 200 with the same token: the caller asked for a new one (API.md §5).
+      // Never a 200 with the same token: the caller asked for a new one (docs/api.md §5).
       throw new KeywayError(
         'refresh_unavailable',
         `connection ${JSON.stringify(connectionId)} holds no refresh token (the authorization server gave none), so it cannot be refreshed: authorize it again for a new token`,
@@ -225,7 +233,7 @@ export class ConnectionService {
   }
 
   /**
-   * Checks that a connection really works (API.md §8): an MCP conversation with its
+   * Checks that a connection really works (docs/api.md §8): an MCP conversation with its
    * provider's server using the connection's token (refreshed first when due, and once more
    * on a `401`), through the guarded outbound fetch, reported step by step. Both MCP wires:
    * the stateless one of 2026-07-28 (`server/discover`) and the stateful one (`initialize`,
@@ -233,7 +241,7 @@ export class ConnectionService {
    *
    * @throws {KeywayError} `invalid_path`, `insufficient_scope`, `not_found`,
    *   `connection_not_active`, `reauthorization_required`, `upstream_error`.
-   * @see API.md §8
+   * @see [docs/api.md §8](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#8-connection-probe)
    */
   async probe(principal: Principal, id: string): Promise<ProbeResult> {
     const connectionId = parseResourcePath(id);
@@ -330,7 +338,10 @@ export class ConnectionService {
    *
    * @param query `{ prefix?, provider_id?, status?, limit?, cursor? }`, checked here.
    */
-  async list(principal: Principal, query?: unknown): Promise<Page<ConnectionView>> {
+  async list(
+    principal: Principal,
+    query?: ConnectionListQueryInput,
+  ): Promise<Page<ConnectionView>> {
     const options = parseQuery(ConnectionListQuery, query);
     const scope = listScope(principal, options.prefix);
     const providerId =
@@ -416,7 +427,7 @@ export class ConnectionService {
         await oauth.processRevocationResponse(response);
         results.push({ token: hint, status, error: null });
       } catch (error) {
-        // Best effort (API.md §5): the connection is deleted whatever the server says, and
+        // Best effort (docs/api.md §5): the connection is deleted whatever the server says, and
         // the event says what it said (oauth4webapi reads error bodies of 4xx only).
         results.push({ token: hint, status, error: await revocationError(error, status) });
       }

@@ -6,7 +6,7 @@
  */
 
 /**
- * The error codes of the Keyway HTTP contract (API.md §1.2) with the HTTP status each one
+ * The error codes of the Keyway HTTP contract (docs/api.md §1.2) with the HTTP status each one
  * answers with. This table is the only place a status is decided.
  */
 export const ERROR_STATUS = {
@@ -38,14 +38,14 @@ export const ERROR_STATUS = {
 } as const satisfies Record<string, number>;
 
 /**
- * One of the stable error codes of API.md §1.2. Public API: `switch (err.code)` narrows.
+ * One of the stable error codes of docs/api.md §1.2. Public API: `switch (err.code)` narrows.
  *
- * @see API.md §1.2 (the table of codes)
+ * @see [docs/api.md §1.2](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#12-errors) (the table of codes)
  */
 export type KeywayErrorCode = keyof typeof ERROR_STATUS;
 
 /**
- * The codes of a connection's or a callback outcome's `error` (API.md §5): the
+ * The codes of a connection's or a callback outcome's `error` (docs/api.md §5): the
  * authorization server's OAuth error codes (RFC 6749 §4.1.2.1 and §5.2; RFC 8707's
  * `invalid_target`; OpenID Connect Core §3.1.2.6), then Keyway's own.
  */
@@ -77,14 +77,14 @@ export const CONNECTION_ERROR_CODES = [
  * {@link CONNECTION_ERROR_CODES}. A server's code outside the list is recorded as
  * `server_error`, its code kept in the description.
  *
- * @see RFC 6749 §4.1.2.1 and §5.2; OpenID Connect Core §3.1.2.6; API.md §5
+ * @see [RFC 6749 §4.1.2.1](https://www.rfc-editor.org/rfc/rfc6749.html#section-4.1.2.1) and §5.2; OpenID Connect Core §3.1.2.6; [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections)
  */
 export type ConnectionErrorCode = (typeof CONNECTION_ERROR_CODES)[number];
 
 /**
  * The type of an event: every state change and every credential hand-out.
  *
- * @see API.md §11
+ * @see [docs/api.md §11](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-events-webhooks-audit-log)
  */
 export const EVENT_TYPES = [
   'token.created',
@@ -109,35 +109,35 @@ export const EVENT_TYPES = [
 /**
  * One of {@link EVENT_TYPES}.
  *
- * @see API.md §11
+ * @see [docs/api.md §11](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-events-webhooks-audit-log)
  */
 export type KeywayEventType = (typeof EVENT_TYPES)[number];
 
 /**
- * The states of a connection (API.md §5): `pending` (never completed), `active`, `error`.
+ * The states of a connection (docs/api.md §5): `pending` (never completed), `active`, `error`.
  *
- * @see API.md §5 "Connection view"
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Connection view"
  */
 export const CONNECTION_STATUSES = ['pending', 'active', 'error'] as const;
 
 /**
  * One of {@link CONNECTION_STATUSES}.
  *
- * @see API.md §5 "Connection view"
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Connection view"
  */
 export type ConnectionStatus = (typeof CONNECTION_STATUSES)[number];
 
 /**
- * The states of a webhook delivery (API.md §11): waiting for an attempt, delivered (a
+ * The states of a webhook delivery (docs/api.md §11): waiting for an attempt, delivered (a
  * `2xx`), or failed for good.
  *
- * @see API.md §11
+ * @see [docs/api.md §11](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-events-webhooks-audit-log)
  */
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
 
 /**
  * One of {@link DELIVERY_STATUSES}.
  *
- * @see API.md §11
+ * @see [docs/api.md §11](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-events-webhooks-audit-log)
  */
 export type WebhookDeliveryStatus = (typeof DELIVERY_STATUSES)[number];

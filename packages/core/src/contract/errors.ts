@@ -5,7 +5,7 @@ export { ERROR_STATUS, type KeywayErrorCode } from './codes.js';
 /**
  * One entry of an error's `details`, e.g. `{ path: 'scopes.3', message: '…' }`.
  *
- * @see API.md §1.2 ("details")
+ * @see [docs/api.md §1.2](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#12-errors) ("details")
  */
 export interface KeywayErrorDetail {
   path?: string;
@@ -25,7 +25,7 @@ export interface KeywayErrorOptions {
 
 /**
  * The one error type Keyway throws for anything a caller can act on. `code` is one of the
- * API.md codes and `status` the HTTP status that belongs to it; `message` is the
+ * docs/api.md §1.2 codes and `status` the HTTP status that belongs to it; `message` is the
  * human-readable `error_description` and never contains a secret.
  *
  * @example
@@ -35,7 +35,7 @@ export interface KeywayErrorOptions {
  *   if (err instanceof KeywayError && err.code === 'conflict') console.log('name taken');
  * }
  *
- * @see API.md §1.2
+ * @see [docs/api.md §1.2](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#12-errors)
  */
 export class KeywayError extends Error {
   override readonly name: string = 'KeywayError';
@@ -56,7 +56,7 @@ export class KeywayError extends Error {
     return ERROR_STATUS[this.code];
   }
 
-  /** The wire body of API.md §1.2. */
+  /** The wire body of docs/api.md §1.2. */
   toJSON(): { error: KeywayErrorCode; error_description: string; details?: KeywayErrorDetail[] } {
     return this.details === undefined
       ? { error: this.code, error_description: this.message }
@@ -67,7 +67,7 @@ export class KeywayError extends Error {
 /**
  * True when `err` is a {@link KeywayError}, optionally with the given code.
  *
- * @see API.md §1.2
+ * @see [docs/api.md §1.2](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#12-errors)
  */
 export function isKeywayError(err: unknown, code?: KeywayErrorCode): err is KeywayError {
   return err instanceof KeywayError && (code === undefined || err.code === code);

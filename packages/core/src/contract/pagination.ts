@@ -5,9 +5,9 @@ import { fromBase64Url, toBase64Url, utf8 } from '../platform/bytes.js';
 import { KeywayError } from './errors.js';
 
 /**
- * One page of a list (API.md §1.4).
+ * One page of a list (docs/api.md §1.4).
  *
- * @see API.md §1.4
+ * @see [docs/api.md §1.4](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#14-timestamps-lists)
  */
 export interface Page<T> {
   items: T[];
@@ -15,7 +15,7 @@ export interface Page<T> {
   next_cursor: string | null;
 }
 
-/** List limits (API.md §1.4). */
+/** List limits (docs/api.md §1.4). */
 export const LIST_LIMIT = { default: 100, max: 500 } as const;
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
@@ -64,7 +64,7 @@ export function toPage<R, T>(
 }
 
 /**
- * One page of a list, as every list of the contract reads it (API.md §1.4): the window of
+ * One page of a list, as every list of the contract reads it (docs/api.md §1.4): the window of
  * the query, `fetch` asked for one record more than the page (it proves a next page), the
  * page built from what came back.
  *

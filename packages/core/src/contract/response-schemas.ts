@@ -10,26 +10,26 @@ import { ERROR_STATUS } from './errors.js';
 
 /*
  * The response schemas of the HTTP contract, one per answer body: with the request schemas
- * of `schemas.ts`, the source of the OpenAPI document (API.md §10). A test holds each one
+ * of `schemas.ts`, the source of the OpenAPI document (docs/api.md §10). A test holds each one
  * to the TypeScript type the operations return, so the two cannot drift apart.
  */
 
 /** ISO 8601 UTC with milliseconds, as every time of the contract is written. */
 const time = z.string().meta({ format: 'date-time' });
 
-/** The body of every error (API.md §1.2). */
+/** The body of every error (docs/api.md §1.2). */
 export const ErrorBody = z.object({
   error: z.enum(Object.keys(ERROR_STATUS) as [keyof typeof ERROR_STATUS]),
   error_description: z.string(),
   details: z.array(z.record(z.string(), z.unknown())).optional(),
 });
 
-/** A page of a list (API.md §1.4). */
+/** A page of a list (docs/api.md §1.4). */
 export function PageOf<T extends z.ZodType>(item: T) {
   return z.object({ items: z.array(item), next_cursor: z.string().nullable() });
 }
 
-/** `POST /api/admin/tokens` (API.md §3.3): the only time the token is shown. */
+/** `POST /api/admin/tokens` (docs/api.md §3.3): the only time the token is shown. */
 export const IssuedTokenBody = z.object({
   name: z.string(),
   access_token: z.string(),
@@ -38,7 +38,7 @@ export const IssuedTokenBody = z.object({
   expires_at: time,
 });
 
-/** A token as lists and reads show it (API.md §3.3): never the token itself. */
+/** A token as lists and reads show it (docs/api.md §3.3): never the token itself. */
 export const TokenViewBody = z.object({
   name: z.string(),
   scopes: z.array(z.string()),
@@ -49,7 +49,7 @@ export const TokenViewBody = z.object({
 
 const nullableStrings = z.array(z.string()).nullable();
 
-/** The provider view (API.md §4): never a secret. */
+/** The provider view (docs/api.md §4): never a secret. */
 export const ProviderViewBody = z.object({
   id: z.string(),
   template: z.literal('mcp'),
@@ -96,7 +96,7 @@ export const ProviderViewBody = z.object({
   updated_at: time,
 });
 
-/** One step of a discovery trace (API.md §6, §8). */
+/** One step of a discovery trace (docs/api.md §6, §8). */
 export const DiscoveryStepBody = z.object({
   step: z.string(),
   url: z.string().nullable(),
@@ -105,7 +105,7 @@ export const DiscoveryStepBody = z.object({
   note: z.string(),
 });
 
-/** A discovery trace (API.md §6): what `POST /api/admin/discover` answers. */
+/** A discovery trace (docs/api.md §6): what `POST /api/admin/discover` answers. */
 export const DiscoveryTraceBody = z.object({
   ok: z.boolean(),
   steps: z.array(DiscoveryStepBody),
@@ -122,7 +122,7 @@ const ConnectionFailureBody = z.object({
   description: z.string(),
 });
 
-/** A connection as the API shows it (API.md §5): never a token. */
+/** A connection as the API shows it (docs/api.md §5): never a token. */
 export const ConnectionViewBody = z.object({
   connection_id: z.string(),
   provider_id: z.string(),
@@ -138,7 +138,7 @@ export const ConnectionViewBody = z.object({
   error: ConnectionFailureBody.nullable(),
 });
 
-/** The answer of an authorize call (API.md §5). */
+/** The answer of an authorize call (docs/api.md §5). */
 export const AuthorizeResultBody = z.object({
   connection_id: z.string(),
   provider_id: z.string(),
@@ -146,7 +146,7 @@ export const AuthorizeResultBody = z.object({
   expires_at: time,
 });
 
-/** `GET /api/oauth/credentials/<path>` (API.md §5). */
+/** `GET /api/oauth/credentials/<path>` (docs/api.md §5). */
 export const CredentialsBody = z.object({
   connection_id: z.string(),
   access_token: z.string(),
@@ -155,7 +155,7 @@ export const CredentialsBody = z.object({
   scopes: z.array(z.string()),
 });
 
-/** A secret without its value (API.md §7). */
+/** A secret without its value (docs/api.md §7). */
 export const SecretViewBody = z.object({
   path: z.string(),
   version: z.number().int().positive(),
@@ -163,17 +163,17 @@ export const SecretViewBody = z.object({
   updated_at: time,
 });
 
-/** A secret with its value (API.md §7). */
+/** A secret with its value (docs/api.md §7). */
 export const SecretWithValueBody = SecretViewBody.extend({ value: z.string() });
 
-/** The client-ID metadata document of the deployment (API.md §6). */
+/** The client-ID metadata document of the deployment (docs/api.md §6). */
 export const ClientMetadataBody = z.looseObject({
   client_id: z.string(),
   client_name: z.string(),
   redirect_uris: z.array(z.string()),
 });
 
-/** `POST /api/oauth/probe/<path>` (API.md §8): never the token. */
+/** `POST /api/oauth/probe/<path>` (docs/api.md §8): never the token. */
 export const ProbeResultBody = z.object({
   ok: z.boolean(),
   server: z
@@ -190,7 +190,7 @@ export const ProbeResultBody = z.object({
   ),
 });
 
-/** An event of the audit log and of webhooks (API.md §11): never a secret. */
+/** An event of the audit log and of webhooks (docs/api.md §11): never a secret. */
 export const EventBody = z.object({
   id: z.string(),
   type: z.enum(EVENT_TYPES),
@@ -200,7 +200,7 @@ export const EventBody = z.object({
   data: z.record(z.string(), z.unknown()),
 });
 
-/** A webhook delivery (API.md §11). */
+/** A webhook delivery (docs/api.md §11). */
 export const DeliveryViewBody = z.object({
   id: z.string(),
   event: EventBody,

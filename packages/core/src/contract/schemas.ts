@@ -11,10 +11,10 @@ import { LIST_LIMIT } from './pagination.js';
  * as a number.
  *
  * Body shapes come first, the specific checks (paths, scopes, names, lifetimes) after, so
- * that a type error always wins (API.md §1.2 precedence).
+ * that a type error always wins (docs/api.md §1.2 precedence).
  */
 
-// ─── lists (API.md §1.4) ─────────────────────────────────────────────────────────────────
+// ─── lists (docs/api.md §1.4) ─────────────────────────────────────────────────────────────────
 
 const LIMIT = `"limit" must be an integer from 1 to ${LIST_LIMIT.max}`;
 
@@ -30,21 +30,21 @@ const listFields = {
   cursor: z.string().optional(),
 };
 
-/** `GET /api/admin/tokens` (API.md §3.3). */
+/** `GET /api/admin/tokens` (docs/api.md §3.3). */
 export const TokenListQuery = z.strictObject(listFields);
 
 /** `prefix`: only records at or below this resource path. */
 const prefix = z.string().optional();
 
-/** `GET /api/admin/providers` (API.md §4). */
+/** `GET /api/admin/providers` (docs/api.md §4). */
 export const ProviderListQuery = z.strictObject({ prefix, ...listFields });
 
-/** `GET /api/vault/secrets` (API.md §7). */
+/** `GET /api/vault/secrets` (docs/api.md §7). */
 export const SecretListQuery = z.strictObject({ prefix, ...listFields });
 
 const STATUS = '"status" must be pending, active or error';
 
-/** `GET /api/oauth/connections` (API.md §5). */
+/** `GET /api/oauth/connections` (docs/api.md §5). */
 export const ConnectionListQuery = z.strictObject({
   prefix,
   provider_id: z.string().optional(),
@@ -52,10 +52,10 @@ export const ConnectionListQuery = z.strictObject({
   ...listFields,
 });
 
-const TYPE = '"type" must be an event type of API.md §11, like connection.authorized';
+const TYPE = '"type" must be an event type of docs/api.md §11, like connection.authorized';
 const SINCE = '"since" must be an RFC 3339 time, like 2026-11-23T10:00:00Z';
 
-/** `GET /api/admin/audit` (API.md §11). */
+/** `GET /api/admin/audit` (docs/api.md §11). */
 export const AuditListQuery = z.strictObject({
   prefix,
   type: z.enum(EVENT_TYPES, { error: TYPE }).optional(),
@@ -65,7 +65,7 @@ export const AuditListQuery = z.strictObject({
 
 const DELIVERY_STATUS = '"status" must be pending, delivered or failed';
 
-/** `GET /api/admin/webhooks/deliveries` (API.md §11). */
+/** `GET /api/admin/webhooks/deliveries` (docs/api.md §11). */
 export const DeliveryListQuery = z.strictObject({
   status: z.enum(DELIVERY_STATUSES, { error: DELIVERY_STATUS }).optional(),
   ...listFields,
@@ -73,22 +73,22 @@ export const DeliveryListQuery = z.strictObject({
 
 const FORCE_REFRESH = '"force_refresh" must be true or false';
 
-/** `GET /api/oauth/credentials/<path>` (API.md §5). */
+/** `GET /api/oauth/credentials/<path>` (docs/api.md §5). */
 export const CredentialsQuery = z.strictObject({
   /** Refresh first, even when the access token is not due. */
   force_refresh: z.boolean({ error: FORCE_REFRESH }).optional(),
 });
 
-// ─── tokens (API.md §3) ──────────────────────────────────────────────────────────────────
+// ─── tokens (docs/api.md §3) ──────────────────────────────────────────────────────────────────
 
 // `expires_in` is checked by parseLifetime, so that any bad value, whatever its type, is
-// `invalid_lifetime` (API.md §1.2).
+// `invalid_lifetime` (docs/api.md §1.2).
 
 const TOO_MANY_SCOPES = `"scopes" has more than ${MAX_SCOPES} entries; at most ${MAX_SCOPES} are allowed`;
 /** A token's scopes: the bound is checked before the entries, so a huge list costs nothing. */
 const tokenScopes = z.array(z.string()).max(MAX_SCOPES, { error: TOO_MANY_SCOPES });
 
-/** Body of `POST /api/admin/tokens` (API.md §3.3). */
+/** Body of `POST /api/admin/tokens` (docs/api.md §3.3). */
 export const MintTokenBody = z.strictObject({
   name: z.string(),
   scopes: tokenScopes,
@@ -96,25 +96,25 @@ export const MintTokenBody = z.strictObject({
   expires_in: z.unknown().optional(),
 });
 
-/** Body of `PATCH /api/admin/tokens/<name>` (API.md §3.3): narrow only. */
+/** Body of `PATCH /api/admin/tokens/<name>` (docs/api.md §3.3): narrow only. */
 export const NarrowTokenBody = z.strictObject({
   scopes: tokenScopes.optional(),
   expires_in: z.unknown().optional(),
 });
 
-// ─── providers (API.md §4, §6) ───────────────────────────────────────────────────────────
+// ─── providers (docs/api.md §4, §6) ───────────────────────────────────────────────────────────
 
 /** Most extra parameters a provider adds to one kind of request. */
 const MAX_EXTRA_PARAMS = 20;
 const EXTRA_PARAMS = `at most ${MAX_EXTRA_PARAMS} parameters, each a name of 1 to 64 characters with a string value of at most 2048`;
 
-/** Extra request parameters (API.md §4): names to string values, bounded. */
+/** Extra request parameters (docs/api.md §4): names to string values, bounded. */
 const extraParams = z
   .record(z.string().min(1).max(64), z.string().max(2048))
   .refine((params) => Object.keys(params).length <= MAX_EXTRA_PARAMS, { error: EXTRA_PARAMS })
   .optional();
 
-/** Body of `PUT /api/admin/providers/<id>` (API.md §4), template `mcp`. */
+/** Body of `PUT /api/admin/providers/<id>` (docs/api.md §4), template `mcp`. */
 export const ProviderBody = z.strictObject({
   template: z.string(),
   label: z.string().min(1).max(200).optional(),
@@ -127,7 +127,7 @@ export const ProviderBody = z.strictObject({
     token_params: extraParams,
     /**
      * `assume_s256`: the server does PKCE S256 without advertising it; Keyway sends it
-     * anyway (API.md §6 item 4). Only for a server you know does.
+     * anyway (docs/api.md §6 item 4). Only for a server you know does.
      */
     pkce: z.literal('assume_s256').optional(),
   }),
@@ -146,16 +146,16 @@ export const ProviderBody = z.strictObject({
     .optional(),
 });
 
-/** Body of `POST /api/admin/discover` (API.md §6). */
+/** Body of `POST /api/admin/discover` (docs/api.md §6). */
 export const DiscoverBody = z.strictObject({
   resource_url: z.string(),
   /** As a provider's `configuration.pkce`: discover as that provider would. */
   pkce: z.literal('assume_s256').optional(),
 });
 
-// ─── connections (API.md §5) ─────────────────────────────────────────────────────────────
+// ─── connections (docs/api.md §5) ─────────────────────────────────────────────────────────────
 
-/** Body of `POST /api/oauth/authorize/<provider_id>` (API.md §5). */
+/** Body of `POST /api/oauth/authorize/<provider_id>` (docs/api.md §5). */
 export const AuthorizeBody = z.strictObject({
   connection_id: z.string(),
   scopes: z
@@ -170,14 +170,14 @@ export const AuthorizeBody = z.strictObject({
     .max(64)
     .optional(),
   redirect_to: z.string().optional(),
-  /** Hold the completed consent until the app confirms it (API.md §5 user verification). */
+  /** Hold the completed consent until the app confirms it (docs/api.md §5 user verification). */
   verify_user: z.boolean().optional(),
 });
 
-/** Body of `POST /api/oauth/verify` (API.md §5 user verification). */
+/** Body of `POST /api/oauth/verify` (docs/api.md §5 user verification). */
 export const VerifyBody = z.strictObject({ flow_id: z.string().min(1).max(200) });
 
-// ─── secrets (API.md §7) ─────────────────────────────────────────────────────────────────
+// ─── secrets (docs/api.md §7) ─────────────────────────────────────────────────────────────────
 
 /** Body of `PUT /api/vault/secrets/<path>`. */
 export const PutSecretBody = z.strictObject({ value: z.string() });
@@ -191,7 +191,7 @@ export * from './response-schemas.js';
 /**
  * The query of every list: `{ limit?, cursor? }`.
  *
- * @see API.md §1.4
+ * @see [docs/api.md §1.4](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#14-timestamps-lists)
  */
 export type ListQuery = z.input<typeof TokenListQuery>;
 /**
@@ -199,7 +199,7 @@ export type ListQuery = z.input<typeof TokenListQuery>;
  *
  * @example
  * await broker.tokens.mint(rootPrincipal(), { name: 'ci', scopes: ['acme/**'], expires_in: 3600 });
- * @see API.md §3.3
+ * @see [docs/api.md §3.3](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#33-endpoints)
  */
 export type MintTokenInput = Omit<z.input<typeof MintTokenBody>, 'expires_in'> & {
   /** Seconds, 60–2592000; default 3600. */
@@ -208,7 +208,7 @@ export type MintTokenInput = Omit<z.input<typeof MintTokenBody>, 'expires_in'> &
 /**
  * How to narrow a token: equal or narrower scopes, an equal or earlier expiry.
  *
- * @see API.md §3.3 (PATCH)
+ * @see [docs/api.md §3.3](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#33-endpoints) (PATCH)
  */
 export type NarrowTokenInput = Omit<z.input<typeof NarrowTokenBody>, 'expires_in'> & {
   expires_in?: number;
@@ -221,13 +221,13 @@ export type NarrowTokenInput = Omit<z.input<typeof NarrowTokenBody>, 'expires_in
  *   template: 'mcp',
  *   configuration: { resource_url: 'https://mcp.linear.app/mcp' },
  * });
- * @see API.md §4, §6
+ * @see [docs/api.md §4](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#4-providers), §6
  */
 export type ProviderInput = z.input<typeof ProviderBody>;
 /**
  * The resource URL to run discovery for, without storing anything.
  *
- * @see API.md §6, §8
+ * @see [docs/api.md §6](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#6-mcp-discovery), §8
  */
 export type DiscoverInput = z.input<typeof DiscoverBody>;
 /**
@@ -239,54 +239,54 @@ export type DiscoverInput = z.input<typeof DiscoverBody>;
  *   connection_id: 'acme/users/alice/linear',
  *   redirect_to: 'https://app.example.com/settings',
  * });
- * @see API.md §5 "Authorize"
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Authorize"
  */
 export type AuthorizeInput = z.input<typeof AuthorizeBody>;
 /**
  * The flow id of a user-verification flow to confirm.
  *
- * @see API.md §5 "User verification"
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "User verification"
  */
 export type VerifyInput = z.input<typeof VerifyBody>;
 /**
  * A secret's new value.
  *
- * @see API.md §7
+ * @see [docs/api.md §7](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#7-vault)
  */
 export type PutSecretInput = z.input<typeof PutSecretBody>;
 /**
  * The provider list's query: `{ prefix?, limit?, cursor? }`.
  *
- * @see API.md §4, §1.4
+ * @see [docs/api.md §4](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#4-providers), §1.4
  */
 export type ProviderListQueryInput = z.input<typeof ProviderListQuery>;
 /**
  * The secret list's query: `{ prefix?, limit?, cursor? }`.
  *
- * @see API.md §7, §1.4
+ * @see [docs/api.md §7](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#7-vault), §1.4
  */
 export type SecretListQueryInput = z.input<typeof SecretListQuery>;
 /**
  * The connection list's query: `{ prefix?, provider_id?, status?, limit?, cursor? }`.
  *
- * @see API.md §5, §1.4
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections), §1.4
  */
 export type ConnectionListQueryInput = z.input<typeof ConnectionListQuery>;
 /**
  * The audit log's query: `{ prefix?, type?, since?, limit?, cursor? }`.
  *
- * @see API.md §11, §1.4
+ * @see [docs/api.md §11](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-events-webhooks-audit-log), §1.4
  */
 export type AuditListQueryInput = z.input<typeof AuditListQuery>;
 /**
  * The webhook deliveries' query: `{ status?, limit?, cursor? }`.
  *
- * @see API.md §11, §1.4
+ * @see [docs/api.md §11](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-events-webhooks-audit-log), §1.4
  */
 export type DeliveryListQueryInput = z.input<typeof DeliveryListQuery>;
 /**
  * The credentials query: `{ force_refresh? }`.
  *
- * @see API.md §5 "Credentials"
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Credentials"
  */
 export type CredentialsQueryInput = z.input<typeof CredentialsQuery>;

@@ -97,7 +97,7 @@ function parseObject<S extends z.ZodType>(
   ) as { path: string; message: string }[];
   const first = details[0] ?? { path: '', message: 'the input is not valid' };
   // A list longer than its bound is refused before its entries are read (so a huge one
-  // costs nothing); some bounds have a code of their own (API.md §1.2: `invalid_scope`).
+  // costs nothing); some bounds have a code of their own (docs/api.md §1.2: `invalid_scope`).
   const code = issues.every((issue) => issue.code === 'too_big' && issue.origin === 'array')
     ? tooMany
     : 'invalid_request';
@@ -107,7 +107,7 @@ function parseObject<S extends z.ZodType>(
 /**
  * Checks the shape of a request body against a zod schema: a JSON object, the right types,
  * no unknown fields, no missing required fields. The specific checks (paths, scopes, names,
- * lifetimes) come after, so a type error always wins (API.md §1.2 precedence).
+ * lifetimes) come after, so a type error always wins (docs/api.md §1.2 precedence).
  *
  * @throws {KeywayError} `invalid_request` with one `details` entry per issue.
  */

@@ -25,7 +25,7 @@ import {
 } from './trace.js';
 
 /*
- * Discovery (API.md §6): each step a request and the processing of its answer, in the
+ * Discovery (docs/api.md §6): each step a request and the processing of its answer, in the
  * manner of oauth4webapi (`probe.ts`, `resource-metadata.ts`, `server-metadata.ts`,
  * `requirements.ts`); here they run in order and record the trace.
  */
@@ -51,12 +51,12 @@ export interface DiscoverOptions {
    * outbound fetch allows them. Default none.
    */
   allowedHosts?: readonly string[];
-  /** `assume_s256`: S256 for a server that does it without advertising it (API.md §6 item 4). */
+  /** `assume_s256`: S256 for a server that does it without advertising it (docs/api.md §6 item 4). */
   pkce?: 'assume_s256';
 }
 
 /**
- * Discovers a remote MCP endpoint's authorization setup (API.md §6 steps 1–5), recording
+ * Discovers a remote MCP endpoint's authorization setup (docs/api.md §6 steps 1–5), recording
  * every request in a trace. Never throws for a remote failure: the trace says what failed.
  * Every request goes through the guarded `outbound` fetch.
  *
@@ -75,7 +75,7 @@ export async function discover(
 }
 
 /**
- * Steps 1–3 of API.md §6: the probe and the protected-resource metadata, or the
+ * Steps 1–3 of docs/api.md §6: the probe and the protected-resource metadata, or the
  * 2025-03-26 fallback (item 9) when the resource publishes none. On success the trace has
  * `resource` (and for a legacy server, `resource.authorization_servers` is its origin).
  * This is what an authorization re-reads to notice a move to another server.
@@ -123,7 +123,7 @@ export async function discoverResource(
     if (result.notFound) notFound++;
   }
   if (found === null) {
-    // API.md §6 item 9: no challenge naming metadata, and every well-known URL answered 404:
+    // docs/api.md §6 item 9: no challenge naming metadata, and every well-known URL answered 404:
     // a server of the 2025-03-26 revision, whose authorization server is at its origin.
     // Any other failure (an error, a 5xx) is not a reason to fall back.
     if (probe.metadataUrl === null && notFound === candidates.length) {
@@ -166,7 +166,7 @@ export async function discoverResource(
 }
 
 /**
- * Step 4 and the requirements of API.md §6, after {@link discoverResource}: the first
+ * Step 4 and the requirements of docs/api.md §6, after {@link discoverResource}: the first
  * authorization server's metadata (its `issuer` exactly the server's URL), the endpoints
  * and S256 that Keyway requires, every endpoint checked; then the scopes (step 5). For a
  * 2025-03-26 server, the metadata at its origin, else its default endpoints.

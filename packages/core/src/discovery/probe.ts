@@ -4,7 +4,7 @@ import { oauthFetch } from '../outbound/oauth-fetch.js';
 import { type DiscoveryStep, failureNote } from './trace.js';
 
 /*
- * Step 1 of API.md §6: probe the resource as an MCP client would, without credentials, and
+ * Step 1 of docs/api.md §6: probe the resource as an MCP client would, without credentials, and
  * read the `WWW-Authenticate` challenge (RFC 9728 §5.1, RFC 6750 §3).
  */
 

@@ -4,7 +4,7 @@ import type { AuthorizationServerInfo } from '../storage/states.js';
 import { type DiscoveryStep, quoted, stringArray } from './trace.js';
 
 /*
- * What Keyway requires of an authorization server (API.md §6, the seed's requirements), and
+ * What Keyway requires of an authorization server (docs/api.md §6, the seed's requirements), and
  * step 5: the scopes to request.
  */
 
@@ -48,7 +48,7 @@ export function checkRequirements(
   }
   const methods = stringArray(server.code_challenge_methods_supported) ?? [];
   if (!methods.includes('S256') && pkce === 'assume_s256') {
-    // The operator vouches for S256 (API.md §6 item 4): said in the trace, never silent.
+    // The operator vouches for S256 (docs/api.md §6 item 4): said in the trace, never silent.
     warning = requirementsStep(
       true,
       `warning: "code_challenge_methods_supported" is ${server.code_challenge_methods_supported === undefined ? 'absent' : quoted(server.code_challenge_methods_supported)}; PKCE S256 is assumed because the provider sets pkce "assume_s256"`,
@@ -100,7 +100,7 @@ export function checkRequirements(
 }
 
 /**
- * The scopes to request (API.md §6 step 5): the configured ones when any, else the
+ * The scopes to request (docs/api.md §6 step 5): the configured ones when any, else the
  * challenge's `scope`, else the resource's `scopes_supported`, else none; `offline_access`
  * added only when the authorization server lists it.
  */

@@ -3,14 +3,14 @@ import type { OutboundFetch } from '../outbound/fetch.js';
 import { type DiscoveryStep, failureNote, quoted } from './trace.js';
 
 /*
- * Steps 2 and 3 of API.md §6: the protected-resource metadata (RFC 9728 §3) and the check
+ * Steps 2 and 3 of docs/api.md §6: the protected-resource metadata (RFC 9728 §3) and the check
  * that its `resource` names the resource URL.
  */
 
 /**
  * Whether protected-resource metadata's `resource` names the resource URL: the same origin,
  * and a path equal to, or a segment-wise prefix of, the resource URL's path (one trailing
- * `/` ignored). API.md §6 step 3.
+ * `/` ignored). docs/api.md §6 step 3.
  */
 export function resourceMatches(metadataResource: string, resourceUrl: URL): boolean {
   let declared: URL;
@@ -50,7 +50,7 @@ export type ResourceMetadataResult =
 
 /**
  * Reads a candidate's answer. Step 3 comes before oauth4webapi's processing, which compares
- * `resource` for equality with what it is given: API.md also allows a segment-wise prefix.
+ * `resource` for equality with what it is given: docs/api.md §6 item 3 also allows a segment-wise prefix.
  */
 export async function processResourceMetadataResponse(
   url: string,

@@ -3,7 +3,7 @@ import type { OutboundFetch } from '../outbound/fetch.js';
 import { type DiscoveryStep, failureNote, quoted } from './trace.js';
 
 /*
- * Step 4 of API.md §6: the authorization server's metadata (RFC 8414 §3, OpenID Connect
+ * Step 4 of docs/api.md §6: the authorization server's metadata (RFC 8414 §3, OpenID Connect
  * Discovery), its `issuer` exactly the server's URL (RFC 8414 §3.3).
  */
 

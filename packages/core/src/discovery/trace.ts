@@ -6,12 +6,12 @@ import type { AuthorizationServerInfo, ResourceInfo } from '../storage/states.js
 /**
  * One step of a discovery trace, as `POST /api/admin/discover` shows it.
  *
- * @see API.md §6 steps 1–5; RFC 9728 §3; RFC 8414 §3
+ * @see [docs/api.md §6](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#6-mcp-discovery) steps 1–5; [RFC 9728 §3](https://www.rfc-editor.org/rfc/rfc9728.html#section-3); [RFC 8414 §3](https://www.rfc-editor.org/rfc/rfc8414.html#section-3)
  */
 export interface DiscoveryStep {
   /**
    * `probe`, `resource_metadata`, `resource_match`, `authorization_server_metadata`,
-   * `requirements`; `legacy` for the 2025-03-26 fallback (API.md §6 item 9).
+   * `requirements`; `legacy` for the 2025-03-26 fallback (docs/api.md §6 item 9).
    */
   step: string;
   url: string | null;
@@ -24,7 +24,7 @@ export interface DiscoveryStep {
 /**
  * The outcome of a discovery run: a trace, and the results when it succeeded.
  *
- * @see API.md §6; RFC 9728; RFC 8414
+ * @see [docs/api.md §6](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#6-mcp-discovery); [RFC 9728](https://www.rfc-editor.org/rfc/rfc9728.html); [RFC 8414](https://www.rfc-editor.org/rfc/rfc8414.html)
  */
 export interface DiscoveryTrace {
   ok: boolean;
@@ -33,11 +33,11 @@ export interface DiscoveryTrace {
   authorization_server: AuthorizationServerInfo | null;
   /** The `scope` of the 401 challenge, when there was one. */
   challenge_scope: string | null;
-  /** Scopes to request, chosen per API.md §6 step 5. */
+  /** Scopes to request, chosen per docs/api.md §6 step 5. */
   scopes: string[];
-  /** The server is of the 2025-03-26 revision: found by the fallback of API.md §6 item 9. */
+  /** The server is of the 2025-03-26 revision: found by the fallback of docs/api.md §6 item 9. */
   legacy: boolean;
-  /** When not ok: the API.md code the failure answers with. */
+  /** When not ok: the docs/api.md §1.2 code the failure answers with. */
   error: 'discovery_failed' | 'unsupported_authorization_server' | null;
 }
 

@@ -13,7 +13,7 @@ import type {
  * An event, as the audit log lists it, webhooks receive it and the `onEvent` hook gets it.
  * Never a secret: no token, key, client secret, verifier, state or code.
  *
- * @see API.md §11
+ * @see [docs/api.md §11](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-events-webhooks-audit-log)
  */
 export interface KeywayEvent {
   /** `evt_…`: unique; the `webhook-id` of its deliveries. */
@@ -37,7 +37,7 @@ export interface EventSpec {
   data?: JsonObject;
 }
 
-/** A webhook endpoint (API.md §11), as configured. */
+/** A webhook endpoint (docs/api.md §11), as configured. */
 export interface WebhookEndpoint {
   url: string;
   /** `whsec_` and the base64 signing key (Standard Webhooks). */

@@ -1,7 +1,12 @@
 import type { Principal } from '../auth/principal.js';
 import { KeywayError } from '../contract/errors.js';
 import { listPage, listScope, type Page } from '../contract/pagination.js';
-import { AuditListQuery, DeliveryListQuery } from '../contract/schemas.js';
+import {
+  AuditListQuery,
+  type AuditListQueryInput,
+  DeliveryListQuery,
+  type DeliveryListQueryInput,
+} from '../contract/schemas.js';
 import { isoTime } from '../contract/time.js';
 import { parseQuery } from '../contract/validation.js';
 import type { Storage, WebhookDeliveryRecord, WebhookDeliveryStatus } from '../storage/contract.js';
@@ -11,7 +16,7 @@ import type { WebhookSender } from './webhooks.js';
 /**
  * A webhook delivery as `GET /api/admin/webhooks/deliveries` lists it.
  *
- * @see API.md §11
+ * @see [docs/api.md §11](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-events-webhooks-audit-log)
  */
 export interface DeliveryView {
   id: string;
@@ -46,7 +51,7 @@ function deliveryView(record: WebhookDeliveryRecord): DeliveryView {
 }
 
 /**
- * The audit log and the webhook outbox (API.md §11), reached as `broker.events`.
+ * The audit log and the webhook outbox (docs/api.md §11), reached as `broker.events`.
  */
 export class EventService {
   readonly #storage: Storage;
@@ -65,7 +70,7 @@ export class EventService {
    * @param query `{ prefix?, type?, since?, limit?, cursor? }`, checked here.
    * @throws {KeywayError} `invalid_request`, `invalid_path`.
    */
-  async list(principal: Principal, query?: unknown): Promise<Page<KeywayEvent>> {
+  async list(principal: Principal, query?: AuditListQueryInput): Promise<Page<KeywayEvent>> {
     const options = parseQuery(AuditListQuery, query);
     const scope = listScope(principal, options.prefix);
     const tokensBelow =
@@ -93,7 +98,10 @@ export class EventService {
    * @param query `{ status?, limit?, cursor? }`, checked here.
    * @throws {KeywayError} `invalid_request`, `insufficient_scope`.
    */
-  async deliveries(principal: Principal, query?: unknown): Promise<Page<DeliveryView>> {
+  async deliveries(
+    principal: Principal,
+    query?: DeliveryListQueryInput,
+  ): Promise<Page<DeliveryView>> {
     const options = parseQuery(DeliveryListQuery, query);
     if (principal.kind !== 'root') {
       throw new KeywayError('insufficient_scope', 'webhook deliveries are for the root key only');

@@ -8,7 +8,7 @@ const SECOND = 1000;
 const HOUR = 3_600_000;
 
 /**
- * The waits after each failed attempt (API.md §11): 5 s, 1 min, 10 min, 1 h, 6 h, then every
+ * The waits after each failed attempt (docs/api.md §11): 5 s, 1 min, 10 min, 1 h, 6 h, then every
  * 12 h, until 3 days after the event; eleven attempts in all.
  */
 export const RETRY_DELAYS_MS: readonly number[] = [
@@ -41,7 +41,7 @@ const LEASE_MS = 2 * ATTEMPT_TIMEOUT_MS;
 const BATCH = 20;
 
 /**
- * Sends the webhook outbox (API.md §11): each round leases the due deliveries (one instance
+ * Sends the webhook outbox (docs/api.md §11): each round leases the due deliveries (one instance
  * per attempt, across every instance on the storage), signs each as Standard Webhooks says,
  * POSTs it through the guarded outbound fetch, and records the outcome: `delivered` on a
  * 2xx, otherwise the next attempt on the backoff schedule, or `failed` after the last.

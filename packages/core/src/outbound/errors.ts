@@ -19,7 +19,7 @@ export type OutboundFailure =
  * the URL's origin and the reason, never a credential; callers turn it into the step of a
  * discovery trace or a `502` with `details`.
  *
- * @see docs/security.md "Outbound requests"; API.md §6 (502 details)
+ * @see docs/security.md "Outbound requests"; [docs/api.md §6](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#6-mcp-discovery) (502 details)
  */
 export class OutboundError extends Error {
   override readonly name = 'OutboundError';
@@ -31,7 +31,7 @@ export class OutboundError extends Error {
     this.code = code;
   }
 
-  /** The shape of every Keyway error body (API.md §1.2): code and description. */
+  /** The shape of every Keyway error body (docs/api.md §1.2): code and description. */
   toJSON(): { error: OutboundFailure; error_description: string } {
     return { error: this.code, error_description: this.message };
   }

@@ -1,3 +1,4 @@
+import { builtinModules } from '../platform/builtin.js';
 import { classifyAddress, isIpLiteral } from './address.js';
 import { OutboundError } from './errors.js';
 import { allowedHostSet, normalizeHost } from './hosts.js';
@@ -90,15 +91,6 @@ interface NodeDns {
     options: { all: true; verbatim: true },
     callback: (error: Error | null, addresses: ResolvedAddress[]) => void,
   ): void;
-}
-
-/** `process.getBuiltinModule` where the runtime has it (Node ≥ 20.16, Bun, Deno), else `null`. */
-function builtinModules(): ((id: string) => unknown) | null {
-  const process = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } })
-    .process;
-  return typeof process?.getBuiltinModule === 'function'
-    ? process.getBuiltinModule.bind(process)
-    : null;
 }
 
 function headersOf(raw: NodeIncoming['headers']): Headers {

@@ -1,18 +1,18 @@
 import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 } from '@noble/hashes/sha2.js';
+import { builtinModules } from './builtin.js';
 
 /**
  * The hash functions on the hot path of every authenticated request: SHA-256 and
- * HMAC-SHA-256 (RFC 2104). Core is runtime-agnostic and uses {@link nobleCrypto} unless
- * given another; on Node, `nodeCrypto` of `@keyway/http` (node:crypto, native code) is
- * about twice as fast, and `keyway serve` uses it.
+ * HMAC-SHA-256 (RFC 2104). By default core uses the runtime's `node:crypto` where it has
+ * one (Node, Bun, Deno: native code, about twice as fast), reached through
+ * `process.getBuiltinModule`, and {@link nobleCrypto} elsewhere.
  *
  * An implementation must return fresh arrays (callers may keep them) and must not keep or
  * log its inputs: they are token identifiers and keys.
  *
  * @example
- * import { nodeCrypto } from '@keyway/http';
- * const broker = createBroker({ rootKey, storage, crypto: nodeCrypto });
+ * const broker = createBroker({ rootKey, storage, crypto: nobleCrypto }); // pure JavaScript
  *
  * @see docs/benchmarks.md (what each costs)
  */
@@ -41,3 +41,36 @@ export const nobleCrypto: PlatformCrypto = {
     return (data) => keyed.clone().update(data).digest();
   },
 };
+
+/** What core uses of `node:crypto`. */
+interface NodeCryptoModule {
+  createHash(algorithm: 'sha256'): {
+    update(data: Uint8Array): { digest(): Uint8Array; digest(encoding: 'hex'): string };
+  };
+  createHmac(
+    algorithm: 'sha256',
+    key: Uint8Array,
+  ): { update(data: Uint8Array): { digest(): Uint8Array } };
+}
+
+/**
+ * {@link PlatformCrypto} from the runtime's `node:crypto` (OpenSSL, native code), or `null`
+ * where there is none.
+ */
+export function builtinCrypto(): PlatformCrypto | null {
+  const load = builtinModules();
+  const module = load === null ? undefined : (load('node:crypto') as NodeCryptoModule | undefined);
+  if (module === undefined) return null;
+  return {
+    sha256: (data) => module.createHash('sha256').update(data).digest(),
+    sha256Hex: (data) => module.createHash('sha256').update(data).digest('hex'),
+    hmacSha256: (key) => {
+      const copy = Uint8Array.from(key);
+      // A Buffer is a fresh Uint8Array: returned as it is.
+      return (data) => module.createHmac('sha256', copy).update(data).digest();
+    },
+  };
+}
+
+/** The default {@link PlatformCrypto}: the runtime's `node:crypto`, else {@link nobleCrypto}. */
+export const defaultCrypto = (): PlatformCrypto => builtinCrypto() ?? nobleCrypto;

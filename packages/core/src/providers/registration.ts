@@ -16,7 +16,7 @@ export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_pos
  */
 export type CallbackKind = 'shared' | 'per_server';
 
-/** How Keyway came to hold a client (API.md §4 `registration`). */
+/** How Keyway came to hold a client (docs/api.md §4 `registration`). */
 export type RegistrationKind = 'dynamic' | 'metadata_document' | 'manual';
 
 /** A client at one authorization server. Secrets are returned apart, for the vault. */
@@ -60,7 +60,7 @@ export function callbackKey(issuer: string): string {
 }
 
 /**
- * The redirect URI of one authorization server, `{base}/api/oauth/callback/<key>` (API.md
+ * The redirect URI of one authorization server, `{base}/api/oauth/callback/<key>` (docs/api.md
  * §5 "Mix-up defense", RFC 9700 §4.4.2): a code arriving there was issued for a state of
  * that server, or the callback refuses it without sending it anywhere.
  */
@@ -114,7 +114,7 @@ export function strongestAuthMethod(supported: readonly string[] | null): TokenE
 /**
  * The method a `custom` client uses: `none` without a secret; with one,
  * `client_secret_basic` when the server lists it or lists nothing, else
- * `client_secret_post` (API.md §6 step 6).
+ * `client_secret_post` (docs/api.md §6 step 6).
  */
 export function customAuthMethod(
   supported: readonly string[] | null,
@@ -147,7 +147,7 @@ function registrationFailed(message: string, cause?: unknown): KeywayError {
 }
 
 /**
- * What real servers answer to a registration, in the form RFC 7591 asks for (API.md §6
+ * What real servers answer to a registration, in the form RFC 7591 asks for (docs/api.md §6
  * item 10): status 200 as well as 201, and a `client_secret` without
  * `client_secret_expires_at` meaning a secret that does not expire (`0`). Anything else is
  * left as it is, for the library to judge.
@@ -164,7 +164,7 @@ async function asRegistrationAnswer(response: Response): Promise<Response> {
 }
 
 /**
- * Registers Keyway as a client of an authorization server (mode `register`, API.md §6
+ * Registers Keyway as a client of an authorization server (mode `register`, docs/api.md §6
  * step 6): with the client-ID metadata document when the server advertises support and
  * the document URL is `https`; else by dynamic registration (RFC 7591) asking for the
  * strongest supported auth method and honouring the one the server returns, with the

@@ -1,21 +1,16 @@
 import { actorOf, assertCoversPath, type Principal, rootPrincipal } from '../auth/principal.js';
 import { KeywayError } from '../contract/errors.js';
-import { ProviderBody, type ProviderInput } from '../contract/schemas.js';
-import { parseShape } from '../contract/validation.js';
-import {
-  discoverAuthorizationServer,
-  discoverOrThrow,
-  discoverResource,
-  resourceMismatched,
-  throwUnlessDiscovered,
-} from '../discovery/index.js';
+import type { ProviderInput } from '../contract/schemas.js';
+import { discoverOrThrow } from '../discovery/index.js';
 import type { EventLog } from '../events/log.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { ProviderRecord, Storage, VaultKey, VaultWrite } from '../storage/contract.js';
 import type { AuthorizationServerInfo, ProviderState } from '../storage/states.js';
 import type { Vault } from '../vault/vault.js';
-import { checkResourceUrl, invalid, registerAt } from './client.js';
-import { type ClientProfile, customAuthMethod } from './registration.js';
+import { checkResourceUrl, registerAt } from './client.js';
+import { customRegistration, parseProviderInput } from './input.js';
+import { rediscovered } from './rediscovery.js';
+import type { ClientProfile } from './registration.js';
 import {
   CLIENT_SECRET_KIND,
   currentClient,
@@ -43,56 +38,6 @@ export interface ProviderRegistryOptions {
    * active connections in `error` and answers how many.
    */
   onPartyChanged?: (providerId: string, moved: PartyMove) => Promise<number>;
-}
-
-/**
- * The parameters Keyway sends itself in authorization and token requests: a provider's
- * extra parameters can never set or override one (API.md §4), in any letter case.
- */
-export const RESERVED_PARAMS: readonly string[] = [
-  'response_type',
-  'client_id',
-  'redirect_uri',
-  'state',
-  'code_challenge',
-  'code_challenge_method',
-  'scope',
-  'resource',
-  'grant_type',
-  'code',
-  'code_verifier',
-  'refresh_token',
-  'client_secret',
-  'client_assertion',
-  'client_assertion_type',
-];
-const RESERVED = new Set(RESERVED_PARAMS);
-
-/**
- * Checks a provider's extra parameters (already shaped by the schema): none may be one of
- * {@link RESERVED_PARAMS}, nor start with `code_challenge` or `client_assertion`.
- *
- * @throws {KeywayError} `invalid_request` naming the parameter.
- */
-function checkExtraParams(
-  field: string,
-  params: Record<string, string> | undefined,
-): Record<string, string> | undefined {
-  if (params === undefined) return undefined;
-  for (const name of Object.keys(params)) {
-    const lower = name.toLowerCase();
-    if (
-      RESERVED.has(lower) ||
-      lower.startsWith('code_challenge') ||
-      lower.startsWith('client_assertion')
-    ) {
-      throw invalid(
-        `${field}.${name}`,
-        `"${field}" cannot set ${JSON.stringify(name)}: Keyway sends that parameter itself`,
-      );
-    }
-  }
-  return Object.keys(params).length === 0 ? undefined : { ...params };
 }
 
 /** The error of a provider changed by another write while this one was being made. */
@@ -145,54 +90,20 @@ export class ProviderRegistry {
   async write(
     principal: Principal,
     providerId: string,
-    input: unknown,
+    input: ProviderInput,
     declared: boolean,
   ): Promise<{ record: ProviderRecord; created: boolean }> {
-    const shape = parseShape(ProviderBody, input);
-    if (shape.template !== 'mcp')
-      throw invalid(
-        'template',
-        `unknown template ${JSON.stringify(shape.template.slice(0, 40))}; the only one is "mcp"`,
-      );
-    const resourceUrl = this.resourceUrl(shape.configuration.resource_url);
-    const mode = shape.credentials?.mode ?? 'register';
-    const clientId = shape.credentials?.client_id;
-    const clientSecret = shape.credentials?.client_secret;
-    if (mode === 'custom' && clientId === undefined)
-      throw invalid('credentials.client_id', 'mode "custom" needs a "client_id"');
-    if (mode === 'register' && (clientId !== undefined || clientSecret !== undefined)) {
-      throw invalid(
-        'credentials',
-        'mode "register" takes no client_id or client_secret; use mode "custom"',
-      );
-    }
-    const callback = shape.credentials?.callback;
-    if (mode === 'register' && callback !== undefined) {
-      throw invalid(
-        'credentials.callback',
-        'mode "register" chooses the redirect URI itself; "callback" is for mode "custom"',
-      );
-    }
-    const authorizationParams = checkExtraParams(
-      'configuration.authorization_params',
-      shape.configuration.authorization_params,
-    );
-    const tokenParams = checkExtraParams(
-      'configuration.token_params',
-      shape.configuration.token_params,
-    );
-    const pkce = shape.configuration.pkce;
+    const spec = parseProviderInput(input, (text) => this.resourceUrl(text));
     assertCoversPath(principal, providerId);
     this.profile();
-    const configuredScopes = shape.configuration.scopes ?? [];
 
     const existing = await this.#o.storage.getProvider(providerId);
     const previous = existing === null ? null : providerState(existing);
 
-    const discovery = await discoverOrThrow(this.#o.outbound, resourceUrl, {
-      scopes: configuredScopes,
+    const discovery = await discoverOrThrow(this.#o.outbound, spec.resourceUrl, {
+      scopes: spec.configuredScopes,
       allowedHosts: this.#o.allowedHosts,
-      ...(pkce === undefined ? {} : { pkce }),
+      ...(spec.pkce === undefined ? {} : { pkce: spec.pkce }),
     });
     const issuer = discovery.authorization_server.issuer;
     const now = this.#o.now();
@@ -202,34 +113,22 @@ export class ProviderRegistry {
     const registrations: ProviderState['registrations'] = { ...(previous?.registrations ?? {}) };
     const key = secretKey(providerId, issuer);
 
-    if (mode === 'custom' && clientId !== undefined) {
+    if (spec.mode === 'custom' && spec.clientId !== undefined) {
       const before = previous?.mode === 'custom' ? previous.registrations[issuer] : undefined;
-      const keepSecret =
-        clientSecret === undefined &&
-        before?.client_id === clientId &&
-        before?.client_secret_set === true;
-      const hasSecret = clientSecret !== undefined || keepSecret;
-      if (clientSecret !== undefined)
-        puts.push(await vault.seal({ kind: CLIENT_SECRET_KIND, key }, clientSecret));
-      else if (!keepSecret) deletes.push({ kind: CLIENT_SECRET_KIND, key });
-      registrations[issuer] = {
-        issuer,
-        client_id: clientId,
-        registration: 'manual',
-        token_endpoint_auth_method: customAuthMethod(
-          discovery.authorization_server.token_endpoint_auth_methods_supported,
-          hasSecret,
-        ),
-        client_secret_expires_at: null,
-        registration_client_uri: null,
-        client_secret_set: hasSecret,
-        callback: callback ?? 'shared',
-      };
+      const custom = customRegistration(
+        { ...spec, clientId: spec.clientId },
+        before,
+        discovery.authorization_server,
+      );
+      if (spec.clientSecret !== undefined)
+        puts.push(await vault.seal({ kind: CLIENT_SECRET_KIND, key }, spec.clientSecret));
+      else if (!custom.client_secret_set) deletes.push({ kind: CLIENT_SECRET_KIND, key });
+      registrations[issuer] = custom;
     } else {
       const before = previous?.mode === 'register' ? previous.registrations[issuer] : undefined;
       const reusable =
         before !== undefined &&
-        previous?.configuration.resource_url === resourceUrl &&
+        previous?.configuration.resource_url === spec.resourceUrl &&
         registrationUsable(before, now);
       if (!reusable) {
         const registered = await this.#register(providerId, discovery.authorization_server);
@@ -240,15 +139,17 @@ export class ProviderRegistry {
     }
 
     const state: ProviderState = {
-      label: shape.label ?? previous?.label ?? providerId,
+      label: spec.label ?? previous?.label ?? providerId,
       configuration: {
-        resource_url: resourceUrl,
-        scopes: configuredScopes,
-        ...(authorizationParams === undefined ? {} : { authorization_params: authorizationParams }),
-        ...(tokenParams === undefined ? {} : { token_params: tokenParams }),
-        ...(pkce === undefined ? {} : { pkce }),
+        resource_url: spec.resourceUrl,
+        scopes: spec.configuredScopes,
+        ...(spec.authorizationParams === undefined
+          ? {}
+          : { authorization_params: spec.authorizationParams }),
+        ...(spec.tokenParams === undefined ? {} : { token_params: spec.tokenParams }),
+        ...(spec.pkce === undefined ? {} : { pkce: spec.pkce }),
       },
-      mode,
+      mode: spec.mode,
       resource: discovery.resource,
       authorization_server: discovery.authorization_server,
       challenge_scope: discovery.challenge_scope,
@@ -275,7 +176,7 @@ export class ProviderRegistry {
         type: existing === null ? 'provider.created' : 'provider.updated',
         actor: actorOf(principal),
         resource: providerId,
-        data: { template: 'mcp', mode, issuer: discovery.authorization_server.issuer },
+        data: { template: 'mcp', mode: spec.mode, issuer: discovery.authorization_server.issuer },
       },
       (events) =>
         existing === null
@@ -293,13 +194,10 @@ export class ProviderRegistry {
   }
 
   /**
-   * The provider as a new authorization must use it (API.md §6 items 4, 11): the
-   * protected-resource metadata is read again (the probe and the metadata document); when
-   * it names another authorization server, that server is discovered and a client
-   * registered there before any consent URL is built, and the provider's connections of
-   * the old server need authorizing again. A registration the server forgot, or whose
-   * secret expired, is replaced. A read that fails for a transient reason keeps what is
-   * stored; a metadata `resource` that no longer matches stops the authorization.
+   * The provider as a new authorization must use it (docs/api.md §6 items 4, 11): discovered
+   * again ({@link rediscovered}), with a client registered at a new server before any
+   * consent URL is built (connections of the old server need authorizing again), and a
+   * registration the server forgot, or whose secret expired, replaced.
    *
    * @throws {KeywayError} `not_found`, `discovery_failed`, `unsupported_authorization_server`,
    *   `registration_unsupported`, `registration_failed`, `conflict` (a `custom` provider
@@ -310,29 +208,7 @@ export class ProviderRegistry {
       const record = await this.read(id);
       if (record === null) throw new KeywayError('not_found', `no provider ${JSON.stringify(id)}`);
       const state = providerState(record);
-      const next: ProviderState = { ...state, registrations: { ...state.registrations } };
-      if (state.legacy !== true) {
-        const found = await discoverResource(this.#o.outbound, state.configuration.resource_url);
-        if (resourceMismatched(found)) throwUnlessDiscovered(found);
-        if (found.resource !== null && !found.legacy) {
-          next.resource = found.resource;
-          next.challenge_scope = found.challenge_scope;
-          const moved =
-            found.resource.authorization_servers[0] !== state.resource.authorization_servers[0];
-          if (moved) {
-            const server = throwUnlessDiscovered(
-              await discoverAuthorizationServer(this.#o.outbound, found, {
-                scopes: state.configuration.scopes,
-                allowedHosts: this.#o.allowedHosts,
-                ...(state.configuration.pkce === undefined
-                  ? {}
-                  : { pkce: state.configuration.pkce }),
-              }),
-            );
-            next.authorization_server = server.authorization_server;
-          }
-        }
-      }
+      const next = await rediscovered(this.#o.outbound, this.#o.allowedHosts, state);
       const issuer = next.authorization_server.issuer;
       const now = this.#o.now();
       const client = next.registrations[issuer];
@@ -447,7 +323,7 @@ export class ProviderRegistry {
 
   /**
    * Marks a dynamically registered client as forgotten by its server (the token endpoint
-   * answered `invalid_client`), so the next authorization registers a new one (API.md §6
+   * answered `invalid_client`), so the next authorization registers a new one (docs/api.md §6
    * item 11). A manual client is an operator's, and is left alone.
    *
    * @returns whether the registration was dynamic (and is now stale).

@@ -3,7 +3,13 @@ import type { RateLimiter } from '../auth/rate-limit.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { KeywayError } from '../contract/errors.js';
 import { listPage, listScope, type Page } from '../contract/pagination.js';
-import { DiscoverBody, ProviderListQuery } from '../contract/schemas.js';
+import {
+  DiscoverBody,
+  type DiscoverInput,
+  type ProviderInput,
+  ProviderListQuery,
+  type ProviderListQueryInput,
+} from '../contract/schemas.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import { type DiscoveryTrace, discover } from '../discovery/index.js';
 import type { EventLog } from '../events/log.js';
@@ -31,12 +37,12 @@ export interface ProviderServiceOptions {
   events: EventLog;
   /** The deployment as authorization servers see it; `null` when `baseUrl` is not set. */
   profile: ClientProfile | null;
-  /** Counts discoveries of scoped callers (API.md §12). */
+  /** Counts discoveries of scoped callers (docs/api.md §12). */
   limiter?: RateLimiter;
 }
 
 /**
- * Providers (API.md §4): created from the `mcp` template by discovering a remote MCP
+ * Providers (docs/api.md §4): created from the `mcp` template by discovering a remote MCP
  * endpoint and registering a client with its authorization server, before anything is
  * stored. Reached as `broker.providers`; every operation takes the acting principal and
  * needs provider management (`providerManagement: true`).
@@ -69,12 +75,12 @@ export class ProviderService {
    *   `invalid_request`, `insufficient_scope`, `discovery_failed`,
    *   `unsupported_authorization_server`, `registration_unsupported`,
    *   `registration_failed`, `conflict`.
-   * @see API.md §4, §6
+   * @see [docs/api.md §4](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#4-providers), §6
    */
   async put(
     principal: Principal,
     id: string,
-    input: unknown,
+    input: ProviderInput,
   ): Promise<{ provider: ProviderView; created: boolean }> {
     this.#assertManagement();
     const providerId = parseResourcePath(id);
@@ -91,7 +97,7 @@ export class ProviderService {
    * @throws {KeywayError} `provider_management_disabled`, `invalid_path`,
    *   `insufficient_scope`, `not_found`, `conflict` (a `custom` provider),
    *   `registration_unsupported`, `registration_failed`.
-   * @see API.md §6 item 11
+   * @see [docs/api.md §6](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#6-mcp-discovery) item 11
    */
   async register(principal: Principal, id: string): Promise<ProviderView> {
     this.#assertManagement();
@@ -120,7 +126,7 @@ export class ProviderService {
    *
    * @param query `{ prefix?, limit?, cursor? }`, checked here.
    */
-  async list(principal: Principal, query?: unknown): Promise<Page<ProviderView>> {
+  async list(principal: Principal, query?: ProviderListQueryInput): Promise<Page<ProviderView>> {
     this.#assertManagement();
     const options = parseQuery(ProviderListQuery, query);
     const scope = listScope(principal, options.prefix);
@@ -167,12 +173,12 @@ export class ProviderService {
   }
 
   /**
-   * Runs discovery (API.md §6 steps 1–5) for a resource URL without storing anything, and
+   * Runs discovery (docs/api.md §6 steps 1–5) for a resource URL without storing anything, and
    * answers the trace the inspector shows. Needs provider management and any credential.
    *
    * @param input `{ resource_url }`, checked here.
    */
-  async discover(principal: Principal, input: unknown): Promise<DiscoveryTrace> {
+  async discover(principal: Principal, input: DiscoverInput): Promise<DiscoveryTrace> {
     this.#assertManagement();
     const { resource_url, pkce } = parseShape(DiscoverBody, input);
     // It fetches what the caller names: counted per delegation tree, like minting.

@@ -18,9 +18,9 @@ export const REGISTRATION_TOKEN_KIND = 'registration_access_token';
 export const secretKey = (providerId: string, issuer: string): string => `${providerId} ${issuer}`;
 
 /**
- * The provider view every provider endpoint answers with (API.md §4). Never a secret.
+ * The provider view every provider endpoint answers with (docs/api.md §4). Never a secret.
  *
- * @see API.md §4 "Provider view"
+ * @see [docs/api.md §4](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#4-providers) "Provider view"
  */
 export interface ProviderView {
   id: string;
@@ -29,11 +29,11 @@ export interface ProviderView {
   configuration: {
     resource_url: string;
     scopes: string[];
-    /** Added to the authorization URL (API.md §4); absent when none. */
+    /** Added to the authorization URL (docs/api.md §4); absent when none. */
     authorization_params?: Record<string, string>;
     /** Added to every token request; absent when none. */
     token_params?: Record<string, string>;
-    /** `assume_s256`: S256 sent to a server that does not advertise it (API.md §6 item 4). */
+    /** `assume_s256`: S256 sent to a server that does not advertise it (docs/api.md §6 item 4). */
     pkce?: 'assume_s256';
   };
   credentials: {
@@ -45,7 +45,7 @@ export interface ProviderView {
     client_secret_expires_at: string | null;
     /**
      * The redirect URI the client uses, for an operator to register with a `custom` client:
-     * the shared callback, or the server's own (API.md §5 "Mix-up defense"). `null` on a
+     * the shared callback, or the server's own (docs/api.md §5 "Mix-up defense"). `null` on a
      * broker without a base URL.
      */
     redirect_uri: string | null;

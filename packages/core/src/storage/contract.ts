@@ -271,7 +271,7 @@ export interface CounterValue {
 }
 
 /**
- * Counters of the rate limits (API.md §12), shared by every instance on the storage. A
+ * Counters of the rate limits (docs/api.md §12), shared by every instance on the storage. A
  * counter whose `expiresAt <= now` does not exist.
  */
 export interface CounterStorage {
@@ -289,7 +289,7 @@ export interface CounterStorage {
 }
 
 /**
- * The audit log and the webhook outbox (API.md §11). Events are appended by the writes
+ * The audit log and the webhook outbox (docs/api.md §11). Events are appended by the writes
  * they record (their `events` argument) or, for what changes nothing (a secret read, a
  * credential hand-out), by {@link EventStorage.appendEvents}.
  */

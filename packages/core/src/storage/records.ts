@@ -33,9 +33,9 @@ export type StoredState = { [key: string]: unknown };
 export interface TokenRecord {
   /** Hex SHA-256 of the token's random identifier; the primary key. */
   idHash: string;
-  /** Unique among live tokens; see API.md §3.2. */
+  /** Unique among live tokens; see docs/api.md §3.2. */
   name: string;
-  /** Canonical scope set (API.md §3.1). */
+  /** Canonical scope set (docs/api.md §3.1). */
   scopes: Scope[];
   expiresAt: number;
   createdAt: number;
@@ -105,7 +105,7 @@ export interface VaultChanges {
 }
 
 /**
- * A provider (API.md §4). Core owns the shape of `state` (template configuration,
+ * A provider (docs/api.md §4). Core owns the shape of `state` (template configuration,
  * non-secret credential data, discovery and registration results); adapters store it as
  * JSON.
  */
@@ -121,14 +121,14 @@ export interface ProviderRecord {
 }
 
 /**
- * Connection status (API.md §5).
+ * Connection status (docs/api.md §5).
  *
- * @see API.md §5
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections)
  */
 export type { ConnectionStatus } from '../contract/codes.js';
 
 /**
- * A connection (API.md §5). Its OAuth tokens are a vault entry, never part of the record.
+ * A connection (docs/api.md §5). Its OAuth tokens are a vault entry, never part of the record.
  * Core owns the shape of `state`.
  */
 export interface ConnectionRecord {
@@ -180,7 +180,7 @@ export interface ListVaultQuery extends ListPathsQuery {
 // ─── Events: the audit log and the webhook outbox ───────────────────────────────────────
 
 /**
- * One event of the audit log (API.md §11), as stored. Its id orders the log: `evt_`, the
+ * One event of the audit log (docs/api.md §11), as stored. Its id orders the log: `evt_`, the
  * time as 12 hex digits, then randomness, so that newer events have greater ids.
  */
 export interface AuditEventRecord {

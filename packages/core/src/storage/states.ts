@@ -46,7 +46,7 @@ const AuthMethodSchema = z.enum(['client_secret_basic', 'client_secret_post', 'n
 export const StoredRegistrationSchema = z.object({
   issuer: z.string(),
   client_id: z.string(),
-  /** How Keyway came to hold the client (API.md §4 `registration`). */
+  /** How Keyway came to hold the client (docs/api.md §4 `registration`). */
   registration: z.enum(['dynamic', 'metadata_document', 'manual']),
   token_endpoint_auth_method: AuthMethodSchema,
   /** Epoch ms; `null` when the secret does not expire (or there is none). */
@@ -54,13 +54,13 @@ export const StoredRegistrationSchema = z.object({
   registration_client_uri: z.string().nullable(),
   client_secret_set: z.boolean(),
   /**
-   * The callback the client redirects to: the shared one, or the server's own (API.md §5
+   * The callback the client redirects to: the shared one, or the server's own (docs/api.md §5
    * "Mix-up defense"). Absent in registrations made before it was kept: the shared one.
    */
   callback: z.enum(['shared', 'per_server']).optional(),
   /**
    * The server answered `invalid_client` for this dynamically registered client: it forgot
-   * it. The next authorization registers a new client first (API.md §6 item 11).
+   * it. The next authorization registers a new client first (docs/api.md §6 item 11).
    */
   stale: z.boolean().optional(),
 });
@@ -71,13 +71,13 @@ export const ProviderStateSchema = z.object({
   configuration: z.object({
     resource_url: z.string(),
     scopes: z.array(z.string()),
-    /** Added to the authorization URL (API.md §4); never a parameter Keyway sends itself. */
+    /** Added to the authorization URL (docs/api.md §4); never a parameter Keyway sends itself. */
     authorization_params: z.record(z.string(), z.string()).optional(),
     /** Added to every token request (code exchange and refresh). */
     token_params: z.record(z.string(), z.string()).optional(),
     /**
      * `assume_s256`: the operator says the server does PKCE S256 without advertising it
-     * (API.md §6 item 4). Absent: S256 must be advertised.
+     * (docs/api.md §6 item 4). Absent: S256 must be advertised.
      */
     pkce: z.literal('assume_s256').optional(),
   }),
@@ -108,7 +108,7 @@ export const ProviderStateSchema = z.object({
 /**
  * The OAuth party of one authorization: the authorization server and the client a
  * connection's tokens were obtained from. Sealed with the tokens: refresh and revocation
- * talk to it only (API.md §5 "Connections keep their party").
+ * talk to it only (docs/api.md §5 "Connections keep their party").
  */
 export const OAuthPartySchema = z.object({
   issuer: z.string(),
@@ -120,7 +120,7 @@ export const OAuthPartySchema = z.object({
   resource: z.string(),
   /**
    * The MCP endpoint the connection was authorized for (the provider's `resource_url` at
-   * authorize time): the probe and the gateway send the token there only (API.md §8, §13).
+   * authorize time): the probe and the gateway send the token there only (docs/api.md §8, §13).
    * Absent in parties written before it was kept.
    */
   resource_url: z.string().optional(),
@@ -145,7 +145,7 @@ export const ConnectionStateSchema = z.object({
    */
   generation: z.number().int().nonnegative().default(0),
   /**
-   * Whether the connection holds a refresh token (API.md §5 `refreshable`). Absent in
+   * Whether the connection holds a refresh token (docs/api.md §5 `refreshable`). Absent in
    * connections written before it was kept, and in pending ones.
    */
   refreshable: z.boolean().optional(),
@@ -188,7 +188,7 @@ export const PendingStateSchema = z.object({
   redirect_uri: z.string(),
   /**
    * The key of the server's own callback the response must come back to, or `null` for the
-   * shared one (API.md §5 "Mix-up defense"). Absent in states written before: shared.
+   * shared one (docs/api.md §5 "Mix-up defense"). Absent in states written before: shared.
    */
   callback_key: z.string().nullable().optional(),
   redirect_to: z.string().nullable(),
@@ -230,11 +230,10 @@ export type ConnectionState = z.infer<typeof ConnectionStateSchema>;
 /**
  * What a connection's vault entry holds (sealed): its OAuth tokens and the party they came from.
  *
- * @see API.md §5 "Connections keep their party"; docs/vault.md
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Connections keep their party"; docs/vault.md
  */
 export type ConnectionTokens = z.infer<typeof ConnectionTokensSchema>;
 export type PendingState = z.infer<typeof PendingStateSchema>;
-export type VerificationState = z.infer<typeof VerificationStateSchema>;
 
 /**
  * Reads a stored value through its schema.

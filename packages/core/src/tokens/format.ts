@@ -10,7 +10,7 @@ import { nobleCrypto, type PlatformCrypto } from '../platform/crypto.js';
  */
 export const TOKEN_PREFIX = 'kw1_';
 
-/** Bytes of the random token identifier: 128 bits, the minimum API.md §3.3 allows. */
+/** Bytes of the random token identifier: 128 bits, the minimum docs/api.md §3.3 allows. */
 export const TOKEN_ID_BYTES = 16;
 /** Bytes of the HMAC-SHA-256 tag. */
 const TAG_BYTES = 32;

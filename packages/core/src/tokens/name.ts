@@ -1,8 +1,8 @@
 import { KeywayError } from '../contract/errors.js';
 
-/** Longest token name (API.md §3.2). */
+/** Longest token name (docs/api.md §3.2). */
 export const MAX_TOKEN_NAME_LENGTH = 255;
-/** Longest label of a token name (API.md §3.2). */
+/** Longest label of a token name (docs/api.md §3.2). */
 export const MAX_TOKEN_LABEL_LENGTH = 64;
 
 const LABEL = /^[A-Za-z0-9_-]+$/;
@@ -12,7 +12,7 @@ function invalidName(message: string): KeywayError {
 }
 
 /**
- * Validates a broker token name (API.md §3.2): labels of 1–64 characters from
+ * Validates a broker token name (docs/api.md §3.2): labels of 1–64 characters from
  * `A–Z a–z 0–9 _ -` joined by `.`, at most 255 characters in all. Case-sensitive.
  *
  * @throws {KeywayError} `invalid_name`.
@@ -46,7 +46,7 @@ export function parseTokenName(input: unknown): string {
 
 /**
  * Whether `name` lies in the delegation namespace of `ancestor`, i.e. is a strict
- * descendant `ancestor.<suffix>` (API.md §3.2). Ancestry is by name only.
+ * descendant `ancestor.<suffix>` (docs/api.md §3.2). Ancestry is by name only.
  *
  * @example
  * isDescendantName('alice', 'alice.bot');  // true

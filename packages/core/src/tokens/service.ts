@@ -14,7 +14,14 @@ import {
 } from '../auth/scope.js';
 import { KeywayError } from '../contract/errors.js';
 import { listPage, type Page } from '../contract/pagination.js';
-import { MintTokenBody, NarrowTokenBody, TokenListQuery } from '../contract/schemas.js';
+import {
+  type ListQuery,
+  MintTokenBody,
+  type MintTokenInput,
+  NarrowTokenBody,
+  type NarrowTokenInput,
+  TokenListQuery,
+} from '../contract/schemas.js';
 import { isoTime } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import type { EventLog } from '../events/log.js';
@@ -28,12 +35,10 @@ import type {
 import { createRootKeyCheck, createTokenCodec, TOKEN_ID_BYTES, TOKEN_PREFIX } from './format.js';
 import { delegationRoot, isDescendantName, parseLifetime, parseTokenName } from './name.js';
 
-export type { MintTokenInput, NarrowTokenInput } from '../contract/schemas.js';
-
 /**
  * A newly minted token, as `POST /api/admin/tokens` answers: the only time it is shown.
  *
- * @see API.md §3.3
+ * @see [docs/api.md §3.3](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#33-endpoints)
  */
 export interface IssuedToken {
   name: string;
@@ -47,7 +52,7 @@ export interface IssuedToken {
 /**
  * A token as lists and reads show it: never the token itself.
  *
- * @see API.md §3.3
+ * @see [docs/api.md §3.3](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#33-endpoints)
  */
 export interface TokenView {
   name: string;
@@ -75,11 +80,11 @@ export interface TokenServiceOptions {
 /**
  * What a caller knows of the request a credential came with.
  *
- * @see API.md §12 (failed authentications)
+ * @see [docs/api.md §12](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#12-rate-limits) (failed authentications)
  */
 export interface AuthenticationContext {
   /**
-   * The client's IP address, for the limit of failed authentications (API.md §12). Without
+   * The client's IP address, for the limit of failed authentications (docs/api.md §12). Without
    * it, no limit applies: pass it wherever the server knows it.
    */
   clientAddress?: string | null;
@@ -105,7 +110,7 @@ function notFound(name: string): KeywayError {
 }
 
 /**
- * Broker tokens: authenticate, mint, list, read, narrow and delete (API.md §3). Reached as
+ * Broker tokens: authenticate, mint, list, read, narrow and delete (docs/api.md §3). Reached as
  * `broker.tokens`; every operation takes the acting {@link Principal}.
  */
 export class TokenService {
@@ -188,7 +193,7 @@ export class TokenService {
   /**
    * Mints a broker token. The root key may mint any name, scopes and lifetime within the
    * limits; a token named `N` only `N.<suffix>`, with equal or narrower scopes and an equal
-   * or earlier expiry (API.md §3.2). An omitted lifetime is 3600 s and is never silently
+   * or earlier expiry (docs/api.md §3.2). An omitted lifetime is 3600 s and is never silently
    * shortened to fit the caller.
    *
    * @param input A {@link MintTokenInput}, checked here.
@@ -199,7 +204,7 @@ export class TokenService {
    * const issued = await broker.tokens.mint(rootPrincipal(), { name: 'ci', scopes: ['acme'] });
    * issued.scopes; // ['acme/**']
    */
-  async mint(principal: Principal, input: unknown): Promise<IssuedToken> {
+  async mint(principal: Principal, input: MintTokenInput): Promise<IssuedToken> {
     // Counted against the root of the caller's delegation tree (its first label): a child
     // minting children of its own must not multiply its ancestor's budget.
     if (principal.kind === 'token') await this.#limiter?.countMint(delegationRoot(principal.name));
@@ -265,7 +270,7 @@ export class TokenService {
    * Lists live tokens in name order: all of them for the root key, the token itself and its
    * descendants for a broker token. Never includes an `access_token`.
    */
-  async list(principal: Principal, query?: unknown): Promise<Page<TokenView>> {
+  async list(principal: Principal, query?: ListQuery): Promise<Page<TokenView>> {
     return listPage(
       parseQuery(TokenListQuery, query),
       (window) =>
@@ -302,7 +307,7 @@ export class TokenService {
    * @throws {KeywayError} `invalid_request` (a widening), `invalid_name`, `invalid_scope`,
    *   `invalid_lifetime`, `delegation_denied`, `not_found`.
    */
-  async narrow(principal: Principal, name: string, input: unknown): Promise<TokenView> {
+  async narrow(principal: Principal, name: string, input: NarrowTokenInput): Promise<TokenView> {
     const valid = parseTokenName(name);
     const shape = parseShape(NarrowTokenBody, input, { tooMany: 'invalid_scope' });
     const scopes = shape.scopes === undefined ? undefined : canonicalizeScopes(shape.scopes);

@@ -2,7 +2,12 @@ import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js'
 import { parseResourcePath } from '../auth/resource-path.js';
 import { KeywayError } from '../contract/errors.js';
 import { listPage, listScope, type Page } from '../contract/pagination.js';
-import { PutSecretBody, SecretListQuery } from '../contract/schemas.js';
+import {
+  PutSecretBody,
+  type PutSecretInput,
+  SecretListQuery,
+  type SecretListQueryInput,
+} from '../contract/schemas.js';
 import { isoTime } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import type { EventLog } from '../events/log.js';
@@ -13,13 +18,13 @@ import type { Vault } from './vault.js';
 /** The vault kind of the secrets the vault endpoints manage; Keyway's own use other kinds. */
 export const SECRET_KIND = 'secret';
 
-/** Largest secret value, in UTF-8 bytes (API.md §7). */
+/** Largest secret value, in UTF-8 bytes (docs/api.md §7). */
 export const MAX_SECRET_BYTES = 64 * 1024;
 
 /**
  * A secret without its value, as lists and writes show it.
  *
- * @see API.md §7
+ * @see [docs/api.md §7](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#7-vault)
  */
 export interface SecretView {
   path: string;
@@ -31,13 +36,11 @@ export interface SecretView {
 /**
  * A secret with its value, as `GET /api/vault/secrets/<path>` answers.
  *
- * @see API.md §7
+ * @see [docs/api.md §7](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#7-vault)
  */
 export interface SecretWithValue extends SecretView {
   value: string;
 }
-
-export type { PutSecretInput } from '../contract/schemas.js';
 
 function toView(entry: VaultEntryRecord): SecretView {
   return {
@@ -49,7 +52,7 @@ function toView(entry: VaultEntryRecord): SecretView {
 }
 
 /**
- * Secrets in the shared namespace (API.md §7): written, read, listed and deleted by path,
+ * Secrets in the shared namespace (docs/api.md §7): written, read, listed and deleted by path,
  * each within the caller's scopes, encrypted at rest by the vault. Reached as
  * `broker.secrets`.
  */
@@ -80,7 +83,7 @@ export class SecretService {
   async put(
     principal: Principal,
     path: string,
-    input: unknown,
+    input: PutSecretInput,
   ): Promise<{ secret: SecretView; created: boolean }> {
     const valid = parseResourcePath(path);
     const { value } = parseShape(PutSecretBody, input);
@@ -141,7 +144,7 @@ export class SecretService {
   }
 
   /** Lists the secrets the caller's scopes cover, without values, ordered by path. */
-  async list(principal: Principal, query?: unknown): Promise<Page<SecretView>> {
+  async list(principal: Principal, query?: SecretListQueryInput): Promise<Page<SecretView>> {
     const options = parseQuery(SecretListQuery, query);
     const scope = listScope(principal, options.prefix);
     return listPage(

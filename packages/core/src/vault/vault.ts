@@ -56,7 +56,7 @@ export function generateVaultKey(): string {
  *
  * @example
  * const keys = [generateVaultKey(), deriveVaultKey(process.env.KEYWAY_ROOT_KEY ?? '')];
- * @see docs/vault.md "Keys"; RFC 5869 (HKDF)
+ * @see docs/vault.md "Keys"; [RFC 5869](https://www.rfc-editor.org/rfc/rfc5869.html) (HKDF)
  */
 export function deriveVaultKey(rootKey: string): string {
   return toBase64Url(hkdf(sha256, utf8(rootKey), utf8('keyway'), utf8('keyway vault key v1'), 32));
@@ -78,7 +78,7 @@ function undecryptable(entry: VaultKey, cause?: unknown): KeywayError {
 }
 
 /**
- * Envelope encryption for every secret Keyway keeps (API.md §7): AES-256-GCM as a compact
+ * Envelope encryption for every secret Keyway keeps (docs/api.md §7): AES-256-GCM as a compact
  * JWE (`alg: dir`), under the first key of a ring; any key of the ring decrypts. The
  * protected header, which GCM authenticates, names the key (`kid`) and the entry
  * (`kw_entry`: kind and key), and decryption checks the entry: a ciphertext copied to

@@ -1,10 +1,20 @@
-import { type KeywayErrorCode, resourcePathFromUrl, schemas } from '@keyway/core';
+import {
+  type DiscoverInput,
+  type KeywayErrorCode,
+  type MintTokenInput,
+  type NarrowTokenInput,
+  type ProviderInput,
+  resourcePathFromUrl,
+} from '@keyway/core';
 import { json, noContent } from '../responses.js';
 import { BODY_ERRORS, type Route, resourcePath } from './route.js';
 
-/* The administration routes (API.md §3, §4, §6, §11): tokens, providers, events. */
+/* The administration routes (docs/api.md §3, §4, §6, §11): tokens, providers, events. */
 
-const tokenName = { name: 'name', description: 'A token name (API.md §3.2): one path segment.' };
+const tokenName = {
+  name: 'name',
+  description: 'A token name (docs/api.md §3.2): one path segment.',
+};
 const PROVIDER_ERRORS: KeywayErrorCode[] = ['provider_management_disabled'];
 
 /** Decodes the one-segment token name of `/api/admin/tokens/<name>`. */
@@ -23,10 +33,10 @@ export const TOKEN_ROUTES: Route[] = [
     path: '/api/admin/tokens',
     id: 'listTokens',
     summary: 'List live broker tokens: all for the root key, its own tree for a token.',
-    see: 'API.md §3.3',
-    query: schemas.TokenListQuery,
+    see: '§3.3',
+    query: 'TokenListQuery',
     ok: {
-      200: { description: 'A page of tokens.', schema: schemas.PageOf(schemas.TokenViewBody) },
+      200: { description: 'A page of tokens.', schema: 'TokenPage' },
     },
     errors: ['invalid_request'],
     handle: async ({ broker, principal, query }) =>
@@ -37,9 +47,9 @@ export const TOKEN_ROUTES: Route[] = [
     path: '/api/admin/tokens',
     id: 'mintToken',
     summary: 'Mint a broker token; the root key any, a token only narrower descendants.',
-    see: 'API.md §3.2, §3.3',
-    body: schemas.MintTokenBody,
-    ok: { 201: { description: 'The token, shown this once.', schema: schemas.IssuedTokenBody } },
+    see: '§3.2, §3.3',
+    body: 'MintTokenBody',
+    ok: { 201: { description: 'The token, shown this once.', schema: 'IssuedTokenBody' } },
     errors: [
       ...BODY_ERRORS,
       'invalid_name',
@@ -50,16 +60,16 @@ export const TOKEN_ROUTES: Route[] = [
       'conflict',
     ],
     handle: async ({ broker, principal, body }) =>
-      json(201, await broker.tokens.mint(principal, await body())),
+      json(201, await broker.tokens.mint(principal, (await body()) as MintTokenInput)),
   },
   {
     method: 'GET',
     path: '/api/admin/tokens/{name}',
     id: 'getToken',
     summary: 'Read a live token (never the token itself).',
-    see: 'API.md §3.3',
+    see: '§3.3',
     param: tokenName,
-    ok: { 200: { description: 'The token.', schema: schemas.TokenViewBody } },
+    ok: { 200: { description: 'The token.', schema: 'TokenViewBody' } },
     errors: ['invalid_name', 'delegation_denied', 'not_found'],
     handle: async ({ broker, principal, param }) =>
       json(200, await broker.tokens.get(principal, tokenNameFrom(param))),
@@ -69,10 +79,10 @@ export const TOKEN_ROUTES: Route[] = [
     path: '/api/admin/tokens/{name}',
     id: 'narrowToken',
     summary: 'Narrow a token and, in the same transaction, every descendant.',
-    see: 'API.md §3.3',
+    see: '§3.3',
     param: tokenName,
-    body: schemas.NarrowTokenBody,
-    ok: { 200: { description: 'The token as narrowed.', schema: schemas.TokenViewBody } },
+    body: 'NarrowTokenBody',
+    ok: { 200: { description: 'The token as narrowed.', schema: 'TokenViewBody' } },
     errors: [
       ...BODY_ERRORS,
       'invalid_name',
@@ -83,7 +93,8 @@ export const TOKEN_ROUTES: Route[] = [
     ],
     handle: async ({ broker, principal, param, body }) => {
       const name = tokenNameFrom(param);
-      return json(200, await broker.tokens.narrow(principal, name, await body()));
+      const input = (await body()) as NarrowTokenInput;
+      return json(200, await broker.tokens.narrow(principal, name, input));
     },
   },
   {
@@ -91,7 +102,7 @@ export const TOKEN_ROUTES: Route[] = [
     path: '/api/admin/tokens/{name}',
     id: 'deleteToken',
     summary: 'Delete a token and every descendant.',
-    see: 'API.md §3.3',
+    see: '§3.3',
     param: tokenName,
     ok: { 204: { description: 'Deleted.', schema: null } },
     errors: ['invalid_name', 'delegation_denied', 'not_found'],
@@ -108,12 +119,12 @@ export const PROVIDER_ROUTES: Route[] = [
     path: '/api/admin/providers',
     id: 'listProviders',
     summary: 'List the providers the credential covers.',
-    see: 'API.md §4',
-    query: schemas.ProviderListQuery,
+    see: '§4',
+    query: 'ProviderListQuery',
     ok: {
       200: {
         description: 'A page of providers.',
-        schema: schemas.PageOf(schemas.ProviderViewBody),
+        schema: 'ProviderPage',
       },
     },
     errors: [...PROVIDER_ERRORS, 'invalid_request', 'invalid_path'],
@@ -125,9 +136,9 @@ export const PROVIDER_ROUTES: Route[] = [
     path: '/api/admin/providers/{id}',
     id: 'getProvider',
     summary: 'Read a provider (never a secret).',
-    see: 'API.md §4',
+    see: '§4',
     param: resourcePath('id'),
-    ok: { 200: { description: 'The provider.', schema: schemas.ProviderViewBody } },
+    ok: { 200: { description: 'The provider.', schema: 'ProviderViewBody' } },
     errors: [...PROVIDER_ERRORS, 'invalid_path', 'insufficient_scope', 'not_found'],
     handle: async ({ broker, principal, param }) =>
       json(200, await broker.providers.get(principal, resourcePathFromUrl(param))),
@@ -137,12 +148,12 @@ export const PROVIDER_ROUTES: Route[] = [
     path: '/api/admin/providers/{id}',
     id: 'putProvider',
     summary: 'Create or replace a provider: discovery and registration first, then storage.',
-    see: 'API.md §4, §6',
+    see: '§4, §6',
     param: resourcePath('id'),
-    body: schemas.ProviderBody,
+    body: 'ProviderBody',
     ok: {
-      200: { description: 'Replaced.', schema: schemas.ProviderViewBody },
-      201: { description: 'Created.', schema: schemas.ProviderViewBody },
+      200: { description: 'Replaced.', schema: 'ProviderViewBody' },
+      201: { description: 'Created.', schema: 'ProviderViewBody' },
     },
     errors: [
       ...PROVIDER_ERRORS,
@@ -156,7 +167,7 @@ export const PROVIDER_ROUTES: Route[] = [
       'conflict',
     ],
     handle: async ({ broker, principal, param, body }) => {
-      const input = await body();
+      const input = (await body()) as ProviderInput;
       const { provider, created } = await broker.providers.put(
         principal,
         resourcePathFromUrl(param),
@@ -171,9 +182,9 @@ export const PROVIDER_ROUTES: Route[] = [
     id: 'registerProvider',
     summary:
       'Register a new client at the provider’s authorization server (the server forgot the old one); its connections need a new consent.',
-    see: 'API.md §6 item 11',
+    see: '§6 item 11',
     param: resourcePath('id'),
-    ok: { 200: { description: 'The provider.', schema: schemas.ProviderViewBody } },
+    ok: { 200: { description: 'The provider.', schema: 'ProviderViewBody' } },
     errors: [
       ...PROVIDER_ERRORS,
       'invalid_path',
@@ -191,7 +202,7 @@ export const PROVIDER_ROUTES: Route[] = [
     path: '/api/admin/providers/{id}',
     id: 'deleteProvider',
     summary: 'Delete a provider and its secrets, once no connection uses it.',
-    see: 'API.md §4',
+    see: '§4',
     param: resourcePath('id'),
     ok: { 204: { description: 'Deleted.', schema: null } },
     errors: [...PROVIDER_ERRORS, 'invalid_path', 'insufficient_scope', 'not_found', 'conflict'],
@@ -205,12 +216,12 @@ export const PROVIDER_ROUTES: Route[] = [
     path: '/api/admin/discover',
     id: 'discover',
     summary: 'Run discovery for a resource URL and answer the trace, storing nothing.',
-    see: 'API.md §6, §8',
-    body: schemas.DiscoverBody,
-    ok: { 200: { description: 'The discovery trace.', schema: schemas.DiscoveryTraceBody } },
+    see: '§6, §8',
+    body: 'DiscoverBody',
+    ok: { 200: { description: 'The discovery trace.', schema: 'DiscoveryTraceBody' } },
     errors: [...PROVIDER_ERRORS, ...BODY_ERRORS],
     handle: async ({ broker, principal, body }) =>
-      json(200, await broker.providers.discover(principal, await body())),
+      json(200, await broker.providers.discover(principal, (await body()) as DiscoverInput)),
   },
 ];
 
@@ -221,9 +232,9 @@ export const EVENT_ROUTES: Route[] = [
     id: 'listAuditEvents',
     summary:
       'The audit log, newest first: events of resources the credential covers, and of its descendant tokens.',
-    see: 'API.md §11',
-    query: schemas.AuditListQuery,
-    ok: { 200: { description: 'A page of events.', schema: schemas.PageOf(schemas.EventBody) } },
+    see: '§11',
+    query: 'AuditListQuery',
+    ok: { 200: { description: 'A page of events.', schema: 'EventPage' } },
     errors: ['invalid_request', 'invalid_path'],
     handle: async ({ broker, principal, query }) =>
       json(200, await broker.events.list(principal, query())),
@@ -233,12 +244,12 @@ export const EVENT_ROUTES: Route[] = [
     path: '/api/admin/webhooks/deliveries',
     id: 'listWebhookDeliveries',
     summary: 'Webhook deliveries by status (failed ones to replay by hand); the root key only.',
-    see: 'API.md §11',
-    query: schemas.DeliveryListQuery,
+    see: '§11',
+    query: 'DeliveryListQuery',
     ok: {
       200: {
         description: 'A page of deliveries.',
-        schema: schemas.PageOf(schemas.DeliveryViewBody),
+        schema: 'DeliveryPage',
       },
     },
     errors: ['invalid_request', 'insufficient_scope'],

@@ -2,7 +2,7 @@ import { KeywayError } from '@keyway/core';
 import { INSPECTOR_ASSETS, INSPECTOR_HTML } from '../inspector-assets.generated.js';
 import type { Route } from './route.js';
 
-/* The inspector (API.md §9): its page and its assets, public and left out of the document. */
+/* The inspector (docs/api.md §9): its page and its assets, public and left out of the document. */
 
 /** The security headers of the inspector's page: nothing but this origin, no framing. */
 const INSPECTOR_PAGE_HEADERS = {
@@ -24,7 +24,7 @@ export const INSPECTOR_ROUTES: Route[] = [
     path: '/inspector',
     id: 'inspector',
     summary: 'The inspector page.',
-    see: 'API.md §9',
+    see: '§9',
     public: true,
     undocumented: true,
     ok: { 200: page },
@@ -36,7 +36,7 @@ export const INSPECTOR_ROUTES: Route[] = [
     path: '/inspector/assets/{file}',
     id: 'inspectorAsset',
     summary: 'A script or style of the inspector, named by its content.',
-    see: 'API.md §9',
+    see: '§9',
     public: true,
     undocumented: true,
     ok: { 200: page },

@@ -1,10 +1,15 @@
-import { KeywayError, resourcePathFromUrl, schemas } from '@keyway/core';
+import {
+  type AuthorizeInput,
+  KeywayError,
+  resourcePathFromUrl,
+  type VerifyInput,
+} from '@keyway/core';
 import { callbackReply, invalidCallbackReply } from '../callback-page.js';
 import { CALLBACK_SCRIPT } from '../inspector-assets.generated.js';
 import { json, noContent, PUBLIC_JSON_HEADERS, type Reply } from '../responses.js';
 import { BODY_ERRORS, type Route, type RouteContext, resourcePath } from './route.js';
 
-/* The OAuth routes (API.md §5, §6, §8): authorization, callbacks, connections. */
+/* The OAuth routes (docs/api.md §5, §6, §8): authorization, callbacks, connections. */
 
 /** What a callback page says (text/html), as the document names it. */
 const CALLBACK_OK = {
@@ -41,9 +46,9 @@ export const OAUTH_ROUTES: Route[] = [
     path: '/api/oauth/client-metadata.json',
     id: 'clientMetadataDocument',
     summary: 'The client-ID metadata document of this deployment.',
-    see: 'API.md §6 step 6',
+    see: '§6 step 6',
     public: true,
-    ok: { 200: { description: 'The document.', schema: schemas.ClientMetadataBody } },
+    ok: { 200: { description: 'The document.', schema: 'ClientMetadataBody' } },
     errors: ['not_found'],
     handle: async ({ broker }) => {
       const document = broker.clientMetadataDocument();
@@ -56,10 +61,10 @@ export const OAUTH_ROUTES: Route[] = [
     path: '/api/oauth/authorize/{provider_id}',
     id: 'authorize',
     summary: 'Start an authorization: a pending connection and its consent URL.',
-    see: 'API.md §5',
+    see: '§5',
     param: resourcePath('provider_id'),
-    body: schemas.AuthorizeBody,
-    ok: { 201: { description: 'The consent URL.', schema: schemas.AuthorizeResultBody } },
+    body: 'AuthorizeBody',
+    ok: { 201: { description: 'The consent URL.', schema: 'AuthorizeResultBody' } },
     errors: [
       ...BODY_ERRORS,
       'invalid_path',
@@ -73,7 +78,7 @@ export const OAUTH_ROUTES: Route[] = [
       'registration_failed',
     ],
     handle: async ({ broker, principal, param, body }) => {
-      const input = await body();
+      const input = (await body()) as AuthorizeInput;
       return json(
         201,
         await broker.connections.authorize(principal, resourcePathFromUrl(param), input),
@@ -85,7 +90,7 @@ export const OAUTH_ROUTES: Route[] = [
     path: '/api/oauth/callback',
     id: 'callback',
     summary: 'The OAuth redirect URI: completes an authorization (a browser comes here).',
-    see: 'API.md §5; RFC 6749 §4.1.2; RFC 9207',
+    see: '§5; RFC 6749 §4.1.2; RFC 9207',
     public: true,
     ok: CALLBACK_OK,
     errors: [],
@@ -98,7 +103,7 @@ export const OAUTH_ROUTES: Route[] = [
     id: 'serverCallback',
     summary:
       'The redirect URI of one authorization server (clients Keyway registers): as the shared callback, and a response that belongs to another server is refused.',
-    see: 'API.md §5 "Mix-up defense"; RFC 9700 §4.4',
+    see: '§5 "Mix-up defense"; RFC 9700 §4.4',
     public: true,
     param: {
       name: 'server_key',
@@ -114,12 +119,12 @@ export const OAUTH_ROUTES: Route[] = [
     path: '/api/oauth/verify',
     id: 'verify',
     summary: 'Confirm a user-verification flow: the connection then uses its new tokens.',
-    see: 'API.md §5 "User verification"',
-    body: schemas.VerifyBody,
-    ok: { 200: { description: 'The connection.', schema: schemas.ConnectionViewBody } },
+    see: '§5 "User verification"',
+    body: 'VerifyBody',
+    ok: { 200: { description: 'The connection.', schema: 'ConnectionViewBody' } },
     errors: [...BODY_ERRORS, 'insufficient_scope', 'not_found'],
     handle: async ({ broker, principal, body }) =>
-      json(200, await broker.connections.verify(principal, await body())),
+      json(200, await broker.connections.verify(principal, (await body()) as VerifyInput)),
   },
 ];
 
@@ -129,12 +134,12 @@ export const CONNECTION_ROUTES: Route[] = [
     path: '/api/oauth/connections',
     id: 'listConnections',
     summary: 'List the connections the credential covers, by prefix, provider and status.',
-    see: 'API.md §5',
-    query: schemas.ConnectionListQuery,
+    see: '§5',
+    query: 'ConnectionListQuery',
     ok: {
       200: {
         description: 'A page of connections.',
-        schema: schemas.PageOf(schemas.ConnectionViewBody),
+        schema: 'ConnectionPage',
       },
     },
     errors: ['invalid_request', 'invalid_path'],
@@ -146,9 +151,9 @@ export const CONNECTION_ROUTES: Route[] = [
     path: '/api/oauth/connections/{id}',
     id: 'getConnection',
     summary: 'Read a connection (never a token).',
-    see: 'API.md §5',
+    see: '§5',
     param: resourcePath('id'),
-    ok: { 200: { description: 'The connection.', schema: schemas.ConnectionViewBody } },
+    ok: { 200: { description: 'The connection.', schema: 'ConnectionViewBody' } },
     errors: ['invalid_path', 'insufficient_scope', 'not_found'],
     handle: async ({ broker, principal, param }) =>
       json(200, await broker.connections.get(principal, resourcePathFromUrl(param))),
@@ -158,7 +163,7 @@ export const CONNECTION_ROUTES: Route[] = [
     path: '/api/oauth/connections/{id}',
     id: 'deleteConnection',
     summary: 'Delete a connection, revoking its tokens at their server (best effort).',
-    see: 'API.md §5; RFC 7009',
+    see: '§5; RFC 7009',
     param: resourcePath('id'),
     ok: { 204: { description: 'Deleted.', schema: null } },
     errors: ['invalid_path', 'insufficient_scope', 'not_found'],
@@ -172,10 +177,10 @@ export const CONNECTION_ROUTES: Route[] = [
     path: '/api/oauth/credentials/{id}',
     id: 'credentials',
     summary: 'A connection’s access token, refreshed first when due.',
-    see: 'API.md §5 "Credentials"',
+    see: '§5 "Credentials"',
     param: resourcePath('id'),
-    query: schemas.CredentialsQuery,
-    ok: { 200: { description: 'The access token.', schema: schemas.CredentialsBody } },
+    query: 'CredentialsQuery',
+    ok: { 200: { description: 'The access token.', schema: 'CredentialsBody' } },
     errors: [
       'invalid_request',
       'invalid_path',
@@ -198,12 +203,12 @@ export const CONNECTION_ROUTES: Route[] = [
     id: 'probe',
     summary:
       'Check that a connection works: MCP initialize (or server/discover) and tools/list with its token.',
-    see: 'API.md §8',
+    see: '§8',
     param: resourcePath('id'),
     ok: {
       200: {
         description: 'The probe, step by step (never the token).',
-        schema: schemas.ProbeResultBody,
+        schema: 'ProbeResultBody',
       },
     },
     errors: [

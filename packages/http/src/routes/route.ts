@@ -1,11 +1,11 @@
 import type { Broker, KeywayErrorCode, Principal } from '@keyway/core';
-import type { z } from 'zod';
+import type { ContractShape, JsonSchema, QueryShape } from '@keyway/core/contract';
 import type { Incoming } from '../incoming.js';
 import type { Reply } from '../responses.js';
 
 /*
  * One declaration per operation of the HTTP contract: the dispatcher routes by it and the
- * OpenAPI document (API.md §10) is written from it, so the two can never disagree.
+ * OpenAPI document (docs/api.md §10) is written from it, so the two can never disagree.
  */
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -18,7 +18,11 @@ export interface RouteContext {
   readonly principal: Principal;
   /** The path parameter, still percent-encoded (`''` without one). */
   param: string;
-  /** The JSON body, read on demand with the size and media-type checks. */
+  /**
+   * The JSON body, read on demand with the size and media-type checks. A handler passes it
+   * on as the operation's input type: core parses every input (the type is what a
+   * TypeScript caller writes; the parse is for every caller, this one included).
+   */
   body(): Promise<unknown>;
   /** The query parameters, typed for the route's `query` schema. */
   query(): Record<string, unknown>;
@@ -36,7 +40,7 @@ export interface Route {
   /** The OpenAPI `operationId`. */
   id: string;
   summary: string;
-  /** The API.md section it implements. */
+  /** The section of docs/api.md it implements, and any RFC: `§5; RFC 7009`. */
   see: string;
   /** Reached without a credential. */
   public?: boolean;
@@ -44,10 +48,15 @@ export interface Route {
   undocumented?: boolean;
   /** The path parameter: its name and what it holds. */
   param?: { name: string; description: string };
-  query?: z.ZodObject;
-  body?: z.ZodType;
-  /** Success answers: a JSON schema, or `null` for a body that is not JSON (or none). */
-  ok: Record<number, { description: string; schema: z.ZodType | null }>;
+  /** The query string's shape in core's contract. */
+  query?: QueryShape;
+  /** The JSON body's shape in core's contract (core parses the body with it). */
+  body?: ContractShape;
+  /**
+   * Success answers: the body's shape in core's contract, a JSON Schema of its own, or
+   * `null` for a body that is not JSON (or none).
+   */
+  ok: Record<number, { description: string; schema: ContractShape | JsonSchema | null }>;
   /** The error codes this operation answers with, besides those of every route. */
   errors: KeywayErrorCode[];
   /** Answers of another media type the document names (the callback's HTML page). */
@@ -56,7 +65,7 @@ export interface Route {
 }
 
 const RESOURCE_PATH =
-  'A resource path (API.md §2): slash-delimited segments, sent as they are in the URL path.';
+  'A resource path (docs/api.md §2): slash-delimited segments, sent as they are in the URL path.';
 
 /** A path parameter that is a resource path (slashes included). */
 export const resourcePath = (name: string) => ({ name, description: RESOURCE_PATH });

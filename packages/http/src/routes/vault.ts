@@ -1,9 +1,8 @@
-import { resourcePathFromUrl, schemas } from '@keyway/core';
-import { z } from 'zod';
+import { type PutSecretInput, resourcePathFromUrl } from '@keyway/core';
 import { json, noContent, PUBLIC_JSON_HEADERS } from '../responses.js';
 import { BODY_ERRORS, type Route, resourcePath } from './route.js';
 
-/* The vault routes (API.md §7), and the document itself (API.md §10). */
+/* The vault routes (docs/api.md §7), and the document itself (docs/api.md §10). */
 
 export const VAULT_ROUTES: Route[] = [
   {
@@ -11,10 +10,10 @@ export const VAULT_ROUTES: Route[] = [
     path: '/api/vault/secrets',
     id: 'listSecrets',
     summary: 'List the secrets the credential covers (never a value).',
-    see: 'API.md §7',
-    query: schemas.SecretListQuery,
+    see: '§7',
+    query: 'SecretListQuery',
     ok: {
-      200: { description: 'A page of secrets.', schema: schemas.PageOf(schemas.SecretViewBody) },
+      200: { description: 'A page of secrets.', schema: 'SecretPage' },
     },
     errors: ['invalid_request', 'invalid_path'],
     handle: async ({ broker, principal, query }) =>
@@ -25,9 +24,9 @@ export const VAULT_ROUTES: Route[] = [
     path: '/api/vault/secrets/{path}',
     id: 'getSecret',
     summary: 'Read a secret with its value.',
-    see: 'API.md §7',
+    see: '§7',
     param: resourcePath('path'),
-    ok: { 200: { description: 'The secret.', schema: schemas.SecretWithValueBody } },
+    ok: { 200: { description: 'The secret.', schema: 'SecretWithValueBody' } },
     errors: ['invalid_path', 'insufficient_scope', 'not_found'],
     handle: async ({ broker, principal, param }) =>
       json(200, await broker.secrets.get(principal, resourcePathFromUrl(param))),
@@ -37,16 +36,16 @@ export const VAULT_ROUTES: Route[] = [
     path: '/api/vault/secrets/{path}',
     id: 'putSecret',
     summary: 'Write a secret (encrypted at rest).',
-    see: 'API.md §7',
+    see: '§7',
     param: resourcePath('path'),
-    body: schemas.PutSecretBody,
+    body: 'PutSecretBody',
     ok: {
-      200: { description: 'Replaced.', schema: schemas.SecretViewBody },
-      201: { description: 'Created.', schema: schemas.SecretViewBody },
+      200: { description: 'Replaced.', schema: 'SecretViewBody' },
+      201: { description: 'Created.', schema: 'SecretViewBody' },
     },
     errors: [...BODY_ERRORS, 'invalid_path', 'insufficient_scope'],
     handle: async ({ broker, principal, param, body }) => {
-      const input = await body();
+      const input = (await body()) as PutSecretInput;
       const { secret, created } = await broker.secrets.put(
         principal,
         resourcePathFromUrl(param),
@@ -60,7 +59,7 @@ export const VAULT_ROUTES: Route[] = [
     path: '/api/vault/secrets/{path}',
     id: 'deleteSecret',
     summary: 'Delete a secret.',
-    see: 'API.md §7',
+    see: '§7',
     param: resourcePath('path'),
     ok: { 204: { description: 'Deleted.', schema: null } },
     errors: ['invalid_path', 'insufficient_scope', 'not_found'],
@@ -74,12 +73,17 @@ export const VAULT_ROUTES: Route[] = [
     path: '/api/openapi.json',
     id: 'openapi',
     summary: 'This document.',
-    see: 'API.md §10',
+    see: '§10',
     public: true,
     ok: {
       200: {
         description: 'The OpenAPI 3.1 document.',
-        schema: z.looseObject({ openapi: z.literal('3.1.1') }),
+        schema: {
+          type: 'object',
+          properties: { openapi: { type: 'string', const: '3.1.1' } },
+          required: ['openapi'],
+          additionalProperties: {},
+        },
       },
     },
     errors: [],

@@ -1,9 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KeywayError } from '@keyway/core';
-import { dispatchOf, type KeywayHandler } from './handler.js';
-import type { Incoming } from './incoming.js';
-import { DEFAULT_MAX_BODY_BYTES, setRawTarget } from './request.js';
-import { errorReply, type Reply } from './responses.js';
+import { dispatchOf, type KeywayHandler } from '../handler.js';
+import type { Incoming } from '../incoming.js';
+import { DEFAULT_MAX_BODY_BYTES, setRawTarget } from '../request.js';
+import { errorReply, type Reply } from '../responses.js';
 import { streamOf } from './streams.js';
 
 /** A Node `http` / Express request, with what Express adds when it is there. */

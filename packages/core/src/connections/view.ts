@@ -1,0 +1,146 @@
+import { CONNECTION_ERROR_CODES, type ConnectionErrorCode } from '../contract/codes.js';
+import { isoTime, isoTimeOrNull } from '../contract/time.js';
+import type { ConnectionRecord, ConnectionStatus } from '../storage/contract.js';
+import {
+  type ConnectionState,
+  ConnectionStateSchema,
+  type OAuthParty,
+  type ProviderState,
+  readStored,
+} from '../storage/states.js';
+import { providerKeepsParty } from './party.js';
+
+/*
+ * A connection as the API shows it (API.md §5 "Connection view"), and the failures it
+ * records.
+ */
+
+/**
+ * Why a connection failed, as its view shows it.
+ *
+ * @see API.md §5 "Connection view"
+ */
+export interface ConnectionFailure {
+  code: ConnectionErrorCode;
+  description: string;
+}
+
+const KNOWN_CODES: ReadonlySet<string> = new Set(CONNECTION_ERROR_CODES);
+const isConnectionErrorCode = (code: string): code is ConnectionErrorCode => KNOWN_CODES.has(code);
+
+/** A failure with a code from {@link ConnectionErrorCode}; another code is kept in words. */
+export function connectionFailure(failure: {
+  code: string;
+  description: string;
+}): ConnectionFailure {
+  if (isConnectionErrorCode(failure.code)) {
+    return { code: failure.code, description: failure.description };
+  }
+  return {
+    code: 'server_error',
+    description: `${JSON.stringify(failure.code.slice(0, 64))}: ${failure.description}`,
+  };
+}
+
+/**
+ * A connection as the API shows it (API.md §5): never a token.
+ *
+ * @see API.md §5 "Connection view"
+ */
+export interface ConnectionView {
+  connection_id: string;
+  provider_id: string;
+  status: ConnectionStatus;
+  scopes: string[];
+  /**
+   * Whether a refresh token is held. `false`: the server gave none, and the connection
+   * needs a new consent when its access token expires (its `error` says so then).
+   */
+  refreshable: boolean;
+  /** How the connection obtains its tokens (API.md §5). */
+  grant: 'authorization_code';
+  token_expires_at: string | null;
+  created_at: string;
+  updated_at: string;
+  authorized_at: string | null;
+  last_refreshed_at: string | null;
+  error: ConnectionFailure | null;
+}
+
+/** The failure a connection records when its provider left the party it was authorized with. */
+export const PARTY_CHANGED: ConnectionFailure = {
+  code: 'reauthorization_required',
+  description:
+    'the provider moved to another authorization server or client since this connection was authorized: authorize again',
+};
+
+/** The failure a connection records when its provider was re-pointed at another MCP endpoint. */
+export const RESOURCE_CHANGED: ConnectionFailure = {
+  code: 'reauthorization_required',
+  description:
+    'the provider was re-pointed at another MCP endpoint since this connection was authorized: authorize again',
+};
+
+/**
+ * Why a connection's party is no longer its provider's, or `null` while it still is: a
+ * move of the resource alone, or of the authorization server or client.
+ */
+export function partyChangeOf(state: ProviderState, party: OAuthParty): ConnectionFailure | null {
+  if (providerKeepsParty(state, party)) return null;
+  const issuer = state.authorization_server.issuer;
+  const sameServer =
+    issuer === party.issuer && state.registrations[issuer]?.client_id === party.client_id;
+  return sameServer ? RESOURCE_CHANGED : PARTY_CHANGED;
+}
+
+export const FORGOTTEN_CLIENT: ConnectionFailure = {
+  code: 'reauthorization_required',
+  description:
+    'the authorization server no longer knows the registered client (invalid_client): authorize again, a new client is registered first',
+};
+
+/** The state of a connection record, checked. @throws {KeywayError} `internal_error`. */
+export function connectionState(record: ConnectionRecord): ConnectionState {
+  return readStored(ConnectionStateSchema, record.state, `state of connection ${record.id}`);
+}
+
+/** The error an active connection without a refresh token shows once its token expired. */
+export function expiredWithoutRefresh(expiredAt: number): ConnectionFailure {
+  return {
+    code: 'token_expired',
+    description: `the access token expired at ${isoTime(expiredAt)} and the authorization server gave no refresh token: a new consent is needed (authorize again)`,
+  };
+}
+
+/**
+ * A connection as the API shows it, at `now` (epoch ms): an active connection whose access
+ * token expired without a refresh token shows why it cannot be used.
+ */
+export function connectionView(record: ConnectionRecord, now: number): ConnectionView {
+  const state = connectionState(record);
+  const stuck =
+    record.status === 'active' &&
+    state.error === null &&
+    state.refreshable === false &&
+    state.token_expires_at !== null &&
+    state.token_expires_at <= now;
+  return {
+    connection_id: record.id,
+    provider_id: record.providerId,
+    status: record.status,
+    scopes: state.scopes,
+    refreshable: state.refreshable === true,
+    grant: 'authorization_code',
+    token_expires_at: isoTimeOrNull(state.token_expires_at),
+    created_at: isoTime(record.createdAt),
+    updated_at: isoTime(record.updatedAt),
+    authorized_at: isoTimeOrNull(state.authorized_at),
+    last_refreshed_at: isoTimeOrNull(state.last_refreshed_at),
+    error:
+      state.error !== null
+        ? connectionFailure(state.error)
+        : stuck && state.token_expires_at !== null
+          ? expiredWithoutRefresh(state.token_expires_at)
+          : null,
+  };
+}

@@ -1,0 +1,197 @@
+import type {
+  CounterValue,
+  EventWrite,
+  ListAuditQuery,
+  ListConnectionsQuery,
+  ListPathsQuery,
+  VaultChanges,
+  VaultKey,
+  VaultWrite,
+} from '@keyway/core/storage';
+import { marks } from './dialect.js';
+import { get, type Row, run } from './program.js';
+import {
+  AUDIT_EVENTS,
+  CONNECTIONS,
+  PENDING_AUTHORIZATIONS,
+  PROVIDERS,
+  type RowCodec,
+  TOKENS,
+  VAULT_ENTRIES,
+  WEBHOOK_DELIVERIES,
+} from './rows.js';
+
+/*
+ * The statements of the SQL storage, in the shared notation of `dialect.ts` (`?` marks,
+ * `{table}` names), and the write steps several operations share.
+ */
+
+/** A query in the shared notation and its parameters. */
+export interface SqlQuery {
+  sql: string;
+  params: unknown[];
+}
+
+/**
+ * The subtree-ranged list of a path-keyed table: for each root `p`, `p` itself or the keys
+ * in [`p/`, `p0`) (`'0'` follows `'/'`), two index range scans per root; then the cursor,
+ * equality filters, the order and the limit.
+ */
+export function pathListQuery(
+  table: string,
+  keyColumn: string,
+  query: ListPathsQuery,
+  equal: Record<string, unknown> = {},
+): SqlQuery {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (query.within !== undefined) {
+    if (query.within.length === 0) where.push('FALSE');
+    else {
+      const ranges = query.within.map(
+        () => `${keyColumn} = ? OR (${keyColumn} >= ? AND ${keyColumn} < ?)`,
+      );
+      where.push(`(${ranges.join(' OR ')})`);
+      for (const root of query.within) params.push(root, `${root}/`, `${root}0`);
+    }
+  }
+  if (query.after !== undefined) {
+    where.push(`${keyColumn} > ?`);
+    params.push(query.after);
+  }
+  for (const [column, value] of Object.entries(equal)) {
+    if (value === undefined) continue;
+    where.push(`${column} = ?`);
+    params.push(value);
+  }
+  params.push(query.limit);
+  const filter = where.length > 0 ? ` WHERE ${where.join(' AND ')}` : '';
+  return { sql: `SELECT * FROM {${table}}${filter} ORDER BY ${keyColumn} LIMIT ?`, params };
+}
+
+/** The connection listing's query (exported for EXPLAIN in the adapters' tests). */
+export function connectionListQuery(query: ListConnectionsQuery): SqlQuery {
+  return pathListQuery('connections', 'id', query, {
+    provider_id: query.providerId,
+    status: query.status,
+  });
+}
+
+/** The audit log's query, newest first (exported for EXPLAIN in the adapters' tests). */
+export function auditListQuery(query: ListAuditQuery): SqlQuery {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const visible: string[] = [];
+  if (query.within === undefined) visible.push("resource_kind = 'path'");
+  else if (query.within.length > 0) {
+    const ranges = query.within.map(() => 'resource = ? OR (resource >= ? AND resource < ?)');
+    visible.push(`(resource_kind = 'path' AND (${ranges.join(' OR ')}))`);
+    for (const root of query.within) params.push(root, `${root}/`, `${root}0`);
+  }
+  if (query.tokensBelow === undefined) visible.push("resource_kind = 'token'");
+  else if (query.tokensBelow !== null) {
+    // Names starting `N.`: the range [`N.`, `N/`) (`/` follows `.`).
+    visible.push("(resource_kind = 'token' AND resource >= ? AND resource < ?)");
+    params.push(`${query.tokensBelow}.`, `${query.tokensBelow}/`);
+  }
+  where.push(visible.length === 0 ? 'FALSE' : `(${visible.join(' OR ')})`);
+  if (query.type !== undefined) {
+    where.push('type = ?');
+    params.push(query.type);
+  }
+  if (query.since !== undefined) {
+    where.push('time >= ?');
+    params.push(query.since);
+  }
+  if (query.before !== undefined) {
+    where.push('id < ?');
+    params.push(query.before);
+  }
+  params.push(query.limit);
+  return {
+    sql: `SELECT * FROM {audit_events} WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT ?`,
+    params,
+  };
+}
+
+const insertSql = (codec: RowCodec<unknown>, conflict: string) =>
+  `INSERT INTO {${codec.table}} (${codec.columns.join(', ')}) VALUES (${marks(codec.columns)})${conflict}`;
+const updateSql = (codec: RowCodec<unknown>, where: string) =>
+  `UPDATE {${codec.table}} SET (${codec.columns.join(', ')}) = (${marks(codec.columns)}) WHERE ${where}`;
+
+export const INSERT_TOKEN = insertSql(TOKENS, ' ON CONFLICT (name) DO NOTHING');
+export const UPDATE_TOKEN = updateSql(TOKENS, 'id_hash = ?');
+export const INSERT_PROVIDER = insertSql(PROVIDERS, ' ON CONFLICT (id) DO NOTHING');
+export const UPDATE_PROVIDER = updateSql(PROVIDERS, 'id = ? AND version = ?');
+export const INSERT_CONNECTION = insertSql(CONNECTIONS, ' ON CONFLICT (id) DO NOTHING');
+export const UPDATE_CONNECTION = updateSql(CONNECTIONS, 'id = ? AND version = ?');
+export const INSERT_PENDING = insertSql(PENDING_AUTHORIZATIONS, '');
+// No conflict clause: an id that exists fails the statement, and the transaction with it.
+const INSERT_EVENT = insertSql(AUDIT_EVENTS, '');
+const INSERT_DELIVERY = insertSql(WEBHOOK_DELIVERIES, '');
+export const PUT_VAULT = `INSERT INTO {vault_entries} (kind, key, ciphertext, key_id, version, created_at, updated_at)
+  VALUES (?, ?, ?, ?, 1, ?, ?)
+  ON CONFLICT (kind, key) DO UPDATE SET
+    ciphertext = excluded.ciphertext, key_id = excluded.key_id,
+    version = {vault_entries}.version + 1, updated_at = excluded.updated_at
+  RETURNING *`;
+/** A token and its descendants: `name`, or names in [`name.`, `name/`) (`/` follows `.`). */
+export const TREE = '(name = ? OR (name >= ? AND name < ?))';
+export const treeParams = (name: string) => [name, `${name}.`, `${name}/`];
+
+export const putVaultParams = (write: VaultWrite, now: number) => [
+  write.kind,
+  write.key,
+  write.ciphertext,
+  write.keyId,
+  now,
+  now,
+];
+export const putVaultResult = (row: Row | undefined) => {
+  const entry = VAULT_ENTRIES.fromRow(row ?? {});
+  return { entry, created: entry.version === 1 };
+};
+
+export function* putVault(write: VaultWrite, now: number) {
+  return putVaultResult(yield* get(PUT_VAULT, putVaultParams(write, now)));
+}
+
+export const DELETE_VAULT = 'DELETE FROM {vault_entries} WHERE kind = ? AND key = ?';
+
+export function* deleteVault(keys: VaultKey[] | undefined) {
+  for (const { kind, key } of keys ?? []) yield* run(DELETE_VAULT, [kind, key]);
+}
+
+/** Appends events and their deliveries. */
+export function* writeEvents(write: EventWrite | undefined) {
+  for (const event of write?.events ?? []) yield* run(INSERT_EVENT, AUDIT_EVENTS.toRow(event));
+  for (const delivery of write?.deliveries ?? []) {
+    yield* run(INSERT_DELIVERY, WEBHOOK_DELIVERIES.toRow(delivery));
+  }
+}
+
+/** Writes one row (an insert or a compare-and-set), its vault changes and events, or nothing. */
+export function* writeWithVault(
+  sql: string,
+  values: unknown[],
+  changes: VaultChanges | undefined,
+  now: number,
+  events: EventWrite | undefined,
+) {
+  if ((yield* run(sql, values)) !== 1) return false;
+  for (const write of changes?.put ?? []) yield* putVault(write, now);
+  yield* deleteVault(changes?.delete);
+  yield* writeEvents(events);
+  return true;
+}
+
+export function counterOf(row: Row | undefined): CounterValue | null {
+  return row === undefined ? null : { count: Number(row.count), expiresAt: Number(row.expires_at) };
+}
+
+/** A driver's answer to a `get`: the row, or `undefined` when there is none. */
+export const asRow = (answer: unknown): Row | undefined =>
+  typeof answer === 'object' && answer !== null ? (answer as Row) : undefined;
+
+/** The hot path of every authenticated request: one point read on the primary key. */
+export const TOKEN_BY_ID_HASH = 'SELECT * FROM {tokens} WHERE id_hash = ?';
