@@ -35,6 +35,7 @@ export const ADMIN_USAGE = `Commands over the HTTP API (KEYWAY_URL, KEYWAY_TOKEN
   keyway provider register <id>   registers a new client (the server forgot the old one)
   keyway provider list [--prefix <p>] | get <id> | delete <id>
   keyway discover <resource-url>
+  keyway status                 version, readiness, storage (exit 1 when not ready)
   keyway connect <provider> <connection> [--scope <s>…]   (prints the consent URL, waits)
   keyway connection list [--prefix <p>] [--provider <id>] [--status <s>] | get <id> | delete <id>
   keyway secret put <path> --value-env <VAR> | get <path> | list [--prefix <p>] | delete <path>
@@ -55,6 +56,7 @@ export const ADMIN_COMMANDS = [
   'token',
   'provider',
   'discover',
+  'status',
   'connect',
   'connection',
   'secret',
@@ -131,8 +133,26 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
       values['expires-in'] === undefined ? {} : { expires_in: Number(values['expires-in']) };
     const verb = positionals[0];
     switch (
-      `${resource} ${resource === 'discover' || resource === 'connect' ? '' : (verb ?? '')}`.trim()
+      `${resource} ${['discover', 'connect', 'status'].includes(resource) ? '' : (verb ?? '')}`.trim()
     ) {
+      case 'status': {
+        const body = await api('GET', '/api/admin/status');
+        const storage = body.storage as {
+          engine: string;
+          schema_version: number | null;
+          schema_expected: number | null;
+        } | null;
+        show(body, () =>
+          [
+            `keyway ${clean(body.version)}: ${body.ready ? 'ready' : 'NOT READY'}`,
+            storage === null
+              ? 'storage: not answering'
+              : `storage: ${clean(storage.engine)}${storage.schema_version === null ? '' : `, schema ${storage.schema_version} (this version needs ${storage.schema_expected})`}`,
+            ...(body.reason === null ? [] : [`reason: ${clean(body.reason)}`]),
+          ].join('\n'),
+        );
+        return body.ready ? EXIT.ok : EXIT.refused;
+      }
       case 'token create': {
         const body = await api('POST', '/api/admin/tokens', {
           name: one(1),

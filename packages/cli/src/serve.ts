@@ -210,6 +210,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   }
   const listening = (server.address() as AddressInfo).port;
   let broker: Broker;
+  const baseUrl = options.baseUrl ?? `http://localhost:${listening}`;
   try {
     const allowedHosts = options.allowedHosts ?? [];
     broker = createBroker({
@@ -217,7 +218,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       storage,
       vaultKeys,
       allowedHosts,
-      baseUrl: options.baseUrl ?? `http://localhost:${listening}`,
+      baseUrl,
       providerManagement: options.providerManagement ?? true,
       allowedRedirects: options.allowedRedirects ?? [],
       ...(options.webhooks === undefined
@@ -247,6 +248,10 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   });
   const url = `http://${urlHost(host)}:${listening}`;
   log(`Keyway broker listening on ${url} (storage: ${describeDatabase(database)})`);
+  const base = baseUrl.replace(/\/+$/, '');
+  log(`Base URL ${base}: the inspector is ${base}/inspector, OAuth callbacks return to ${base}`);
+  const mismatch = baseUrlMismatch(baseUrl, listening);
+  if (mismatch !== null) log(`Warning: ${mismatch}`);
   if (generatedRootKey) {
     log('No KEYWAY_ROOT_KEY was set, so a root key was generated. It is shown only this once:');
     log(`  KEYWAY_ROOT_KEY=${rootKey}`);
@@ -268,6 +273,20 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
 }
 
 /** The host of a URL that reaches a listening address (a wildcard is reached on loopback). */
+const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/**
+ * Why a browser would miss the OAuth callback: a loopback base URL on another port than
+ * the one the broker listens on (a base URL elsewhere is a proxy's, and is left alone).
+ */
+export function baseUrlMismatch(baseUrl: string, port: number): string | null {
+  const url = new URL(baseUrl);
+  if (!LOOPBACK_NAMES.has(url.hostname)) return null;
+  const basePort = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+  if (basePort === port) return null;
+  return `KEYWAY_BASE_URL is ${url.origin}, but the broker listens on port ${port}: a browser sent back to ${url.origin} never reaches it (set KEYWAY_BASE_URL=http://localhost:${port}, or PORT=${basePort})`;
+}
+
 function urlHost(host: string): string {
   if (host === '0.0.0.0' || host === '') return '127.0.0.1';
   if (host === '::') return '[::1]';

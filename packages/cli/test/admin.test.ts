@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { createBroker } from '@keyway/core';
 import { createHandler } from '@keyway/http';
@@ -48,6 +49,40 @@ describe('keyway admin commands, in process against a broker and the test world'
 
   const run = (...argv: string[]) => runAdmin(argv, io);
   const last = () => io.lines.at(-1) as string;
+
+  it('prints the status: version, readiness, storage, and exits 1 when not ready', async () => {
+    const { version } = JSON.parse(
+      readFileSync(new URL('../../http/package.json', import.meta.url), 'utf8'),
+    ) as { version: string };
+    expect(await run('status')).toBe(EXIT.ok);
+    expect(io.lines).toEqual([`keyway ${version}: ready`, 'storage: memory']);
+    expect(await run('status', '--json')).toBe(EXIT.ok);
+    expect(JSON.parse(last())).toEqual({
+      version,
+      ready: true,
+      storage: { engine: 'memory', schema_version: null, schema_expected: null },
+      reason: null,
+    });
+    // A database left at an older schema (another instance rolled back, say).
+    const storage = memoryStorage();
+    const behind = new Proxy(storage, {
+      get: (target, property) =>
+        property === 'health'
+          ? async () => ({ engine: 'sqlite', schema: { version: 2, expected: 3 } })
+          : Reflect.get(target, property, target),
+    });
+    const handler = createHandler(
+      createBroker({ rootKey: ROOT_KEY, storage: behind, purgeIntervalMs: false }),
+    );
+    io.fetch = async (input, init) => handler(new Request(input as string, init));
+    io.lines.length = 0;
+    expect(await run('status')).toBe(EXIT.refused);
+    expect(io.lines).toEqual([
+      `keyway ${version}: NOT READY`,
+      'storage: sqlite, schema 2 (this version needs 3)',
+      'reason: storage: schema version 2, this code needs 3',
+    ]);
+  });
 
   it('creates, lists, reads, narrows and revokes tokens, in text and in JSON', async () => {
     expect(await run('token', 'create', 'ci', '--scope', 'acme', '--expires-in', '600')).toBe(

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import { generateRootKey, type RunningServer, serve, serveOptionsFromEnv } from '../src/index.js';
+import { baseUrlMismatch } from '../src/serve.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keyway-cli-'));
 let files = 0;
@@ -42,6 +43,39 @@ describe('serve()', () => {
     expect(listed.status).toBe(200);
     expect(lines.join('\n')).not.toContain(ROOT_KEY);
     expect(running.generatedRootKey).toBe(false);
+    // The banner names the base URL the callback uses, where the inspector must be opened.
+    const port = new URL(running.url).port;
+    expect(lines.filter((line) => line.startsWith('Base URL'))).toEqual([
+      `Base URL http://localhost:${port}: the inspector is http://localhost:${port}/inspector, OAuth callbacks return to http://localhost:${port}`,
+    ]);
+    expect(lines.filter((line) => line.startsWith('Warning'))).toEqual([]);
+  });
+
+  it('warns when a loopback base URL is on another port than the broker', async () => {
+    const lines: string[] = [];
+    running = await serve({
+      port: 0,
+      rootKey: ROOT_KEY,
+      database: database(),
+      baseUrl: 'http://localhost:9',
+      log: (line) => lines.push(line),
+    });
+    const port = Number(new URL(running.url).port);
+    expect(lines.filter((line) => line.startsWith('Warning'))).toEqual([
+      `Warning: KEYWAY_BASE_URL is http://localhost:9, but the broker listens on port ${port}: a browser sent back to http://localhost:9 never reaches it (set KEYWAY_BASE_URL=http://localhost:${port}, or PORT=9)`,
+    ]);
+  });
+
+  it('tells a loopback base URL on another port from one behind a proxy', () => {
+    expect(baseUrlMismatch('http://localhost:8787', 8787)).toBeNull();
+    expect(baseUrlMismatch('http://127.0.0.1:8787/keyway', 8787)).toBeNull();
+    expect(baseUrlMismatch('https://keyway.example.com', 8787)).toBeNull();
+    expect(baseUrlMismatch('http://[::1]:3000', 8787)).toBe(
+      'KEYWAY_BASE_URL is http://[::1]:3000, but the broker listens on port 8787: a browser sent back to http://[::1]:3000 never reaches it (set KEYWAY_BASE_URL=http://localhost:8787, or PORT=3000)',
+    );
+    expect(baseUrlMismatch('https://localhost', 8787)).toBe(
+      'KEYWAY_BASE_URL is https://localhost, but the broker listens on port 8787: a browser sent back to https://localhost never reaches it (set KEYWAY_BASE_URL=http://localhost:8787, or PORT=443)',
+    );
   });
 
   it('generates a root key when none is set, prints it once, and accepts it', async () => {

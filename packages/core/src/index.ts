@@ -20,7 +20,7 @@ export type { RateLimitsConfig } from './auth/rate-limit.js';
 // ─── resource paths (docs/api.md §2) ──────────────────────────────────────────────────────────
 export { parseResourcePath, resourcePathFromUrl } from './auth/resource-path.js';
 // ─── the broker ──────────────────────────────────────────────────────────────────────────
-export { type Broker, createBroker } from './broker/broker.js';
+export { type Broker, type BrokerHealth, createBroker } from './broker/broker.js';
 export type { BrokerConfig } from './broker/config.js';
 // ─── MCP clients ─────────────────────────────────────────────────────────────────────────
 export { connectionFetch } from './broker/connection-fetch.js';

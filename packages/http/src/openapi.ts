@@ -1,11 +1,9 @@
 import { KeywayError, type KeywayErrorCode } from '@keyway/core';
 import { type ContractShape, contractSchema, type JsonSchema } from '@keyway/core/contract';
 import { OPERATIONS, type Route } from './routes/index.js';
+import { VERSION } from './version.js';
 
 export { OPERATIONS } from './routes/index.js';
-
-/** The package's version, written in by the build (tsup's `define`; Vitest's in tests). */
-declare const __KEYWAY_VERSION__: string;
 
 /*
  * The OpenAPI 3.1 document of the HTTP contract (docs/api.md §10), written from the route table
@@ -111,7 +109,7 @@ export function openApiDocument(serverUrl?: string): Record<string, unknown> {
     openapi: '3.1.1',
     info: {
       title: 'Keyway',
-      version: __KEYWAY_VERSION__,
+      version: VERSION,
       summary: 'OAuth connection broker for MCP servers and other APIs.',
       license: { name: 'MIT', identifier: 'MIT' },
     },

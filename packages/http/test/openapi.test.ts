@@ -290,13 +290,19 @@ describe('real answers of every route against the document', () => {
     await call('GET', '/api/admin/webhooks/deliveries?status=failed');
     await call('GET', '/api/admin/webhooks/deliveries?status=lost');
 
+    // Health: public and detail-free; the status behind a credential.
+    expect((await call('GET', '/healthz', { token: null })).body).toEqual({ status: 'ok' });
+    expect((await call('GET', '/readyz', { token: null })).body).toEqual({ status: 'ready' });
+    await call('GET', '/api/admin/status');
+    await call('GET', '/api/admin/status', noToken);
+
     // The document itself, and what every authenticated route answers without a token.
     await call('GET', '/api/openapi.json', { token: null });
     await call('GET', '/api/admin/tokens', noToken);
 
     const expected = OPERATIONS.flatMap((operation) => [
       `${operation.id} ok`,
-      ...(operation.id === 'openapi' || operation.id === 'clientMetadataDocument'
+      ...(['openapi', 'clientMetadataDocument', 'healthz', 'readyz'].includes(operation.id)
         ? []
         : [`${operation.id} error`]),
     ]).sort();

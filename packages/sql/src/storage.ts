@@ -11,6 +11,7 @@ import {
   VAULT_ENTRIES,
   WEBHOOK_DELIVERIES,
 } from './rows.js';
+import { MIGRATION_STEPS } from './schema.js';
 
 import {
   asRow,
@@ -423,5 +424,14 @@ export function sqlStorage(
           return removed;
         })(),
       ),
+
+    async health() {
+      const row = await one('SELECT MAX(version) AS version FROM {migrations}', []);
+      const version = row?.version === null || row?.version === undefined ? 0 : Number(row.version);
+      return {
+        engine: dialect.engine,
+        schema: { version, expected: MIGRATION_STEPS.length },
+      };
+    },
   };
 }

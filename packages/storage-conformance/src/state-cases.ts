@@ -295,7 +295,7 @@ export function counterStorageCases({ open, connectAgain }: CaseContext): void {
   });
 }
 
-export function maintenanceCases({ open, readBehind }: CaseContext): void {
+export function maintenanceCases({ open, connectAgain, readBehind }: CaseContext): void {
   describe('purgeExpired()', () => {
     it('deletes expired tokens, pending authorizations, leases and counters, and nothing live', async () => {
       const storage = await open();
@@ -337,6 +337,19 @@ export function maintenanceCases({ open, readBehind }: CaseContext): void {
       expect(await storage.purgeExpired(NOW, 2)).toBe(2);
       expect(await storage.purgeExpired(NOW, 2)).toBe(1);
       expect(await storage.purgeExpired(NOW, 2)).toBe(0);
+    });
+  });
+
+  describe('health()', () => {
+    it('names its engine and, with a schema (what a store read behind has), holds the one it needs', async () => {
+      const storage = await open();
+      const health = await storage.health();
+      expect(health.engine).toMatch(/^[a-z][a-z0-9_-]*$/);
+      // A store with tables (read behind by the suite) has a schema; memory has none.
+      expect(health.schema === null).toBe(readBehind(storage) === null);
+      expect(health.schema?.version ?? 0).toBe(health.schema?.expected ?? 0);
+      // A second handle on the same database says the same.
+      expect(await (await connectAgain(storage)).health()).toEqual(health);
     });
   });
 }

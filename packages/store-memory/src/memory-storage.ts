@@ -368,6 +368,10 @@ export function memoryStorage(): MemoryStorage {
     ...log.methods,
 
     // ─── maintenance ───
+    async health() {
+      return { engine: 'memory', schema: null };
+    },
+
     async purgeExpired(now, limit) {
       let removed = 0;
       const expiredTokens = [...tokens.values()].filter((t) => t.expiresAt <= now).slice(0, limit);

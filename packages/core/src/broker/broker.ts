@@ -11,7 +11,7 @@ import { toBase64Url } from '../platform/bytes.js';
 import { clientMetadataDocument } from '../providers/registration.js';
 import { ProviderRegistry } from '../providers/registry.js';
 import { ProviderService } from '../providers/service.js';
-import type { Storage } from '../storage/contract.js';
+import type { Storage, StorageHealth } from '../storage/contract.js';
 import { type AuthenticationContext, TokenService } from '../tokens/service.js';
 import { SecretService } from '../vault/secrets.js';
 import type { Vault } from '../vault/vault.js';
@@ -70,8 +70,28 @@ export interface Broker {
    * @returns how many records were deleted.
    */
   purgeExpired(): Promise<number>;
+  /**
+   * Whether this broker can serve: its storage answers and holds at least the schema this
+   * code needs. For readiness probes; never throws.
+   *
+   * @see [docs/api.md §16](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#16-health-metrics-logs-shutdown)
+   */
+  health(): Promise<BrokerHealth>;
   /** Stops background work and closes the storage. */
   close(): Promise<void>;
+}
+
+/**
+ * A broker's readiness, as {@link Broker.health} answers it.
+ *
+ * @see [docs/api.md §16](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#16-health-metrics-logs-shutdown)
+ */
+export interface BrokerHealth {
+  ready: boolean;
+  /** What the storage said of itself, or `null` when it could not answer. */
+  storage: StorageHealth | null;
+  /** Why the broker is not ready (for an operator, not for the public), or `null`. */
+  reason: string | null;
 }
 
 const PURGE_BATCH = 500;
@@ -223,6 +243,24 @@ export function createBroker(config: BrokerConfig): Broker {
       return canonical;
     },
     purgeExpired,
+    async health() {
+      let storageHealth: StorageHealth;
+      try {
+        storageHealth = await storage.health();
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        return { ready: false, storage: null, reason: `storage: ${message.slice(0, 200)}` };
+      }
+      const { schema } = storageHealth;
+      if (schema !== null && schema.version < schema.expected) {
+        return {
+          ready: false,
+          storage: storageHealth,
+          reason: `storage: schema version ${schema.version}, this code needs ${schema.expected}`,
+        };
+      }
+      return { ready: true, storage: storageHealth, reason: null };
+    },
     async close() {
       clearInterval(timer);
       clearInterval(idleTimer);

@@ -336,6 +336,24 @@ export interface MaintenanceStorage {
    * @returns how many records were deleted.
    */
   purgeExpired(now: number, limit: number): Promise<number>;
+  /**
+   * What the storage says of itself, after one query to the store: a readiness probe
+   * calls it. Throws when the store cannot answer.
+   */
+  health(): Promise<StorageHealth>;
+}
+
+/**
+ * A storage's engine and, where it keeps a schema, the version it holds and the one this
+ * code needs: a storage is ready when `version >= expected`.
+ *
+ * @see [docs/api.md §16](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#16-health-metrics-logs-shutdown)
+ */
+export interface StorageHealth {
+  /** `memory`, `sqlite`, `postgres`, or another adapter's own name. */
+  engine: string;
+  /** `null` for a storage without a schema (memory). */
+  schema: { version: number; expected: number } | null;
 }
 
 /**
@@ -393,6 +411,7 @@ export const STORAGE_METHODS = [
   'finishWebhookAttempt',
   'listWebhookDeliveries',
   'purgeExpired',
+  'health',
   'close',
 ] as const satisfies readonly (keyof Storage)[];
 

@@ -1,4 +1,5 @@
 import { EVENT_ROUTES, PROVIDER_ROUTES, TOKEN_ROUTES } from './admin.js';
+import { HEALTH_ROUTES } from './health.js';
 import { INSPECTOR_ROUTES } from './inspector.js';
 import { CONNECTION_ROUTES, OAUTH_ROUTES } from './oauth.js';
 import type { Route } from './route.js';
@@ -17,6 +18,7 @@ export const OPERATIONS: readonly Route[] = [
   ...EVENT_ROUTES,
   ...CONNECTION_ROUTES,
   ...VAULT_ROUTES,
+  ...HEALTH_ROUTES,
 ];
 
 /** A route compiled for matching: its template as an expression, the parameter captured. */
