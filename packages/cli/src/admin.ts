@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { generateVaultKey } from '@keyway/core';
+import { parseDuration } from '@keyway/core/config';
 import {
   type AdminIo,
   client,
@@ -25,9 +26,9 @@ export { type AdminIo, EXIT } from './admin-client.js';
 
 /** The text of `keyway --help` for the admin commands. */
 export const ADMIN_USAGE = `Commands over the HTTP API (KEYWAY_URL, KEYWAY_TOKEN; --json on every one):
-  keyway token create <name> --scope <s> [--scope <s>…] [--expires-in <seconds>]
+  keyway token create <name> --scope <s> [--scope <s>…] [--expires-in <seconds|1h|7d>]
   keyway token list | get <name> | revoke <name>
-  keyway token narrow <name> [--scope <s>…] [--expires-in <seconds>]
+  keyway token narrow <name> [--scope <s>…] [--expires-in <seconds|1h|7d>]
   keyway provider put <id> --resource-url <url> [--scope <s>…] [--label <text>]
                       [--client-id <id> [--client-secret-env <VAR>]] [--pkce assume_s256]
                       [--authorization-param <name=value>…] [--token-param <name=value>…]
@@ -61,9 +62,28 @@ export const ADMIN_COMMANDS = [
   'connection',
   'secret',
   'keys',
+  'vault',
 ];
 
 const encodePath = (path: string) => path.split('/').map(encodeURIComponent).join('/');
+
+/**
+ * `--expires-in` as the API takes it, in seconds: digits are seconds already; a duration
+ * (`30m`, `1h`, `7d`) is converted, and must be whole seconds.
+ */
+function seconds(text: string): number {
+  if (/^[0-9]{1,10}$/.test(text)) return Number(text);
+  let ms: number;
+  try {
+    ms = parseDuration(text);
+  } catch {
+    throw new UsageError(
+      `--expires-in takes seconds or a duration like 30m, 1h or 7d, not ${JSON.stringify(text.slice(0, 40))}`,
+    );
+  }
+  if (ms % 1000 !== 0) throw new UsageError(`--expires-in must be whole seconds, not ${text}`);
+  return ms / 1000;
+}
 
 /** Runs one admin command; answers its exit code. */
 export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
@@ -130,7 +150,7 @@ export async function runAdmin(argv: string[], io: AdminIo): Promise<number> {
       return text === '' ? '' : `?${text}`;
     };
     const lifetime =
-      values['expires-in'] === undefined ? {} : { expires_in: Number(values['expires-in']) };
+      values['expires-in'] === undefined ? {} : { expires_in: seconds(values['expires-in']) };
     const verb = positionals[0];
     switch (
       `${resource} ${['discover', 'connect', 'status'].includes(resource) ? '' : (verb ?? '')}`.trim()

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { ADMIN_COMMANDS, ADMIN_USAGE, runAdmin } from './admin.js';
-import { serve, serveOptionsFromEnv } from './serve.js';
+import { inOperatorWords, serveOptionsFromEnv } from './environment.js';
+import { serve } from './serve.js';
 
 const USAGE = `Usage: keyway serve | keyway <command> (below)
 
@@ -60,7 +61,10 @@ async function main(argv: string[]): Promise<number> {
     console.error(`keyway: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
     return 2;
   }
-  const running = await serve(serveOptionsFromEnv(process.env));
+  const running = await serve(serveOptionsFromEnv(process.env)).catch((error: unknown) => {
+    if (!(error instanceof TypeError)) throw error;
+    throw new TypeError(inOperatorWords(error.message));
+  });
   const stop = () => {
     running.close().then(
       () => process.exit(0),

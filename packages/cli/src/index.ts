@@ -1,4 +1,5 @@
 export { ADMIN_COMMANDS, ADMIN_USAGE, type AdminIo, EXIT, runAdmin } from './admin.js';
+export { SERVE_VARIABLES, serveOptionsFromEnv } from './environment.js';
 export {
   DEFAULT_DATABASE,
   DEFAULT_HOST,
@@ -10,5 +11,4 @@ export {
   type ServeOptions,
   type ServerLimits,
   serve,
-  serveOptionsFromEnv,
 } from './serve.js';

@@ -10,9 +10,9 @@ import {
   type RateLimitsConfig,
   type Storage,
 } from '@keyway/core';
-import { parseDuration, parseRateLimits } from '@keyway/core/config';
 import { createHandler } from '@keyway/http';
 import { toNodeHandler } from '@keyway/http/node';
+import { memoryStorage } from '@keyway/store-memory';
 import { postgresStorage } from '@keyway/store-postgres';
 import { sqliteStorage } from '@keyway/store-sqlite';
 
@@ -178,6 +178,17 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   const generatedRootKey = options.rootKey === undefined;
   const rootKey = options.rootKey ?? generateRootKey();
   const database = options.database ?? DEFAULT_DATABASE;
+  // Checked in full before anything is written (the database, a .vault-keys file).
+  await createBroker(
+    brokerConfig(options, {
+      rootKey,
+      storage: memoryStorage(),
+      vaultKeys: options.vaultKeys ?? [generateVaultKey()],
+      baseUrl: options.baseUrl ?? `http://localhost:${options.port || 8787}`,
+      database,
+      dryRun: true,
+    }),
+  ).close();
   const vaultKeys = options.vaultKeys ?? defaultVaultKeys(database, log);
   const storage = await openStorage(database);
   // The broker is built once the port is known: the default base URL contains it.
@@ -212,32 +223,9 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   let broker: Broker;
   const baseUrl = options.baseUrl ?? `http://localhost:${listening}`;
   try {
-    const allowedHosts = options.allowedHosts ?? [];
-    broker = createBroker({
-      rootKey,
-      storage,
-      vaultKeys,
-      allowedHosts,
-      baseUrl,
-      providerManagement: options.providerManagement ?? true,
-      allowedRedirects: options.allowedRedirects ?? [],
-      ...(options.webhooks === undefined
-        ? {}
-        : { webhooks: options.webhooks as BrokerConfig['webhooks'] }),
-      ...(options.auditRetentionDays === undefined
-        ? {}
-        : { auditRetentionDays: options.auditRetentionDays }),
-      ...(options.refreshIdleAfter === undefined
-        ? {}
-        : { refreshIdleAfter: options.refreshIdleAfter }),
-      rateLimits:
-        options.rateLimits === false
-          ? false
-          : { shared: isPostgres(database), ...options.rateLimits },
-      ...(options.clientMetadataUrl === undefined
-        ? {}
-        : { clientMetadataUrl: options.clientMetadataUrl }),
-    });
+    broker = createBroker(
+      brokerConfig(options, { rootKey, storage, vaultKeys, baseUrl, database }),
+    );
   } catch (error) {
     server.close();
     await storage.close();
@@ -293,109 +281,46 @@ function urlHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-function booleanVariable(
-  env: Record<string, string | undefined>,
-  name: string,
-): boolean | undefined {
-  const text = env[name];
-  if (text === undefined || text === '') return undefined;
-  const value = text.toLowerCase();
-  if (value !== 'true' && value !== 'false')
-    throw new TypeError(`${name} must be "true" or "false"`);
-  return value === 'true';
-}
-
-function integerVariable(
-  env: Record<string, string | undefined>,
-  name: string,
-  min: number,
-  max: number,
-): number | undefined {
-  const text = env[name];
-  if (text === undefined || text === '') return undefined;
-  const value = Number(text);
-  if (!/^[0-9]+$/.test(text) || value < min || value > max) {
-    throw new TypeError(
-      `${name} must be an integer from ${min} to ${max}, not ${JSON.stringify(text)}`,
-    );
-  }
-  return value;
-}
-
-const LIMIT_VARIABLES: [keyof ServerLimits, string, number, number][] = [
-  ['headersTimeoutMs', 'KEYWAY_HEADERS_TIMEOUT_MS', 1_000, 600_000],
-  ['requestTimeoutMs', 'KEYWAY_REQUEST_TIMEOUT_MS', 1_000, 3_600_000],
-  ['keepAliveTimeoutMs', 'KEYWAY_KEEP_ALIVE_TIMEOUT_MS', 1, 600_000],
-  ['maxConnections', 'KEYWAY_MAX_CONNECTIONS', 1, 1_000_000],
-];
-
-/** Reads {@link ServeOptions} from environment variables (docs/api.md §0). */
-export function serveOptionsFromEnv(env: Record<string, string | undefined>): ServeOptions {
-  const options: ServeOptions = {};
-  const port = integerVariable(env, 'PORT', 0, 65535);
-  if (port !== undefined) options.port = port;
-  if (env.HOST) options.host = env.HOST;
-  if (env.KEYWAY_ROOT_KEY) options.rootKey = env.KEYWAY_ROOT_KEY;
-  if (env.KEYWAY_DATABASE) options.database = env.KEYWAY_DATABASE;
-  if (env.KEYWAY_ALLOWED_HOSTS) {
-    options.allowedHosts = env.KEYWAY_ALLOWED_HOSTS.split(',')
-      .map((host) => host.trim())
-      .filter((host) => host !== '');
-  }
-  if (env.KEYWAY_BASE_URL) options.baseUrl = env.KEYWAY_BASE_URL;
-  if (env.KEYWAY_ALLOWED_REDIRECTS) {
-    options.allowedRedirects = env.KEYWAY_ALLOWED_REDIRECTS.split(',')
-      .map((origin) => origin.trim())
-      .filter((origin) => origin !== '');
-  }
-  if (env.KEYWAY_CLIENT_METADATA_URL) options.clientMetadataUrl = env.KEYWAY_CLIENT_METADATA_URL;
-  const management = booleanVariable(env, 'KEYWAY_PROVIDER_MANAGEMENT');
-  if (management !== undefined) options.providerManagement = management;
-  const inspector = booleanVariable(env, 'KEYWAY_INSPECTOR');
-  if (inspector !== undefined) options.inspector = inspector;
-  const trustProxy = booleanVariable(env, 'KEYWAY_TRUST_PROXY');
-  if (trustProxy !== undefined) options.trustProxy = trustProxy;
-  if (env.KEYWAY_RATE_LIMITS) options.rateLimits = parseRateLimits(env.KEYWAY_RATE_LIMITS);
-  const limits: Partial<ServerLimits> = {};
-  for (const [key, name, min, max] of LIMIT_VARIABLES) {
-    const value = integerVariable(env, name, min, max);
-    if (value !== undefined) limits[key] = value;
-  }
-  if (Object.keys(limits).length > 0) options.limits = limits;
-  if (env.KEYWAY_VAULT_KEYS) {
-    options.vaultKeys = env.KEYWAY_VAULT_KEYS.split(',').map((key) => key.trim());
-  }
-  const webhook = webhookFromEnv(env);
-  if (webhook !== undefined) options.webhooks = [webhook];
-  const retention = integerVariable(env, 'KEYWAY_AUDIT_RETENTION_DAYS', 1, 3650);
-  if (retention !== undefined) options.auditRetentionDays = retention;
-  if (env.KEYWAY_REFRESH_IDLE_AFTER) {
-    let idle: number;
-    try {
-      idle = parseDuration(env.KEYWAY_REFRESH_IDLE_AFTER);
-    } catch (error) {
-      throw new Error(`KEYWAY_REFRESH_IDLE_AFTER: ${(error as Error).message}`);
-    }
-    if (idle < 1000) throw new Error('KEYWAY_REFRESH_IDLE_AFTER must be at least 1s');
-    options.refreshIdleAfter = idle;
-  }
-  return options;
-}
-
-/** The webhook endpoint of `KEYWAY_WEBHOOK_URL`, `_SECRET` and `_TYPES`: both or neither. */
-function webhookFromEnv(
-  env: Record<string, string | undefined>,
-): { url: string; secret: string; types?: string[] } | undefined {
-  const url = env.KEYWAY_WEBHOOK_URL;
-  const secret = env.KEYWAY_WEBHOOK_SECRET;
-  if (!url && !secret) return undefined;
-  if (!url || !secret) {
-    throw new Error(
-      'KEYWAY_WEBHOOK_URL and KEYWAY_WEBHOOK_SECRET go together: set both (the secret is "whsec_" and a base64 key) or neither',
-    );
-  }
-  const types = env.KEYWAY_WEBHOOK_TYPES?.split(',')
-    .map((type) => type.trim())
-    .filter((type) => type !== '');
-  return { url, secret, ...(types === undefined || types.length === 0 ? {} : { types }) };
+/** The broker's configuration of {@link serve}: `dryRun` checks it without background work. */
+function brokerConfig(
+  options: ServeOptions,
+  given: {
+    rootKey: string;
+    storage: Storage;
+    vaultKeys: string[];
+    baseUrl: string;
+    database: string;
+    dryRun?: boolean;
+  },
+): BrokerConfig {
+  const { rootKey, storage, vaultKeys, baseUrl, database } = given;
+  const allowedHosts = options.allowedHosts ?? [];
+  return {
+    rootKey,
+    storage,
+    vaultKeys,
+    allowedHosts,
+    baseUrl,
+    providerManagement: options.providerManagement ?? true,
+    allowedRedirects: options.allowedRedirects ?? [],
+    ...(options.webhooks === undefined
+      ? {}
+      : { webhooks: options.webhooks as BrokerConfig['webhooks'] }),
+    ...(options.auditRetentionDays === undefined
+      ? {}
+      : { auditRetentionDays: options.auditRetentionDays }),
+    ...(options.refreshIdleAfter === undefined
+      ? {}
+      : { refreshIdleAfter: options.refreshIdleAfter }),
+    rateLimits:
+      options.rateLimits === false
+        ? false
+        : { shared: isPostgres(database), ...options.rateLimits },
+    ...(options.clientMetadataUrl === undefined
+      ? {}
+      : { clientMetadataUrl: options.clientMetadataUrl }),
+    ...(given.dryRun === true
+      ? { purgeIntervalMs: false, webhookPollIntervalMs: false, onBackgroundError: () => {} }
+      : {}),
+  };
 }

@@ -84,6 +84,33 @@ describe('keyway admin commands, in process against a broker and the test world'
     ]);
   });
 
+  it('takes --expires-in as seconds or as a duration (issue 25)', async () => {
+    expect(
+      await run('token', 'create', 'a', '--scope', 'acme', '--expires-in', '1h', '--json'),
+    ).toBe(EXIT.ok);
+    expect(await run('token', 'get', 'a', '--json')).toBe(EXIT.ok);
+    const hour = JSON.parse(last());
+    expect(Date.parse(hour.expires_at) - Date.parse(hour.created_at)).toBe(3_600_000);
+    expect(await run('token', 'create', 'b', '--scope', 'acme', '--expires-in', '120')).toBe(
+      EXIT.ok,
+    );
+    expect(await run('token', 'narrow', 'a', '--expires-in', '30m', '--json')).toBe(EXIT.ok);
+    const narrowed = JSON.parse(last());
+    expect(Date.parse(narrowed.expires_at)).toBeLessThan(Date.parse(hour.expires_at));
+    expect(await run('token', 'create', 'c', '--scope', 'acme', '--expires-in', 'soon')).toBe(
+      EXIT.usage,
+    );
+    expect(io.errors.at(-1)?.split('\n')[0]).toBe(
+      'keyway: --expires-in takes seconds or a duration like 30m, 1h or 7d, not "soon"',
+    );
+    expect(await run('token', 'create', 'c', '--scope', 'acme', '--expires-in', '1500ms')).toBe(
+      EXIT.usage,
+    );
+    expect(io.errors.at(-1)?.split('\n')[0]).toBe(
+      'keyway: --expires-in must be whole seconds, not 1500ms',
+    );
+  });
+
   it('creates, lists, reads, narrows and revokes tokens, in text and in JSON', async () => {
     expect(await run('token', 'create', 'ci', '--scope', 'acme', '--expires-in', '600')).toBe(
       EXIT.ok,
@@ -298,7 +325,7 @@ describe('keyway admin commands, in process against a broker and the test world'
     expect(await run('token', 'create', '--help')).toBe(EXIT.ok);
     expect(io.lines.filter((line) => line.startsWith('keyway token '))).toHaveLength(3);
     expect(io.lines).toContain(
-      'keyway token create <name> --scope <s> [--scope <s>…] [--expires-in <seconds>]',
+      'keyway token create <name> --scope <s> [--scope <s>…] [--expires-in <seconds|1h|7d>]',
     );
     io.env = {};
     expect(await run('token', 'list')).toBe(EXIT.usage);
@@ -346,6 +373,67 @@ describe('keyway admin commands as a process, against a real keyway serve', () =
     const { stdout } = await keyway(['--help']);
     for (const command of ['serve', ...ADMIN_COMMANDS])
       expect(stdout).toContain(`keyway ${command}`);
+  });
+
+  it('runs every command that --help and the README name (none is unknown)', async () => {
+    const { stdout } = await keyway(['--help']);
+    const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
+    const named = new Set(
+      [...`${stdout}\n${readme}`.matchAll(/^\s*keyway ([a-z]+)\b/gm)].map(([, name]) => name),
+    );
+    // Each admin command is documented, and each documented one is a command.
+    named.delete('serve');
+    expect([...named].sort()).toEqual([...ADMIN_COMMANDS].sort());
+    for (const command of ADMIN_COMMANDS) {
+      const help = await keyway([command, '--help']);
+      expect([command, help.code]).toEqual([command, 0]);
+      expect(help.stdout).toContain(`keyway ${command}`);
+    }
+  });
+
+  it('names the variables in configuration errors, and writes nothing before they are valid (issue 25)', async () => {
+    const { existsSync, mkdtempSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const dir = mkdtempSync(join(tmpdir(), 'keyway-config-'));
+    const file = join(dir, 'keyway.sqlite');
+    const failures = [
+      [{ KEYWAY_ROOT_KEY: 'short-key' }, 'KEYWAY_ROOT_KEY must be at least 32 characters'],
+      [{ KEYWAY_BASE_URL: 'ftp://x' }, 'KEYWAY_BASE_URL must be an absolute http(s) URL'],
+      [
+        { KEYWAY_WEBHOOK_URL: 'https://hooks.example', KEYWAY_WEBHOOK_SECRET: 'plain' },
+        'KEYWAY_WEBHOOK_SECRET must be "whsec_" followed by a base64 key (Standard Webhooks)',
+      ],
+    ] as const;
+    for (const [env, message] of failures) {
+      const started = await keyway(['serve'], { KEYWAY_DATABASE: file, PORT: '0', ...env });
+      expect([started.code, started.stderr]).toEqual([
+        1,
+        `keyway: invalid configuration: ${message}\n`,
+      ]);
+    }
+    // Neither the database nor a vault key file was created.
+    expect([existsSync(file), existsSync(`${file}.vault-keys`)]).toEqual([false, false]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('re-wraps the vault of a database as a process (`keyway vault rewrap`)', async () => {
+    const { mkdtempSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { generateVaultKey } = await import('@keyway/core');
+    const dir = mkdtempSync(join(tmpdir(), 'keyway-rewrap-bin-'));
+    const file = join(dir, 'keyway.sqlite');
+    const rewrap = await keyway(['vault', 'rewrap'], {
+      KEYWAY_DATABASE: file,
+      KEYWAY_VAULT_KEYS: generateVaultKey(),
+    });
+    rmSync(dir, { recursive: true, force: true });
+    expect([rewrap.code, rewrap.stdout, rewrap.stderr]).toEqual([
+      0,
+      `re-wrapped 0 vault entries of ${file} onto the first key\n`,
+      '',
+    ]);
   });
 
   it('mints with the root key, then works with the minted token, with exact exit codes', async () => {

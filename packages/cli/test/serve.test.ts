@@ -287,6 +287,52 @@ describe('serveOptionsFromEnv()', () => {
     expect(() => serveOptionsFromEnv({ KEYWAY_HEADERS_TIMEOUT_MS: '1e4' })).toThrow(TypeError);
   });
 
+  it('refuses a KEYWAY_ variable nothing reads, naming the nearest one (issue 25)', () => {
+    expect(() => serveOptionsFromEnv({ KEYWAY_VAULT_KEY: 'k1' })).toThrow(
+      new TypeError(
+        'unknown variable KEYWAY_VAULT_KEY (did you mean KEYWAY_VAULT_KEYS?): keyway serve --help lists every variable it reads',
+      ),
+    );
+    expect(() => serveOptionsFromEnv({ KEYWAY_BASEURL: 'http://localhost:1' })).toThrow(
+      'unknown variable KEYWAY_BASEURL (did you mean KEYWAY_BASE_URL?)',
+    );
+    expect(() => serveOptionsFromEnv({ KEYWAY_SOMETHING_ELSE_ENTIRELY: 'x' })).toThrow(
+      new TypeError(
+        'unknown variable KEYWAY_SOMETHING_ELSE_ENTIRELY: keyway serve --help lists every variable it reads',
+      ),
+    );
+    // The admin commands' variables, and other programs' variables, are not refused.
+    expect(
+      serveOptionsFromEnv({
+        KEYWAY_URL: 'http://x',
+        KEYWAY_TOKEN: 't',
+        HOME: '/root',
+        PATH: '/bin',
+      }),
+    ).toEqual({});
+  });
+
+  it('refuses a pattern in KEYWAY_ALLOWED_HOSTS: it would allow nothing (issue 25)', () => {
+    expect(serveOptionsFromEnv({ KEYWAY_ALLOWED_HOSTS: 'localhost, 127.0.0.1,' })).toEqual({
+      allowedHosts: ['localhost', '127.0.0.1'],
+    });
+    expect(() => serveOptionsFromEnv({ KEYWAY_ALLOWED_HOSTS: 'localhost,*' })).toThrow(
+      new TypeError(
+        'KEYWAY_ALLOWED_HOSTS takes host names, not patterns: "*" would allow nothing. Name each host that may be reached over plain http and on private addresses (development and tests only)',
+      ),
+    );
+    expect(() => serveOptionsFromEnv({ KEYWAY_ALLOWED_HOSTS: '*.internal' })).toThrow(
+      'KEYWAY_ALLOWED_HOSTS takes host names, not patterns: "*.internal"',
+    );
+  });
+
+  it('lists in keyway serve --help every variable it reads', async () => {
+    const { SERVE_VARIABLES } = await import('../src/index.js');
+    const { readFileSync } = await import('node:fs');
+    const bin = readFileSync(new URL('../src/bin.ts', import.meta.url), 'utf8');
+    expect(SERVE_VARIABLES.filter((name) => !bin.includes(name))).toEqual([]);
+  });
+
   it('reads KEYWAY_REFRESH_IDLE_AFTER as a duration, and names the variable when it is not one (issue 23)', () => {
     expect(serveOptionsFromEnv({ KEYWAY_REFRESH_IDLE_AFTER: '7d' })).toEqual({
       refreshIdleAfter: 7 * 86_400_000,

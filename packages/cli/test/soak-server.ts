@@ -2,7 +2,8 @@
  * `keyway serve` in a child process that also answers, over IPC, its memory after a full
  * garbage collection: the soak test forks it with `--expose-gc`.
  */
-import { serve, serveOptionsFromEnv } from '../src/serve.js';
+import { serveOptionsFromEnv } from '../src/environment.js';
+import { serve } from '../src/serve.js';
 
 const running = await serve({ ...serveOptionsFromEnv(process.env), log: () => {} });
 process.send?.({ url: running.url });

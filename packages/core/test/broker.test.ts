@@ -8,6 +8,16 @@ import { rootKeyWeakness } from '../src/tokens/root-key.js';
 const ROOT_KEY = 'core-test-root-key-0123456789abcdefghij';
 
 describe('createBroker()', () => {
+  it('refuses a pattern among allowedHosts: "*" would allow nothing', () => {
+    expect(() =>
+      createBroker({ rootKey: ROOT_KEY, storage: memoryStorage(), allowedHosts: ['*'] }),
+    ).toThrow(
+      new TypeError(
+        'invalid broker configuration: "allowedHosts" takes host names, not patterns: "*" would allow nothing',
+      ),
+    );
+  });
+
   it('refuses a root key under 32 characters with a TypeError that does not echo it', () => {
     const short = 'x'.repeat(31);
     expect(() => createBroker({ rootKey: short, storage: memoryStorage() })).toThrow(TypeError);

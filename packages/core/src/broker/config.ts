@@ -1,10 +1,9 @@
-import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import type { RateLimitsConfig } from '../auth/rate-limit.js';
-import { EVENT_TYPES } from '../contract/codes.js';
 import type { ProviderInput } from '../contract/schemas.js';
 import { parseDuration } from '../contract/time.js';
 import { EventLog, type KeywayEvent, type WebhookEndpoint } from '../events/log.js';
+import { WebhookSchema } from '../events/webhook-config.js';
 import { createOutboundFetch, endpointProblem, type OutboundFetch } from '../outbound/fetch.js';
 import { allowedHostSet } from '../outbound/hosts.js';
 import type { Transport } from '../outbound/transport.js';
@@ -19,32 +18,13 @@ const WEAK_ROOT_KEY =
   'generate one with `openssl rand -base64 32`, or start `keyway serve` without KEYWAY_ROOT_KEY to have one printed';
 
 const isFunction = (value: unknown) => typeof value === 'function';
+const FUNCTION = (field: string) => `"${field}" must be a function`;
 
-const WEBHOOK_SECRET =
-  'a webhook "secret" must be "whsec_" followed by a base64 key (Standard Webhooks)';
-
-function signingKeyProblem(secret: string): string | null {
-  if (!/^whsec_[A-Za-z0-9+/]{16,}={0,2}$/.test(secret)) return WEBHOOK_SECRET;
-  try {
-    new Webhook(secret);
-    return null;
-  } catch {
-    return WEBHOOK_SECRET;
-  }
-}
-
-const WebhookSchema = z.strictObject(
-  {
-    url: z.string(),
-    secret: z.string().refine((secret) => signingKeyProblem(secret) === null, WEBHOOK_SECRET),
-    types: z.array(z.enum(EVENT_TYPES)).min(1).optional(),
-  },
-  { error: '"webhooks" must be an array of { url, secret, types? }' },
-);
 const POLL_INTERVAL = '"webhookPollIntervalMs" must be false or an integer from 100 to 3600000';
 const RETENTION = '"auditRetentionDays" must be an integer from 1 to 3650';
 const REFRESH_IDLE =
   '"refreshIdleAfter" must be false, milliseconds (at least 1000) or a duration such as "7d"';
+const NO_PATTERN = '"allowedHosts" takes host names, not patterns: "*" would allow nothing';
 const PURGE_INTERVAL = '"purgeIntervalMs" must be false or an integer from 1000 to 86400000';
 
 const RATE_LIMITS =
@@ -211,7 +191,15 @@ const BrokerConfigSchema = z.object({
    * addresses: for development and tests only. Default none.
    */
   allowedHosts: z
-    .array(z.string().min(1), { error: '"allowedHosts" must be an array of host names' })
+    .array(
+      z
+        .string()
+        .min(1)
+        .refine((host) => !host.includes('*'), NO_PATTERN),
+      {
+        error: '"allowedHosts" must be an array of host names',
+      },
+    )
     .optional(),
   /** Limits of outbound requests: whole-request timeout and largest body read. */
   outbound: z
@@ -301,9 +289,7 @@ const BrokerConfigSchema = z.object({
    * never wait on background work, and its errors never reach them.
    */
   onBackgroundError: z
-    .custom<(error: unknown) => void>(isFunction, {
-      message: '"onBackgroundError" must be a function',
-    })
+    .custom<(error: unknown) => void>(isFunction, { message: FUNCTION('onBackgroundError') })
     .optional(),
 });
 

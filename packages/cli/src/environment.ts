@@ -1,0 +1,209 @@
+import { parseDuration, parseRateLimits } from '@keyway/core/config';
+import { closest, distance } from 'fastest-levenshtein';
+import type { ServeOptions, ServerLimits } from './serve.js';
+
+/*
+ * `keyway serve`'s configuration, read from its environment (docs/api.md §0): every
+ * message names the variable the operator set, and a variable nothing reads is refused.
+ */
+
+function booleanVariable(
+  env: Record<string, string | undefined>,
+  name: string,
+): boolean | undefined {
+  const text = env[name];
+  if (text === undefined || text === '') return undefined;
+  const value = text.toLowerCase();
+  if (value !== 'true' && value !== 'false')
+    throw new TypeError(`${name} must be "true" or "false"`);
+  return value === 'true';
+}
+
+function integerVariable(
+  env: Record<string, string | undefined>,
+  name: string,
+  min: number,
+  max: number,
+): number | undefined {
+  const text = env[name];
+  if (text === undefined || text === '') return undefined;
+  const value = Number(text);
+  if (!/^[0-9]+$/.test(text) || value < min || value > max) {
+    throw new TypeError(
+      `${name} must be an integer from ${min} to ${max}, not ${JSON.stringify(text)}`,
+    );
+  }
+  return value;
+}
+
+const LIMIT_VARIABLES: [keyof ServerLimits, string, number, number][] = [
+  ['headersTimeoutMs', 'KEYWAY_HEADERS_TIMEOUT_MS', 1_000, 600_000],
+  ['requestTimeoutMs', 'KEYWAY_REQUEST_TIMEOUT_MS', 1_000, 3_600_000],
+  ['keepAliveTimeoutMs', 'KEYWAY_KEEP_ALIVE_TIMEOUT_MS', 1, 600_000],
+  ['maxConnections', 'KEYWAY_MAX_CONNECTIONS', 1, 1_000_000],
+];
+
+/** Every `KEYWAY_*` variable `keyway serve` reads (`keyway serve --help` explains each). */
+export const SERVE_VARIABLES: readonly string[] = [
+  'KEYWAY_ROOT_KEY',
+  'KEYWAY_DATABASE',
+  'KEYWAY_VAULT_KEYS',
+  'KEYWAY_BASE_URL',
+  'KEYWAY_ALLOWED_HOSTS',
+  'KEYWAY_ALLOWED_REDIRECTS',
+  'KEYWAY_CLIENT_METADATA_URL',
+  'KEYWAY_PROVIDER_MANAGEMENT',
+  'KEYWAY_INSPECTOR',
+  'KEYWAY_TRUST_PROXY',
+  'KEYWAY_RATE_LIMITS',
+  'KEYWAY_WEBHOOK_URL',
+  'KEYWAY_WEBHOOK_SECRET',
+  'KEYWAY_WEBHOOK_TYPES',
+  'KEYWAY_AUDIT_RETENTION_DAYS',
+  'KEYWAY_REFRESH_IDLE_AFTER',
+  ...LIMIT_VARIABLES.map(([, name]) => name),
+];
+
+/**
+ * The other `KEYWAY_*` variables a shell may hold: the admin commands' (`KEYWAY_URL`,
+ * `KEYWAY_TOKEN`), and the switches of this repository's tests, benchmarks and build.
+ */
+const OTHER_VARIABLES = [
+  'KEYWAY_URL',
+  'KEYWAY_TOKEN',
+  'KEYWAY_BUILD_DTS',
+  'KEYWAY_UPDATE_OPENAPI',
+  'KEYWAY_FUZZ_RUNS',
+  'KEYWAY_FUZZ_SEED',
+  'KEYWAY_CRASH_KILLS',
+  'KEYWAY_RACE_ROUNDS',
+  'KEYWAY_SOAK_REQUESTS',
+  'KEYWAY_BENCH_CACHE',
+];
+const KNOWN_VARIABLES = new Set([...SERVE_VARIABLES, ...OTHER_VARIABLES]);
+
+/**
+ * Refuses a `KEYWAY_*` variable that nothing reads: a misspelled one would otherwise be
+ * ignored in silence (`KEYWAY_VAULT_KEY` for `KEYWAY_VAULT_KEYS`). Names the nearest
+ * known variable when one is close.
+ */
+function checkVariableNames(env: Record<string, string | undefined>): void {
+  for (const name of Object.keys(env).sort()) {
+    if (!name.startsWith('KEYWAY_') || KNOWN_VARIABLES.has(name)) continue;
+    const nearest = closest(name, SERVE_VARIABLES);
+    const close = distance(name, nearest) <= Math.max(2, Math.floor(nearest.length / 4));
+    throw new TypeError(
+      `unknown variable ${name}${close ? ` (did you mean ${nearest}?)` : ''}: keyway serve --help lists every variable it reads`,
+    );
+  }
+}
+
+/** A comma-separated list of a variable, each entry trimmed, empty ones dropped. */
+const listVariable = (text: string) =>
+  text
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+
+/** Reads {@link ServeOptions} from environment variables (docs/api.md §0). */
+export function serveOptionsFromEnv(env: Record<string, string | undefined>): ServeOptions {
+  checkVariableNames(env);
+  const options: ServeOptions = {};
+  const port = integerVariable(env, 'PORT', 0, 65535);
+  if (port !== undefined) options.port = port;
+  if (env.HOST) options.host = env.HOST;
+  if (env.KEYWAY_ROOT_KEY) options.rootKey = env.KEYWAY_ROOT_KEY;
+  if (env.KEYWAY_DATABASE) options.database = env.KEYWAY_DATABASE;
+  if (env.KEYWAY_ALLOWED_HOSTS) {
+    options.allowedHosts = listVariable(env.KEYWAY_ALLOWED_HOSTS);
+    const pattern = options.allowedHosts.find((host) => host.includes('*'));
+    if (pattern !== undefined) {
+      throw new TypeError(
+        `KEYWAY_ALLOWED_HOSTS takes host names, not patterns: ${JSON.stringify(pattern.slice(0, 64))} would allow nothing. Name each host that may be reached over plain http and on private addresses (development and tests only)`,
+      );
+    }
+  }
+  if (env.KEYWAY_BASE_URL) options.baseUrl = env.KEYWAY_BASE_URL;
+  if (env.KEYWAY_ALLOWED_REDIRECTS) {
+    options.allowedRedirects = listVariable(env.KEYWAY_ALLOWED_REDIRECTS);
+  }
+  if (env.KEYWAY_CLIENT_METADATA_URL) options.clientMetadataUrl = env.KEYWAY_CLIENT_METADATA_URL;
+  const management = booleanVariable(env, 'KEYWAY_PROVIDER_MANAGEMENT');
+  if (management !== undefined) options.providerManagement = management;
+  const inspector = booleanVariable(env, 'KEYWAY_INSPECTOR');
+  if (inspector !== undefined) options.inspector = inspector;
+  const trustProxy = booleanVariable(env, 'KEYWAY_TRUST_PROXY');
+  if (trustProxy !== undefined) options.trustProxy = trustProxy;
+  if (env.KEYWAY_RATE_LIMITS) options.rateLimits = parseRateLimits(env.KEYWAY_RATE_LIMITS);
+  const limits: Partial<ServerLimits> = {};
+  for (const [key, name, min, max] of LIMIT_VARIABLES) {
+    const value = integerVariable(env, name, min, max);
+    if (value !== undefined) limits[key] = value;
+  }
+  if (Object.keys(limits).length > 0) options.limits = limits;
+  if (env.KEYWAY_VAULT_KEYS) {
+    options.vaultKeys = env.KEYWAY_VAULT_KEYS.split(',').map((key) => key.trim());
+  }
+  const webhook = webhookFromEnv(env);
+  if (webhook !== undefined) options.webhooks = [webhook];
+  const retention = integerVariable(env, 'KEYWAY_AUDIT_RETENTION_DAYS', 1, 3650);
+  if (retention !== undefined) options.auditRetentionDays = retention;
+  if (env.KEYWAY_REFRESH_IDLE_AFTER) {
+    let idle: number;
+    try {
+      idle = parseDuration(env.KEYWAY_REFRESH_IDLE_AFTER);
+    } catch (error) {
+      throw new Error(`KEYWAY_REFRESH_IDLE_AFTER: ${(error as Error).message}`);
+    }
+    if (idle < 1000) throw new Error('KEYWAY_REFRESH_IDLE_AFTER must be at least 1s');
+    options.refreshIdleAfter = idle;
+  }
+  return options;
+}
+
+/** The webhook endpoint of `KEYWAY_WEBHOOK_URL`, `_SECRET` and `_TYPES`: both or neither. */
+function webhookFromEnv(
+  env: Record<string, string | undefined>,
+): { url: string; secret: string; types?: string[] } | undefined {
+  const url = env.KEYWAY_WEBHOOK_URL;
+  const secret = env.KEYWAY_WEBHOOK_SECRET;
+  if (!url && !secret) return undefined;
+  if (!url || !secret) {
+    throw new Error(
+      'KEYWAY_WEBHOOK_URL and KEYWAY_WEBHOOK_SECRET go together: set both (the secret is "whsec_" and a base64 key) or neither',
+    );
+  }
+  const types = env.KEYWAY_WEBHOOK_TYPES?.split(',')
+    .map((type) => type.trim())
+    .filter((type) => type !== '');
+  return { url, secret, ...(types === undefined || types.length === 0 ? {} : { types }) };
+}
+
+/** The variable of each option of `createBroker` that `keyway serve` takes from one. */
+const VARIABLE_OF_OPTION: Record<string, string> = {
+  rootKey: 'KEYWAY_ROOT_KEY',
+  vaultKeys: 'KEYWAY_VAULT_KEYS',
+  baseUrl: 'KEYWAY_BASE_URL',
+  allowedHosts: 'KEYWAY_ALLOWED_HOSTS',
+  allowedRedirects: 'KEYWAY_ALLOWED_REDIRECTS',
+  clientMetadataUrl: 'KEYWAY_CLIENT_METADATA_URL',
+  providerManagement: 'KEYWAY_PROVIDER_MANAGEMENT',
+  webhooks: 'KEYWAY_WEBHOOK_URL',
+  auditRetentionDays: 'KEYWAY_AUDIT_RETENTION_DAYS',
+  refreshIdleAfter: 'KEYWAY_REFRESH_IDLE_AFTER',
+  rateLimits: 'KEYWAY_RATE_LIMITS',
+};
+
+/**
+ * A configuration error of `createBroker` in the words of an operator who set variables:
+ * `"rootKey" must be …` becomes `KEYWAY_ROOT_KEY must be …`, a webhook's `"secret"`
+ * becomes `KEYWAY_WEBHOOK_SECRET`.
+ */
+export function inOperatorWords(message: string): string {
+  return message
+    .replace(/^invalid broker configuration: /, 'invalid configuration: ')
+    .replace(/"webhooks\.\d+\.secret": /g, '')
+    .replace(/a webhook "secret"/g, 'KEYWAY_WEBHOOK_SECRET')
+    .replace(/"webhooks\.\d+\.url"/g, 'KEYWAY_WEBHOOK_URL')
+    .replace(/"([a-zA-Z]+)"/g, (quoted, name: string) => VARIABLE_OF_OPTION[name] ?? quoted);
+}
