@@ -35,7 +35,9 @@ Starts the Keyway broker. Environment:
   KEYWAY_HEADERS_TIMEOUT_MS     time to receive request headers (default 10000)
   KEYWAY_REQUEST_TIMEOUT_MS     time to receive a whole request (default 30000)
   KEYWAY_KEEP_ALIVE_TIMEOUT_MS  idle keep-alive connection lifetime (default 5000)
-  KEYWAY_MAX_CONNECTIONS        open connections at once (default 1000)`;
+  KEYWAY_MAX_CONNECTIONS        open connections at once (default 1000)
+  KEYWAY_SHUTDOWN_TIMEOUT_MS    on SIGTERM/SIGINT, time requests in flight have to finish
+                    before they are cut (default 10000)`;
 
 async function main(argv: string[]): Promise<number> {
   const [command = 'serve'] = argv;

@@ -41,6 +41,7 @@ const LIMIT_VARIABLES: [keyof ServerLimits, string, number, number][] = [
   ['requestTimeoutMs', 'KEYWAY_REQUEST_TIMEOUT_MS', 1_000, 3_600_000],
   ['keepAliveTimeoutMs', 'KEYWAY_KEEP_ALIVE_TIMEOUT_MS', 1, 600_000],
   ['maxConnections', 'KEYWAY_MAX_CONNECTIONS', 1, 1_000_000],
+  ['shutdownTimeoutMs', 'KEYWAY_SHUTDOWN_TIMEOUT_MS', 0, 600_000],
 ];
 
 /** Every `KEYWAY_*` variable `keyway serve` reads (`keyway serve --help` explains each). */

@@ -135,6 +135,11 @@ export interface ServerLimits {
   keepAliveTimeoutMs: number;
   /** Open connections at once; more are refused (`KEYWAY_MAX_CONNECTIONS`). */
   maxConnections: number;
+  /**
+   * How long `close()` lets requests in flight finish before it cuts them, ms
+   * (`KEYWAY_SHUTDOWN_TIMEOUT_MS`).
+   */
+  shutdownTimeoutMs: number;
 }
 
 export const DEFAULT_SERVER_LIMITS: ServerLimits = {
@@ -142,6 +147,7 @@ export const DEFAULT_SERVER_LIMITS: ServerLimits = {
   requestTimeoutMs: 30_000,
   keepAliveTimeoutMs: 5_000,
   maxConnections: 1_000,
+  shutdownTimeoutMs: 10_000,
 };
 
 /** Default listening address: this machine only. */
@@ -252,15 +258,25 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
     url,
     generatedRootKey,
     async close() {
-      server.closeAllConnections();
+      // Stops accepting, lets requests in flight finish (each connection is closed once
+      // idle), and cuts what is left after the shutdown timeout; then background work
+      // (a webhook attempt) finishes and the storage closes.
+      const closed = once(server, 'close');
       server.close();
-      await once(server, 'close');
+      const idle = setInterval(() => server.closeIdleConnections(), 50);
+      const cut = setTimeout(() => server.closeAllConnections(), limits.shutdownTimeoutMs);
+      server.closeIdleConnections();
+      try {
+        await closed;
+      } finally {
+        clearInterval(idle);
+        clearTimeout(cut);
+      }
       await broker.close();
     },
   };
 }
 
-/** The host of a URL that reaches a listening address (a wildcard is reached on loopback). */
 const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
 
 /**
@@ -275,6 +291,7 @@ export function baseUrlMismatch(baseUrl: string, port: number): string | null {
   return `KEYWAY_BASE_URL is ${url.origin}, but the broker listens on port ${port}: a browser sent back to ${url.origin} never reaches it (set KEYWAY_BASE_URL=http://localhost:${port}, or PORT=${basePort})`;
 }
 
+/** The host of a URL that reaches a listening address (a wildcard is reached on loopback). */
 function urlHost(host: string): string {
   if (host === '0.0.0.0' || host === '') return '127.0.0.1';
   if (host === '::') return '[::1]';

@@ -1,0 +1,99 @@
+import { once } from 'node:events';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { startBrokerProcess } from '@keyway/test-support/processes';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const ROOT_KEY = 'shutdown-test-root-key-0123456789abcdefg';
+
+/*
+ * Graceful shutdown (issue 25, docs/api.md §16): on SIGTERM, keyway serve stops accepting,
+ * lets a request in flight finish, and exits 0.
+ */
+describe('keyway serve on SIGTERM', () => {
+  // A remote server that answers only when the test says so: the broker's discovery
+  // request to it is the request in flight.
+  const held: ServerResponse[] = [];
+  let holding = true;
+  let arrived: () => void = () => {};
+  const remote = createServer((_req, res) => {
+    if (!holding) {
+      res.writeHead(404).end();
+      return;
+    }
+    held.push(res);
+    arrived();
+  });
+  afterAll(() => {
+    for (const res of held) res.destroy();
+    remote.close();
+  });
+
+  /** Starts a broker and holds one discovery request in flight at the remote server. */
+  async function brokerWithRequestInFlight(env: Record<string, string> = {}) {
+    holding = true;
+    const remoteUrl = `http://127.0.0.1:${(remote.address() as AddressInfo).port}/mcp`;
+    const broker = await startBrokerProcess({
+      KEYWAY_ROOT_KEY: ROOT_KEY,
+      KEYWAY_DATABASE: ':memory:',
+      KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
+      ...env,
+    });
+    const exited = once(broker.child, 'exit');
+    const reached = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const inFlight = fetch(`${broker.url}/api/admin/discover`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ resource_url: remoteUrl }),
+    });
+    await reached;
+    return { broker, exited, inFlight };
+  }
+
+  it('finishes a request in flight, refuses new connections, and exits 0', async () => {
+    remote.listen(0, '127.0.0.1');
+    await once(remote, 'listening');
+    // The slow request: a discovery whose first probe the remote server holds.
+    const { broker, exited, inFlight } = await brokerWithRequestInFlight();
+    broker.child.kill('SIGTERM');
+
+    // New connections are refused while the request is still held.
+    let refused: unknown = null;
+    for (let attempt = 0; attempt < 200 && refused === null; attempt++) {
+      refused = await fetch(`${broker.url}/healthz`).then(
+        () => null,
+        (error: { cause?: { code?: string } }) => error.cause?.code ?? 'failed',
+      );
+      if (refused === null) await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(refused).toBe('ECONNREFUSED');
+    expect(broker.child.exitCode).toBeNull();
+
+    // The remote server answers at last: the request in flight completes, then the process exits.
+    holding = false;
+    for (const res of held.splice(0)) res.writeHead(404).end();
+    const answer = await inFlight;
+    expect(answer.status).toBe(200);
+    const trace = (await answer.json()) as { ok: boolean; steps: { step: string }[] };
+    expect(trace.steps.length).toBeGreaterThan(0);
+    const [code, signal] = await exited;
+    expect([code, signal]).toEqual([0, null]);
+  }, 60_000);
+
+  it('cuts what is still in flight after KEYWAY_SHUTDOWN_TIMEOUT_MS, and exits 0', async () => {
+    const { broker, exited, inFlight } = await brokerWithRequestInFlight({
+      KEYWAY_SHUTDOWN_TIMEOUT_MS: '200',
+    });
+    const outcome = inFlight.then(
+      (response) => response.status,
+      (error: { cause?: { code?: string } }) => error.cause?.code ?? 'failed',
+    );
+    broker.child.kill('SIGTERM');
+    // The remote server never answers: the request is cut, and the process still exits 0.
+    expect(await outcome).toBe('UND_ERR_SOCKET');
+    const [code, signal] = await exited;
+    expect([code, signal]).toEqual([0, null]);
+  }, 60_000);
+});
