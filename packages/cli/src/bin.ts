@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { ADMIN_COMMANDS, ADMIN_USAGE, runAdmin } from './admin.js';
 import { inOperatorWords, serveOptionsFromEnv } from './environment.js';
+import { startTracing } from './observability.js';
 import { serve } from './serve.js';
 
 const USAGE = `Usage: keyway serve | keyway <command> (below)
@@ -37,7 +38,13 @@ Starts the Keyway broker. Environment:
   KEYWAY_KEEP_ALIVE_TIMEOUT_MS  idle keep-alive connection lifetime (default 5000)
   KEYWAY_MAX_CONNECTIONS        open connections at once (default 1000)
   KEYWAY_SHUTDOWN_TIMEOUT_MS    on SIGTERM/SIGINT, time requests in flight have to finish
-                    before they are cut (default 10000)`;
+                    before they are cut (default 10000)
+  KEYWAY_LOG_LEVEL  the request log's level: fatal, error, warn, info (default: a JSON
+                    line per request on standard output), debug, trace, silent
+  KEYWAY_METRICS_PORT  serve Prometheus metrics at /metrics on this port (default off)
+  KEYWAY_METRICS_HOST  the metrics listener's address (default 127.0.0.1)
+  OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, …  the standard OpenTelemetry
+                    variables: when they name an exporter, spans are sent there`;
 
 async function main(argv: string[]): Promise<number> {
   const [command = 'serve'] = argv;
@@ -63,15 +70,23 @@ async function main(argv: string[]): Promise<number> {
     console.error(`keyway: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
     return 2;
   }
-  const running = await serve(serveOptionsFromEnv(process.env)).catch((error: unknown) => {
+  const options = serveOptionsFromEnv(process.env);
+  const tracing = await startTracing(process.env);
+  const running = await serve(options).catch(async (error: unknown) => {
+    await tracing?.shutdown();
     if (!(error instanceof TypeError)) throw error;
     throw new TypeError(inOperatorWords(error.message));
   });
+  if (tracing !== null)
+    console.log('Traces go to the OpenTelemetry exporter the OTEL_* variables name');
   const stop = () => {
-    running.close().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
+    running
+      .close()
+      .then(() => tracing?.shutdown())
+      .then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);

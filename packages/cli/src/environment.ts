@@ -1,5 +1,6 @@
 import { parseDuration, parseRateLimits } from '@keyway/core/config';
 import { closest, distance } from 'fastest-levenshtein';
+import { LOG_LEVELS, type LogLevel } from './observability.js';
 import type { ServeOptions, ServerLimits } from './serve.js';
 
 /*
@@ -62,6 +63,9 @@ export const SERVE_VARIABLES: readonly string[] = [
   'KEYWAY_WEBHOOK_TYPES',
   'KEYWAY_AUDIT_RETENTION_DAYS',
   'KEYWAY_REFRESH_IDLE_AFTER',
+  'KEYWAY_LOG_LEVEL',
+  'KEYWAY_METRICS_PORT',
+  'KEYWAY_METRICS_HOST',
   ...LIMIT_VARIABLES.map(([, name]) => name),
 ];
 
@@ -158,6 +162,25 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
     }
     if (idle < 1000) throw new Error('KEYWAY_REFRESH_IDLE_AFTER must be at least 1s');
     options.refreshIdleAfter = idle;
+  }
+  const level = env.KEYWAY_LOG_LEVEL?.trim().toLowerCase();
+  if (level) {
+    if (!(LOG_LEVELS as readonly string[]).includes(level)) {
+      throw new TypeError(
+        `KEYWAY_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, not ${JSON.stringify(env.KEYWAY_LOG_LEVEL?.slice(0, 32))}`,
+      );
+    }
+    options.logLevel = level as LogLevel;
+  }
+  const metricsPort = integerVariable(env, 'KEYWAY_METRICS_PORT', 0, 65535);
+  if (metricsPort !== undefined) options.metricsPort = metricsPort;
+  if (env.KEYWAY_METRICS_HOST) {
+    if (metricsPort === undefined) {
+      throw new TypeError(
+        'KEYWAY_METRICS_HOST is set without KEYWAY_METRICS_PORT: metrics are off',
+      );
+    }
+    options.metricsHost = env.KEYWAY_METRICS_HOST;
   }
   return options;
 }

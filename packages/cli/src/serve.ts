@@ -11,10 +11,13 @@ import {
   type Storage,
 } from '@keyway/core';
 import { createHandler } from '@keyway/http';
+import { createMetrics } from '@keyway/http/metrics';
 import { toNodeHandler } from '@keyway/http/node';
 import { memoryStorage } from '@keyway/store-memory';
 import { postgresStorage } from '@keyway/store-postgres';
 import { sqliteStorage } from '@keyway/store-sqlite';
+import type { DestinationStream } from 'pino';
+import { type LogLevel, type MetricsServer, serveMetrics, serverLog } from './observability.js';
 
 /** Default database of `keyway serve`: a SQLite file in the working directory. */
 export const DEFAULT_DATABASE = 'keyway.sqlite';
@@ -123,6 +126,14 @@ export interface ServeOptions {
   refreshIdleAfter?: string | number;
   /** Where lines for the operator go; default `console.log`. */
   log?: (line: string) => void;
+  /** The request log's level (`KEYWAY_LOG_LEVEL`): `info` (default) logs every request. */
+  logLevel?: LogLevel;
+  /** Where request log lines go (JSON, one per line); default standard output. */
+  logDestination?: DestinationStream;
+  /** Serves Prometheus metrics at `/metrics` on this port (`KEYWAY_METRICS_PORT`). Default off. */
+  metricsPort?: number;
+  /** The metrics listener's address (`KEYWAY_METRICS_HOST`). Default `127.0.0.1`. */
+  metricsHost?: string;
 }
 
 /** Limits of the Node HTTP server against slow or too many clients. */
@@ -161,6 +172,8 @@ export interface RunningServer {
   readonly url: string;
   /** Whether the root key was generated (and printed) at start. */
   readonly generatedRootKey: boolean;
+  /** Where the metrics are served, or `null` when they are off. */
+  readonly metricsUrl: string | null;
   close(): Promise<void>;
 }
 
@@ -196,6 +209,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
     }),
   ).close();
   const vaultKeys = options.vaultKeys ?? defaultVaultKeys(database, log);
+  const serverLogger = serverLog(options.logLevel ?? 'info', options.logDestination);
+  const metrics = options.metricsPort === undefined ? null : createMetrics();
   const storage = await openStorage(database);
   // The broker is built once the port is known: the default base URL contains it.
   let handle: ReturnType<typeof toNodeHandler> | null = null;
@@ -229,23 +244,46 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   let broker: Broker;
   const baseUrl = options.baseUrl ?? `http://localhost:${listening}`;
   try {
-    broker = createBroker(
-      brokerConfig(options, { rootKey, storage, vaultKeys, baseUrl, database }),
-    );
+    broker = createBroker({
+      ...brokerConfig(options, { rootKey, storage, vaultKeys, baseUrl, database }),
+      onBackgroundError: (error) => serverLogger.failure('background work failed', error),
+      ...(metrics === null ? {} : { observe: metrics.observe }),
+    });
   } catch (error) {
     server.close();
     await storage.close();
     throw error;
   }
-  handle = toNodeHandler(createHandler(broker, { inspector: options.inspector ?? true }), {
-    trustProxy: options.trustProxy === true,
+  let metricsServer: MetricsServer | null = null;
+  if (metrics !== null) {
+    try {
+      metricsServer = await serveMetrics(
+        metrics,
+        options.metricsHost ?? DEFAULT_HOST,
+        options.metricsPort as number,
+      );
+    } catch (error) {
+      server.close();
+      await broker.close();
+      throw error;
+    }
+  }
+  const handler = createHandler(broker, {
+    inspector: options.inspector ?? true,
+    onRequest: (record) => {
+      serverLogger.request(record);
+      metrics?.onRequest(record);
+    },
+    onInternalError: (error) => serverLogger.failure('internal error', error),
   });
+  handle = toNodeHandler(handler, { trustProxy: options.trustProxy === true });
   const url = `http://${urlHost(host)}:${listening}`;
   log(`Keyway broker listening on ${url} (storage: ${describeDatabase(database)})`);
   const base = baseUrl.replace(/\/+$/, '');
   log(`Base URL ${base}: the inspector is ${base}/inspector, OAuth callbacks return to ${base}`);
   const mismatch = baseUrlMismatch(baseUrl, listening);
   if (mismatch !== null) log(`Warning: ${mismatch}`);
+  if (metricsServer !== null) log(`Metrics at ${metricsServer.url}`);
   if (generatedRootKey) {
     log('No KEYWAY_ROOT_KEY was set, so a root key was generated. It is shown only this once:');
     log(`  KEYWAY_ROOT_KEY=${rootKey}`);
@@ -257,6 +295,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
     broker,
     url,
     generatedRootKey,
+    metricsUrl: metricsServer?.url ?? null,
     async close() {
       // Stops accepting, lets requests in flight finish (each connection is closed once
       // idle), and cuts what is left after the shutdown timeout; then background work
@@ -273,6 +312,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
         clearTimeout(cut);
       }
       await broker.close();
+      await metricsServer?.close();
+      serverLogger.flush();
     },
   };
 }

@@ -20,6 +20,8 @@ describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway s
   let keyway: RunningServer;
   let provider: Provider;
   const grants = { refreshes: 0 };
+  /** The request log of keyway serve, line by line. */
+  const logLines: string[] = [];
 
   beforeAll(async () => {
     // ── the authorization server: oidc-provider ──
@@ -55,6 +57,11 @@ describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway s
       vaultKeys: [VAULT_KEY],
       allowedHosts: ['127.0.0.1'],
       log: () => {},
+      logDestination: {
+        write: (line: string) => {
+          logLines.push(line);
+        },
+      },
     });
   });
 
@@ -165,5 +172,40 @@ describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway s
     expect((await api('DELETE', '/api/oauth/connections/acme/users/alice/e2e')).status).toBe(204);
     expect(await introspect(tokens.refresh_token as string)).toBe(false);
     expect((await api('GET', '/api/oauth/connections/acme/users/alice/e2e')).status).toBe(404);
+
+    // The request log (docs/api.md §16): a JSON line per request over HTTP, and not one of
+    // the walk's secrets in any of them — root key, vault key, tokens, client secret, the
+    // authorization code, state and PKCE challenge.
+    const callback = new URL(callbackUrl);
+    const authorization = new URL(started.body.authorization_url);
+    const secrets = [
+      ROOT_KEY,
+      VAULT_KEY,
+      first.body.access_token,
+      refreshed.body.access_token,
+      tokens.access_token,
+      tokens.refresh_token as string,
+      secret,
+      callback.searchParams.get('code') as string,
+      callback.searchParams.get('state') as string,
+      authorization.searchParams.get('code_challenge') as string,
+    ];
+    expect(secrets.every((value) => typeof value === 'string' && value.length >= 16)).toBe(true);
+    const records = logLines.map(
+      (line) => JSON.parse(line) as { msg: string; method: string; route: string; status: number },
+    );
+    expect(records.map(({ msg, method, route, status }) => [msg, method, route, status])).toEqual([
+      ['request', 'PUT', '/api/admin/providers/{id}', 201],
+      ['request', 'POST', '/api/oauth/authorize/{provider_id}', 201],
+      ['request', 'GET', '/api/oauth/callback/{server_key}', 200],
+      ['request', 'GET', '/api/oauth/connections/{id}', 200],
+      ['request', 'GET', '/api/oauth/credentials/{id}', 200],
+      ['request', 'GET', '/api/oauth/credentials/{id}', 200],
+      ['request', 'DELETE', '/api/oauth/connections/{id}', 204],
+      ['request', 'GET', '/api/oauth/connections/{id}', 404],
+    ]);
+    for (const line of logLines) {
+      for (const value of secrets) expect(line).not.toContain(value);
+    }
   });
 });

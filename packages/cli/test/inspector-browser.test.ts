@@ -61,6 +61,7 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       vaultKeys: [VAULT_KEY],
       allowedHosts: ['127.0.0.1'],
       log: () => {},
+      logLevel: 'silent',
     });
     browser = await chromium.launch({
       executablePath: chromiumPath(),

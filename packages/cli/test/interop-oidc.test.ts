@@ -54,6 +54,7 @@ describe.each(ENGINES)(
         vaultKeys: [VAULT_KEY],
         allowedHosts: ['127.0.0.1'],
         log: () => {},
+        logLevel: 'silent' as const,
       };
       first = await serve(options);
       second = await serve(options);

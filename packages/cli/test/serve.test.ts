@@ -13,6 +13,8 @@ const database = () => join(dir, `serve-${++files}.sqlite`);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const ROOT_KEY = 'cli-test-root-key-0123456789abcdefghijkl';
+/** No banner and no request log: what these tests check is elsewhere. */
+const QUIET = { log: () => {}, logLevel: 'silent' } as const;
 
 describe('serve()', () => {
   let running: RunningServer | undefined;
@@ -92,7 +94,7 @@ describe('serve()', () => {
 
   it('keeps tokens in the SQLite file across restarts with the same root key', async () => {
     const file = database();
-    running = await serve({ port: 0, rootKey: ROOT_KEY, database: file, log: () => {} });
+    running = await serve({ port: 0, rootKey: ROOT_KEY, database: file, ...QUIET });
     const minted = await fetch(`${running.url}/api/admin/tokens`, {
       method: 'POST',
       headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
@@ -100,7 +102,7 @@ describe('serve()', () => {
     });
     const { access_token } = (await minted.json()) as { access_token: string };
     await running.close();
-    running = await serve({ port: 0, rootKey: ROOT_KEY, database: file, log: () => {} });
+    running = await serve({ port: 0, rootKey: ROOT_KEY, database: file, ...QUIET });
     const read = await fetch(`${running.url}/api/admin/tokens/durable`, {
       headers: { authorization: `Bearer ${access_token}` },
     });
@@ -142,7 +144,7 @@ describe('serve()', () => {
     await running.close();
     expect(statSync(`${file}.vault-keys`).mode & 0o777).toBe(0o600);
     expect(lines.some((line) => line.includes('.vault-keys'))).toBe(true);
-    running = await serve({ port: 0, rootKey: ROOT_KEY, database: file, log: () => {} });
+    running = await serve({ port: 0, rootKey: ROOT_KEY, database: file, ...QUIET });
     const read = await fetch(`${running.url}/api/vault/secrets/acme/k`, {
       headers: { authorization: `Bearer ${ROOT_KEY}` },
     });
@@ -150,7 +152,7 @@ describe('serve()', () => {
   });
 
   it('turns provider management on by default, serves the client metadata document, and can turn it off', async () => {
-    running = await serve({ port: 0, rootKey: ROOT_KEY, database: ':memory:', log: () => {} });
+    running = await serve({ port: 0, rootKey: ROOT_KEY, database: ':memory:', ...QUIET });
     const auth = { authorization: `Bearer ${ROOT_KEY}` };
     expect((await fetch(`${running.url}/api/admin/providers`, { headers: auth })).status).toBe(200);
     const document = await fetch(`${running.url}/api/oauth/client-metadata.json`);
@@ -167,7 +169,7 @@ describe('serve()', () => {
       database: ':memory:',
       providerManagement: false,
       baseUrl: 'https://keyway.example.test',
-      log: () => {},
+      ...QUIET,
     });
     const off = await fetch(`${running.url}/api/admin/providers`, { headers: auth });
     expect(off.status).toBe(403);
@@ -180,18 +182,18 @@ describe('serve()', () => {
 
   it('requires KEYWAY_VAULT_KEYS with PostgreSQL', async () => {
     await expect(
-      serve({ port: 0, rootKey: ROOT_KEY, database: inject('databaseUrl'), log: () => {} }),
+      serve({ port: 0, rootKey: ROOT_KEY, database: inject('databaseUrl'), ...QUIET }),
     ).rejects.toThrow('KEYWAY_VAULT_KEYS must be set with PostgreSQL');
   });
 
   it('refuses a root key of low entropy at start, saying how to generate one', async () => {
     await expect(
-      serve({ port: 0, rootKey: 'a'.repeat(32), database: ':memory:', log: () => {} }),
+      serve({ port: 0, rootKey: 'a'.repeat(32), database: ':memory:', ...QUIET }),
     ).rejects.toThrow('generate one with `openssl rand -base64 32`');
   });
 
   it('listens on 127.0.0.1 by default, with explicit timeouts and a connection cap', async () => {
-    running = await serve({ port: 0, rootKey: ROOT_KEY, database: ':memory:', log: () => {} });
+    running = await serve({ port: 0, rootKey: ROOT_KEY, database: ':memory:', ...QUIET });
     expect((running.server.address() as AddressInfo).address).toBe('127.0.0.1');
     expect(running.server.headersTimeout).toBe(10_000);
     expect(running.server.requestTimeout).toBe(30_000);
@@ -203,7 +205,7 @@ describe('serve()', () => {
       host: '::1',
       rootKey: ROOT_KEY,
       database: ':memory:',
-      log: () => {},
+      ...QUIET,
       limits: { headersTimeoutMs: 2_000, maxConnections: 2 },
     });
     expect(running.url).toMatch(/^http:\/\/\[::1\]:\d+$/);
@@ -216,7 +218,7 @@ describe('serve()', () => {
       port: 0,
       rootKey: ROOT_KEY,
       database: ':memory:',
-      log: () => {},
+      ...QUIET,
       limits: { headersTimeoutMs: 1_000, requestTimeoutMs: 1_000 },
     });
     const port = new URL(running.url).port;
@@ -233,7 +235,7 @@ describe('serve()', () => {
 
   it('refuses a root key shorter than 32 characters', async () => {
     await expect(
-      serve({ port: 0, rootKey: 'short', database: ':memory:', log: () => {} }),
+      serve({ port: 0, rootKey: 'short', database: ':memory:', ...QUIET }),
     ).rejects.toThrow('"rootKey" must be at least 32 characters');
   });
 });

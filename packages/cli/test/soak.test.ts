@@ -110,7 +110,8 @@ describe('soak: keyway serve on SQLite under 200 connections of mixed traffic', 
           // The mint limit of scoped callers (60 a minute) would refuse the load's writes.
           KEYWAY_RATE_LIMITS: 'mint=off',
         },
-        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        // Its request log (a line per request) is written, and dropped here.
+        stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       });
       const ask = async <T>(message: string): Promise<T> => {
         child.send(message);

@@ -70,6 +70,8 @@ export type { PlatformCrypto } from './platform/crypto.js';
 export type { ProviderView } from './providers/state.js';
 export type { Storage } from './storage/contract.js';
 export type { ConnectionTokens } from './storage/states.js';
+// ─── telemetry (docs/api.md §16) ─────────────────────────────────────────────────────────────
+export type { Observation } from './telemetry/observation.js';
 // ─── who acts ────────────────────────────────────────────────────────────────────────────
 // ─── the contract's types (docs/api.md §3–§7) ─────────────────────────────────────────────────
 export type { AuthenticationContext, IssuedToken, TokenView } from './tokens/service.js';

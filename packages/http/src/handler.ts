@@ -18,7 +18,10 @@ import {
   routesOf,
 } from './routes/index.js';
 
+import { observed, type RequestRecord, type Seen } from './telemetry.js';
+
 export type { Incoming } from './incoming.js';
+export type { RequestRecord } from './telemetry.js';
 
 /** Options of {@link createHandler}. */
 export interface HandlerOptions {
@@ -45,6 +48,13 @@ export interface HandlerOptions {
    * connect flow with the credential typed into it. Default false.
    */
   inspector?: boolean;
+  /**
+   * Called once per request with its {@link RequestRecord} (route template, status,
+   * duration, principal, client address; never a credential or a query): for request logs
+   * and metrics (docs/api.md §16). With it, every answer carries `X-Request-Id`. A hook that
+   * throws does not change the answer.
+   */
+  onRequest?: (record: RequestRecord) => void;
 }
 
 /**
@@ -70,6 +80,7 @@ function webIncoming(request: Request, context: unknown): Incoming {
     method: request.method,
     path: rawPathOf(request),
     authorization: () => request.headers.get('authorization'),
+    header: (name) => request.headers.get(name),
     searchParams: () => new URL(request.url).searchParams,
     request: () => request,
     clientAddress: () => clientAddressOf(request, context),
@@ -136,8 +147,13 @@ export function createHandler(
     return making;
   };
 
-  /** Every request's answer, as a {@link Reply}. */
-  const dispatch: Dispatch = async (incoming) => {
+  /** The client's address, as the option or the runtime gives it. */
+  const clientAddressOf = (incoming: Incoming): string | null =>
+    (options.clientAddress === undefined ? undefined : options.clientAddress(incoming.request())) ??
+    incoming.clientAddress();
+
+  /** Every request's answer, as a {@link Reply}; what it learns on the way goes in `seen`. */
+  const answer = async (incoming: Incoming, seen: Seen): Promise<Reply> => {
     const credential = bearerOf(incoming.authorization());
     try {
       const fullPath = incoming.path;
@@ -150,6 +166,9 @@ export function createHandler(
       const { broker: current } =
         ready ?? (typeof broker === 'function' ? await make(broker) : live(broker));
       const found = path === null ? [] : matchRoutes(table, path);
+      const method = incoming.method.toUpperCase() as Method;
+      const chosen = found.find(({ route }) => route.method === method);
+      seen.route = (chosen ?? found[0])?.route ?? null;
 
       // Precedence (docs/api.md §1.2): authentication, then route and method, then the body.
       // Public routes take no credential (a browser or an authorization server calls them).
@@ -161,15 +180,12 @@ export function createHandler(
             'the Authorization header is not "Bearer <token>"',
           );
         }
-        const clientAddress =
-          (options.clientAddress === undefined
-            ? undefined
-            : options.clientAddress(incoming.request())) ?? incoming.clientAddress();
-        principal = await current.authenticate(credential, { clientAddress });
+        principal = await current.authenticate(credential, {
+          clientAddress: clientAddressOf(incoming),
+        });
+        seen.principal = principal;
       }
       if (found.length === 0) throw new KeywayError('not_found', 'no such endpoint');
-      const method = incoming.method.toUpperCase() as Method;
-      const chosen = found.find(({ route }) => route.method === method);
       if (chosen === undefined) {
         const allow = [...new Set(found.map(({ route }) => route.method))].join(', ');
         return json(
@@ -210,6 +226,11 @@ export function createHandler(
     }
   };
 
+  const dispatch: Dispatch = observed(answer, {
+    basePath,
+    onRequest: options.onRequest,
+    clientAddress: clientAddressOf,
+  });
   const handler: KeywayHandler = async (request, context) =>
     toResponse(await dispatch(webIncoming(request, context)));
   Object.defineProperty(handler, DISPATCH, { value: dispatch });

@@ -10,6 +10,8 @@ export interface Incoming {
   readonly path: string;
   /** The `Authorization` header (several joined with `, `, as `Headers.get` does), or null. */
   authorization(): string | null;
+  /** A header's value (several joined with `, `), or null. */
+  header(name: string): string | null;
   /** The query parameters. */
   searchParams(): URLSearchParams;
   /** The request as a Web `Request`, made when first asked (bodies, hooks). */

@@ -18,6 +18,7 @@ export {
   createHandler,
   type HandlerOptions,
   type KeywayHandler,
+  type RequestRecord,
 } from './handler.js';
 export { OPERATIONS, openApiDocument } from './openapi.js';
 export { DEFAULT_MAX_BODY_BYTES } from './request.js';

@@ -181,7 +181,9 @@ describe('fuzzing every endpoint', () => {
   afterAll(async () => {
     vi.restoreAllMocks();
     await h.broker.events.deliverDue();
-    const texts = [...events, ...delivered, ...logged];
+    // The request log (docs/api.md §16): a record per request, none holding a secret.
+    expect(h.requestLog.length).toBeGreaterThan(OPERATIONS.length * RUNS);
+    const texts = [...events, ...delivered, ...logged, ...h.requestLog];
     for (const text of texts)
       for (const secret of [...secrets, ...world.secrets()]) {
         expect(text).not.toContain(secret);

@@ -125,6 +125,8 @@ export interface CallOptions {
 export class Harness {
   now = START;
   readonly errors: unknown[] = [];
+  /** Every request's record (docs/api.md §16), as the JSON a request log would write. */
+  readonly requestLog: string[] = [];
   broker!: Broker;
   handler!: KeywayHandler;
 
@@ -147,6 +149,7 @@ export class Harness {
     });
     this.handler = createHandler(this.broker, {
       onInternalError: (error) => this.errors.push(error),
+      onRequest: (record) => this.requestLog.push(JSON.stringify(record)),
     });
   }
 

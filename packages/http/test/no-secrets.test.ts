@@ -146,8 +146,11 @@ describe.each(storageFactories)('no secret leaks out of connections ($name stora
       JSON.stringify(events),
       ...delivered,
       ...logged,
+      // The request records a request log writes (docs/api.md §16).
+      ...h.requestLog,
       ...h.errors.map((error) => `${(error as Error).message} ${(error as Error).stack}`),
     ];
+    expect(h.requestLog.length).toBe(checked.length + byDesign.length);
     for (const text of texts) {
       for (const secret of secrets) expect(text).not.toContain(secret);
     }

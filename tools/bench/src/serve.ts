@@ -72,6 +72,8 @@ export async function benchServe(options: ServeOptions): Promise<ServeResult> {
     const keyway = await startBrokerProcess({
       KEYWAY_ROOT_KEY: ROOT_KEY,
       KEYWAY_DATABASE: file,
+      // The reference servers log nothing; the request log's cost is its own row.
+      KEYWAY_LOG_LEVEL: 'silent',
     });
     stops.push(() => keyway.stop());
     const pid = keyway.child.pid as number;

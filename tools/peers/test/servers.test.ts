@@ -50,6 +50,7 @@ describe('real authorization servers from npm, through keyway serve end to end',
       vaultKeys: [VAULT_KEY],
       allowedHosts: ['127.0.0.1', 'localhost'],
       log: () => {},
+      logLevel: 'silent',
     });
   }, 60_000);
 

@@ -36,7 +36,11 @@ export async function bundleCliEntry(entry: string, name: string): Promise<strin
     conditions: ['@keyway/source'],
     // As tsup defines it in every package's build.
     define: { __KEYWAY_VERSION__: JSON.stringify(keywayVersion()) },
-    external: ['better-sqlite3', 'pg'],
+    external: ['better-sqlite3', 'pg', 'pino', '@opentelemetry/sdk-node'],
+    // CommonJS dependencies bundled into this ES module (prom-client) require Node's modules.
+    banner: {
+      js: "import { createRequire as __keywayRequire } from 'node:module'; const require = __keywayRequire(import.meta.url);",
+    },
     logLevel: 'silent',
   });
   return outfile;

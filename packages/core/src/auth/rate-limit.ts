@@ -1,6 +1,7 @@
 import { KeywayError } from '../contract/errors.js';
 import { parseIpAddress } from '../outbound/address.js';
 import type { CounterStorage, CounterValue } from '../storage/contract.js';
+import type { Observer } from '../telemetry/observation.js';
 
 /** One limit: at most `limit` events per window of `windowSeconds`. */
 export interface RateLimit {
@@ -128,8 +129,14 @@ export class RateLimiter {
   /** The counters, when they are this instance's own: then checks need no `await`. */
   readonly #local: InstanceCounters | null;
   readonly #now: () => number;
+  readonly #observe: Observer;
 
-  constructor(config: RateLimitsConfig | false, counters: CounterStorage, now: () => number) {
+  constructor(
+    config: RateLimitsConfig | false,
+    counters: CounterStorage,
+    now: () => number,
+    observe: Observer = () => {},
+  ) {
     const limits =
       config === false
         ? { auth: false as const, mint: false as const, discover: false as const }
@@ -140,6 +147,7 @@ export class RateLimiter {
     this.#local = config !== false && config.shared === true ? null : instanceCounters();
     this.#counters = this.#local ?? counters;
     this.#now = now;
+    this.#observe = observe;
   }
 
   /**
@@ -171,6 +179,7 @@ export class RateLimiter {
 
   #refuseOver(auth: RateLimit, counter: CounterValue | null, now: number): void {
     if (counter !== null && counter.count >= auth.limit) {
+      this.#observe({ kind: 'rate_limited', limit: 'auth' });
       throw rateLimited('failed authentications from this address', counter, now);
     }
   }
@@ -193,7 +202,7 @@ export class RateLimiter {
    * @throws {KeywayError} `rate_limited` with `retryAfter`.
    */
   countMint(treeRoot: string): Promise<void> {
-    return this.#count(this.#mint, `mint:${treeRoot}`, 'tokens minted');
+    return this.#count(this.#mint, 'mint', treeRoot, 'tokens minted');
   }
 
   /**
@@ -203,18 +212,26 @@ export class RateLimiter {
    * @throws {KeywayError} `rate_limited` with `retryAfter`.
    */
   countDiscovery(treeRoot: string): Promise<void> {
-    return this.#count(this.#discover, `discover:${treeRoot}`, 'discoveries');
+    return this.#count(this.#discover, 'discover', treeRoot, 'discoveries');
   }
 
-  async #count(limit: RateLimit | false, key: string, what: string): Promise<void> {
+  async #count(
+    limit: RateLimit | false,
+    kind: 'mint' | 'discover',
+    treeRoot: string,
+    what: string,
+  ): Promise<void> {
     if (limit === false) return;
     const now = this.#now();
     const counter = await this.#counters.incrementCounter(
-      key,
+      `${kind}:${treeRoot}`,
       now + limit.windowSeconds * 1000,
       now,
     );
-    if (counter.count > limit.limit) throw rateLimited(what, counter, now);
+    if (counter.count > limit.limit) {
+      this.#observe({ kind: 'rate_limited', limit: kind });
+      throw rateLimited(what, counter, now);
+    }
   }
 }
 

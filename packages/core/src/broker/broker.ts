@@ -113,7 +113,12 @@ const PURGE_BATCH = 500;
  */
 export function createBroker(config: BrokerConfig): Broker {
   const resolved = resolveBrokerConfig(config);
-  const limiter = new RateLimiter(resolved.rateLimits, resolved.storage, resolved.now);
+  const limiter = new RateLimiter(
+    resolved.rateLimits,
+    resolved.storage,
+    resolved.now,
+    resolved.observe,
+  );
   const tokens = new TokenService({ ...resolved, limiter });
   const { events, storage } = resolved;
   const vault = (): Vault => resolved.vault;
@@ -157,6 +162,7 @@ export function createBroker(config: BrokerConfig): Broker {
     refreshLeaseMs: resolved.refreshLeaseMs,
     refreshIdleAfterMs: resolved.refreshIdleAfterMs,
     events,
+    observe: resolved.observe,
   });
   const connections = new ConnectionService(records);
   // Idle refresh (issue 23): a tenth of the idle time between rounds, 1 s to 1 h.
@@ -186,6 +192,7 @@ export function createBroker(config: BrokerConfig): Broker {
           retentionMs: events.retentionMs,
           owner: toBase64Url(resolved.randomBytes(12)),
           onError: resolved.onBackgroundError,
+          observe: resolved.observe,
         });
   if (sender !== null) {
     events.onDeliveries = () => sender.wake();

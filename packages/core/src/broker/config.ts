@@ -10,6 +10,8 @@ import type { Transport } from '../outbound/transport.js';
 import { defaultCrypto, type PlatformCrypto } from '../platform/crypto.js';
 import type { ClientProfile } from '../providers/registration.js';
 import { STORAGE_METHODS, type Storage } from '../storage/contract.js';
+import { type Observer, safeObserver } from '../telemetry/observation.js';
+import { observedOutbound } from '../telemetry/outbound.js';
 import { TOKEN_PREFIX } from '../tokens/format.js';
 import { MIN_ROOT_KEY_LENGTH, rootKeyWeakness } from '../tokens/root-key.js';
 import { deriveVaultKey, Vault } from '../vault/vault.js';
@@ -149,6 +151,11 @@ const BrokerConfigSchema = z.object({
       message: '"onEvent" must be a function',
     })
     .optional(),
+  /**
+   * Told what the broker did, for metrics (docs/api.md §16; `@keyway/http/metrics`), never a
+   * secret. A hook that throws breaks nothing: its error goes to `onBackgroundError`.
+   */
+  observe: z.custom<Observer>(isFunction, { message: '"observe" must be a function' }).optional(),
   /**
    * Webhook endpoints (docs/api.md §11): each event of the listed `types` (all when absent) is
    * POSTed to `url`, signed as Standard Webhooks says with `secret` (`whsec_` and a base64
@@ -325,6 +332,8 @@ export interface ResolvedBrokerConfig {
   refreshIdleAfterMs: number | false;
   rateLimits: RateLimitsConfig | false;
   onBackgroundError: (error: unknown) => void;
+  /** The `observe` hook, made safe (never throws); a no-op without one. */
+  observe: Observer;
 }
 
 /** `refreshIdleAfter` in milliseconds, or `false`. @throws {TypeError} naming the option. */
@@ -394,6 +403,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
   if (new Set(webhooks.map((endpoint) => endpoint.url)).size !== webhooks.length) {
     throw new TypeError('invalid broker configuration: two "webhooks" have the same url');
   }
+  const observe = safeObserver(parsed.observe, onBackgroundError);
   const now = parsed.now ?? Date.now;
   const randomBytes =
     parsed.randomBytes ?? ((length: number) => crypto.getRandomValues(new Uint8Array(length)));
@@ -420,16 +430,21 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     }),
     webhooks,
     webhookPollIntervalMs: parsed.webhookPollIntervalMs ?? 1000,
-    outbound: createOutboundFetch({
-      ...(parsed.fetch === undefined ? {} : { fetch: parsed.fetch }),
-      allowedHosts: parsed.allowedHosts ?? [],
-      ...parsed.outbound,
-    }),
+    outbound: observedOutbound(
+      createOutboundFetch({
+        ...(parsed.fetch === undefined ? {} : { fetch: parsed.fetch }),
+        allowedHosts: parsed.allowedHosts ?? [],
+        ...parsed.outbound,
+      }),
+      allowedHosts,
+      observe,
+    ),
     purgeIntervalMs: parsed.purgeIntervalMs ?? 60_000,
     refreshMarginMs: parsed.refreshMarginMs ?? 60_000,
     refreshLeaseMs: parsed.refreshLeaseMs ?? 30_000,
     refreshIdleAfterMs: refreshIdleAfterMs(parsed.refreshIdleAfter),
     rateLimits: parsed.rateLimits ?? {},
     onBackgroundError,
+    observe,
   };
 }

@@ -21,6 +21,7 @@ import {
   type PendingState,
   readStored,
 } from '../storage/states.js';
+import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { consentUrl, hashFlowId, hashState, requestedScopes } from './consent.js';
 import {
   asTokenAnswer,
@@ -339,27 +340,33 @@ export class AuthorizationFlow {
           `the authorization response's "iss" ${quoted(iss.join(', '))} is not the issuer ${quoted(saved.party.issuer)} exactly (RFC 9207): refused`,
         );
       }
-      const { as, client } = oauthPartyOf(saved.party);
-      const params = oauth.validateAuthResponse(as, client, query, state);
-      const response = await oauth.authorizationCodeGrantRequest(
-        as,
-        client,
-        auth,
-        params,
-        // RFC 6749 §4.1.3: the same redirect_uri as the authorization request.
-        saved.redirect_uri,
-        verifier,
-        {
-          ...libraryOptions(o.outbound),
-          additionalParameters: { ...saved.token_params, resource: saved.party.resource },
+      tokens = await inSpan(
+        'keyway.code_exchange',
+        { [PROVIDER]: pending.providerId },
+        async () => {
+          const { as, client } = oauthPartyOf(saved.party);
+          const params = oauth.validateAuthResponse(as, client, query, state);
+          const response = await oauth.authorizationCodeGrantRequest(
+            as,
+            client,
+            auth,
+            params,
+            // RFC 6749 §4.1.3: the same redirect_uri as the authorization request.
+            saved.redirect_uri,
+            verifier,
+            {
+              ...libraryOptions(o.outbound),
+              additionalParameters: { ...saved.token_params, resource: saved.party.resource },
+            },
+          );
+          const result = await oauth.processAuthorizationCodeResponse(
+            as,
+            client,
+            await asTokenAnswer(response),
+          );
+          return tokensFrom(result, { refresh_token: null, party: saved.party }, o.now());
         },
       );
-      const result = await oauth.processAuthorizationCodeResponse(
-        as,
-        client,
-        await asTokenAnswer(response),
-      );
-      tokens = tokensFrom(result, { refresh_token: null, party: saved.party }, o.now());
     } catch (error) {
       const forgotten =
         (await oauthErrorCode(error)) === 'invalid_client' &&

@@ -3,7 +3,10 @@ import { KeywayError } from '../contract/errors.js';
 import { isoTimeOrNull } from '../contract/time.js';
 import { libraryOptions } from '../outbound/oauth-fetch.js';
 import { toBase64Url } from '../platform/bytes.js';
+import type { ConnectionRecord } from '../storage/records.js';
 import type { ConnectionState, ConnectionTokens } from '../storage/states.js';
+import type { RefreshOutcome } from '../telemetry/observation.js';
+import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import {
   asTokenAnswer,
   describeOAuthFailure,
@@ -80,7 +83,7 @@ export class Refresher {
             );
           // Someone refreshed while we waited for the lease: theirs is our result.
           if (current.access_token !== seen.access_token) return current;
-          return await this.#refresh(id, current);
+          return await this.#observed(id, current);
         } finally {
           clearInterval(renewal);
           await o.storage.releaseLease(key, this.#owner).catch(() => {});
@@ -98,10 +101,45 @@ export class Refresher {
     }
   }
 
-  async #refresh(id: string, tokens: ConnectionTokens): Promise<ConnectionTokens> {
+  /**
+   * {@link Refresher.#refresh} in a `keyway.refresh` span, its outcome observed (docs/api.md
+   * §16): `refreshed`, `kept` (the current token is still the answer), `superseded`,
+   * `reauthorization_required` or `failed`.
+   */
+  async #observed(id: string, tokens: ConnectionTokens): Promise<ConnectionTokens> {
     const { o } = this.records;
     const record = await this.records.get(id);
     if (record === null) throw notFound(id);
+    const note: { superseded?: true } = {};
+    let outcome: RefreshOutcome = 'failed';
+    try {
+      return await inSpan(
+        'keyway.refresh',
+        { [PROVIDER]: record.providerId },
+        async () => {
+          const result = await this.#refresh(id, record, tokens, note);
+          outcome = note.superseded ? 'superseded' : result === tokens ? 'kept' : 'refreshed';
+          return result;
+        },
+        () => outcome,
+      );
+    } catch (error) {
+      if (error instanceof KeywayError && error.code === 'reauthorization_required') {
+        outcome = 'reauthorization_required';
+      }
+      throw error;
+    } finally {
+      o.observe({ kind: 'refresh', provider: record.providerId, outcome });
+    }
+  }
+
+  async #refresh(
+    id: string,
+    record: ConnectionRecord,
+    tokens: ConnectionTokens,
+    note: { superseded?: true },
+  ): Promise<ConnectionTokens> {
+    const { o } = this.records;
     const now = o.now();
     const stillValid = tokens.expires_at === null || tokens.expires_at > now;
     if (tokens.refresh_token === null) {
@@ -173,6 +211,7 @@ export class Refresher {
           current.generation === tokens.generation &&
           current.refresh_token !== tokens.refresh_token
         ) {
+          note.superseded = true;
           return current;
         }
         throw await this.records.requireReauthorization(
@@ -247,6 +286,7 @@ export class Refresher {
           `connection ${JSON.stringify(id)} changed while it was refreshed: it is ${written.status}`,
         );
       }
+      note.superseded = true;
       return current;
     }
     return next;

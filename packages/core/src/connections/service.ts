@@ -1,4 +1,3 @@
-import * as oauth from 'oauth4webapi';
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { KeywayError } from '../contract/errors.js';
@@ -13,13 +12,14 @@ import {
 } from '../contract/schemas.js';
 import { isoTimeOrNull } from '../contract/time.js';
 import { parseQuery } from '../contract/validation.js';
-import { libraryOptions } from '../outbound/oauth-fetch.js';
 import type { ConnectionTokens } from '../storage/states.js';
+import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
 import { createConnectionFetch } from './connection-fetch.js';
-import { oauthErrorCode, oauthPartyOf, partyResourceUrl } from './party.js';
+import { partyResourceUrl } from './party.js';
 import { type ProbeResult, probeMcp } from './probe.js';
 import { Refresher } from './refresh.js';
+import { type RevocationOutcome, revoke } from './revocation.js';
 import { CONNECTION_TOKENS_KIND, type ConnectionRecords, notFound } from './state.js';
 import { type ConnectionView, connectionState, connectionView, RESOURCE_CHANGED } from './view.js';
 
@@ -34,45 +34,6 @@ export interface Credentials {
   token_type: 'Bearer';
   expires_at: string | null;
   scopes: string[];
-}
-
-/** What the authorization server answered to one revocation request (RFC 7009). */
-export type RevocationResult = {
-  token: 'refresh_token' | 'access_token';
-  /** The HTTP status, or `null` when the server could not be reached. */
-  status: number | null;
-  /** `null` when revoked; else the OAuth error code, `server_unreachable` or `invalid_response`. */
-  error: string | null;
-};
-
-/**
- * The revocation a deletion attempted, in its `connection.deleted` event: whether it was
- * attempted, why not, or what the server answered for each token. Never a token.
- */
-export type RevocationOutcome =
-  | { attempted: false; reason: 'no_tokens' | 'no_revocation_endpoint' | 'client_unavailable' }
-  | { attempted: true; results: RevocationResult[] };
-
-/**
- * The error code of a failed revocation request: the server's OAuth `error` when its body
- * has one (also for a 5xx, whose body oauth4webapi does not read), else `server_error` for
- * a 5xx, `server_unreachable` without an answer, `invalid_response` otherwise.
- */
-async function revocationError(error: unknown, status: number | null): Promise<string> {
-  if (status === null) return 'server_unreachable';
-  const code = await oauthErrorCode(error);
-  if (code !== null) return code;
-  const response = error instanceof oauth.OperationProcessingError ? error.cause : null;
-  if (response instanceof Response) {
-    const body: unknown = await response
-      .clone()
-      .json()
-      .catch(() => null);
-    if (typeof body === 'object' && body !== null && 'error' in body) {
-      if (typeof body.error === 'string') return body.error.slice(0, 64);
-    }
-  }
-  return status >= 500 ? 'server_error' : 'invalid_response';
 }
 
 /**
@@ -269,7 +230,12 @@ export class ConnectionService {
           : first.credentials,
       { fetch: (url, init) => this.#records.o.outbound(url, init) },
     );
-    return probeMcp((url, init) => fetchMcp(url, init), target);
+    return inSpan(
+      'keyway.probe',
+      { [PROVIDER]: first.providerId },
+      () => probeMcp((url, init) => fetchMcp(url, init), target),
+      (result) => (result.ok ? 'ok' : 'failed'),
+    );
   }
 
   /**
@@ -379,7 +345,7 @@ export class ConnectionService {
     const revocation: RevocationOutcome =
       tokens === null
         ? { attempted: false, reason: 'no_tokens' }
-        : await this.#revoke(record.providerId, tokens);
+        : await revoke(this.#records, record.providerId, tokens);
     const { events, storage } = this.#records.o;
     await events.recorded(
       {
@@ -395,43 +361,5 @@ export class ConnectionService {
           written,
         ),
     );
-  }
-
-  /**
-   * Revokes at the party the tokens came from, never at the provider's current server, and
-   * answers what happened there (for the `connection.deleted` event: never a token).
-   */
-  async #revoke(providerId: string, tokens: ConnectionTokens): Promise<RevocationOutcome> {
-    const { party } = tokens;
-    if (party.revocation_endpoint === null) {
-      return { attempted: false, reason: 'no_revocation_endpoint' };
-    }
-    const auth = await this.#records.authenticationOf(providerId, party, 'any').catch(() => null);
-    // The provider no longer holds that client's secret: nothing to authenticate with.
-    if (auth === null) return { attempted: false, reason: 'client_unavailable' };
-    const { as, client } = oauthPartyOf(party);
-    const results: RevocationResult[] = [];
-    // The refresh token first: revoking it ends the grant (RFC 7009 §2.1).
-    for (const [token, hint] of [
-      [tokens.refresh_token, 'refresh_token'],
-      [tokens.access_token, 'access_token'],
-    ] as const) {
-      if (token === null) continue;
-      let status: number | null = null;
-      try {
-        const response = await oauth.revocationRequest(as, client, auth, token, {
-          ...libraryOptions(this.#records.o.outbound),
-          additionalParameters: { token_type_hint: hint },
-        });
-        status = response.status;
-        await oauth.processRevocationResponse(response);
-        results.push({ token: hint, status, error: null });
-      } catch (error) {
-        // Best effort (docs/api.md §5): the connection is deleted whatever the server says, and
-        // the event says what it said (oauth4webapi reads error bodies of 4xx only).
-        results.push({ token: hint, status, error: await revocationError(error, status) });
-      }
-    }
-    return { attempted: true, results };
   }
 }

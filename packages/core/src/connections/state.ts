@@ -13,6 +13,7 @@ import {
   readSealed,
   SealedTokensSchema,
 } from '../storage/states.js';
+import type { Observer } from '../telemetry/observation.js';
 import type { Vault } from '../vault/vault.js';
 import { clientAuthentication, currentParty, providerKeepsParty } from './party.js';
 import {
@@ -64,6 +65,8 @@ export interface ConnectionServiceOptions {
   refreshLeaseMs: number;
   /** Refresh connections no refresh has touched for this long (`false`: never on its own). */
   refreshIdleAfterMs: number | false;
+  /** Told of every refresh's outcome (docs/api.md §16 metrics). */
+  observe: Observer;
 }
 
 /** A change {@link ConnectionRecords.update} writes, or `null` to write nothing. */

@@ -1,6 +1,7 @@
 import type { ResourceServer } from 'oauth4webapi';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import { allowedHostSet } from '../outbound/hosts.js';
+import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { probeRequest, processProbeAnswer } from './probe.js';
 import { checkRequirements, selectScopes } from './requirements.js';
 import {
@@ -53,6 +54,8 @@ export interface DiscoverOptions {
   allowedHosts?: readonly string[];
   /** `assume_s256`: S256 for a server that does it without advertising it (docs/api.md §6 item 4). */
   pkce?: 'assume_s256';
+  /** The provider it is for, named on its `keyway.discovery` span (docs/api.md §16). */
+  providerId?: string;
 }
 
 /**
@@ -69,9 +72,17 @@ export async function discover(
   resourceUrlText: string,
   options: DiscoverOptions = {},
 ): Promise<DiscoveryTrace> {
-  const trace = await discoverResource(outbound, resourceUrlText);
-  if (trace.resource === null) return trace;
-  return discoverAuthorizationServer(outbound, trace, options);
+  const { providerId } = options;
+  return inSpan(
+    'keyway.discovery',
+    providerId === undefined ? {} : { [PROVIDER]: providerId },
+    async () => {
+      const trace = await discoverResource(outbound, resourceUrlText);
+      if (trace.resource === null) return trace;
+      return discoverAuthorizationServer(outbound, trace, options);
+    },
+    (trace) => (trace.ok ? 'ok' : (trace.error ?? 'discovery_failed')),
+  );
 }
 
 /**

@@ -2,6 +2,8 @@ import { Webhook } from 'standardwebhooks';
 import { OutboundError } from '../outbound/errors.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { Storage, WebhookAttemptOutcome, WebhookDeliveryRecord } from '../storage/contract.js';
+import type { Observer, WebhookDeliveryOutcome } from '../telemetry/observation.js';
+import { inSpan } from '../telemetry/tracing.js';
 import type { WebhookEndpoint } from './log.js';
 
 const SECOND = 1000;
@@ -37,6 +39,13 @@ const ATTEMPT_TIMEOUT_MS = 15 * SECOND;
  * timeout. An instance that dies mid-attempt delays that delivery by at most this.
  */
 const LEASE_MS = 2 * ATTEMPT_TIMEOUT_MS;
+/** An attempt's outcome as spans and metrics name it. */
+const DELIVERY_OUTCOME = {
+  delivered: 'delivered',
+  pending: 'retrying',
+  failed: 'failed',
+} as const satisfies Record<WebhookAttemptOutcome['status'], WebhookDeliveryOutcome>;
+
 /** Deliveries claimed per round; a full round is followed by another at once. */
 const BATCH = 20;
 
@@ -52,6 +61,7 @@ export class WebhookSender {
   readonly #now: () => number;
   readonly #retentionMs: number;
   readonly #onError: (error: unknown) => void;
+  readonly #observe: Observer;
   readonly #signers = new Map<string, Webhook>();
   readonly #owner: string;
   #round: Promise<number> | null = null;
@@ -67,6 +77,8 @@ export class WebhookSender {
     retentionMs: number;
     owner: string;
     onError: (error: unknown) => void;
+    /** Told of each attempt's outcome (docs/api.md §16 metrics). */
+    observe?: Observer;
   }) {
     this.#storage = options.storage;
     this.#outbound = options.outbound;
@@ -74,6 +86,7 @@ export class WebhookSender {
     this.#retentionMs = options.retentionMs;
     this.#owner = options.owner;
     this.#onError = options.onError;
+    this.#observe = options.observe ?? (() => {});
     for (const endpoint of options.webhooks) {
       this.#signers.set(endpoint.url, new Webhook(endpoint.secret));
     }
@@ -137,10 +150,16 @@ export class WebhookSender {
 
   async #attempt(delivery: WebhookDeliveryRecord): Promise<void> {
     const signer = this.#signers.get(delivery.url);
-    const outcome =
-      signer === undefined
-        ? this.#failed(delivery, 0, 'the endpoint is no longer configured', true)
-        : await this.#send(delivery, signer);
+    const outcome = await inSpan(
+      'keyway.webhook_delivery',
+      { 'keyway.webhook.attempt': delivery.attempts + 1 },
+      async () =>
+        signer === undefined
+          ? this.#failed(delivery, 0, 'the endpoint is no longer configured', true)
+          : await this.#send(delivery, signer),
+      (ended) => DELIVERY_OUTCOME[ended.status],
+    );
+    this.#observe({ kind: 'webhook_delivery', outcome: DELIVERY_OUTCOME[outcome.status] });
     const recorded = await this.#storage.finishWebhookAttempt(delivery.id, this.#owner, outcome);
     // The lease ran out during the attempt and another instance took it: its outcome counts.
     if (!recorded) this.#onError(new Error(`webhook delivery ${delivery.id}: the lease was lost`));

@@ -3,6 +3,7 @@ import type { OutboundFetch } from '../outbound/fetch.js';
 import { normalizeHost } from '../outbound/hosts.js';
 import type { VaultKey, VaultWrite } from '../storage/contract.js';
 import type { AuthorizationServerInfo, StoredRegistration } from '../storage/states.js';
+import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import type { Vault } from '../vault/vault.js';
 import { type ClientProfile, registerClient } from './registration.js';
 import { CLIENT_SECRET_KIND, REGISTRATION_TOKEN_KIND, secretKey } from './state.js';
@@ -51,7 +52,12 @@ export async function registerAt(
   providerId: string,
   server: AuthorizationServerInfo,
 ): Promise<{ registration: StoredRegistration; puts: VaultWrite[]; deletes: VaultKey[] }> {
-  const client = await registerClient(outbound, server, profile);
+  const client = await inSpan(
+    'keyway.registration',
+    { [PROVIDER]: providerId },
+    () => registerClient(outbound, server, profile),
+    (registered) => registered.registration,
+  );
   const key = secretKey(providerId, server.issuer);
   const puts: VaultWrite[] = [];
   const deletes: VaultKey[] = [];

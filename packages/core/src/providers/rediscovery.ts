@@ -6,6 +6,7 @@ import {
 } from '../discovery/index.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { ProviderState } from '../storage/states.js';
+import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 
 /**
  * A provider's state with its protected-resource metadata read again, before a new
@@ -18,6 +19,17 @@ import type { ProviderState } from '../storage/states.js';
  *   `unsupported_authorization_server` and the errors of discovering a new server.
  */
 export async function rediscovered(
+  outbound: OutboundFetch,
+  allowedHosts: readonly string[],
+  state: ProviderState,
+  providerId: string,
+): Promise<ProviderState> {
+  return inSpan('keyway.discovery', { [PROVIDER]: providerId }, () =>
+    rediscover(outbound, allowedHosts, state),
+  );
+}
+
+async function rediscover(
   outbound: OutboundFetch,
   allowedHosts: readonly string[],
   state: ProviderState,

@@ -103,6 +103,7 @@ export class ProviderRegistry {
     const discovery = await discoverOrThrow(this.#o.outbound, spec.resourceUrl, {
       scopes: spec.configuredScopes,
       allowedHosts: this.#o.allowedHosts,
+      providerId,
       ...(spec.pkce === undefined ? {} : { pkce: spec.pkce }),
     });
     const issuer = discovery.authorization_server.issuer;
@@ -208,7 +209,7 @@ export class ProviderRegistry {
       const record = await this.read(id);
       if (record === null) throw new KeywayError('not_found', `no provider ${JSON.stringify(id)}`);
       const state = providerState(record);
-      const next = await rediscovered(this.#o.outbound, this.#o.allowedHosts, state);
+      const next = await rediscovered(this.#o.outbound, this.#o.allowedHosts, state, id);
       const issuer = next.authorization_server.issuer;
       const now = this.#o.now();
       const client = next.registrations[issuer];
@@ -366,8 +367,7 @@ export class ProviderRegistry {
 
   /**
    * After a move to another resource, server or client: the provider's active connections
-   * go to `error` (their tokens stay with the old party), and the count is kept on the
-   * provider.
+   * go to `error` (their tokens stay with the old party), and the count is kept on it.
    */
   async #recordPartyChange(
     record: ProviderRecord,

@@ -32,6 +32,7 @@ import type {
   TokenStorage,
   TokenTreeChanges,
 } from '../storage/contract.js';
+import type { Observer } from '../telemetry/observation.js';
 import { createRootKeyCheck, createTokenCodec, TOKEN_ID_BYTES, TOKEN_PREFIX } from './format.js';
 import { delegationRoot, isDescendantName, parseLifetime, parseTokenName } from './name.js';
 
@@ -75,6 +76,8 @@ export interface TokenServiceOptions {
   events: EventLog;
   /** The rate limits of failed authentication and minting; none without it. */
   limiter?: RateLimiter;
+  /** Told of every token check (docs/api.md §16 metrics). */
+  observe?: Observer;
 }
 
 /**
@@ -122,6 +125,8 @@ export class TokenService {
   readonly #events: EventLog;
   readonly #limiter: RateLimiter | null;
 
+  readonly #observe: Observer;
+
   constructor(options: TokenServiceOptions) {
     this.#events = options.events;
     this.#limiter = options.limiter ?? null;
@@ -130,6 +135,7 @@ export class TokenService {
     this.#randomBytes = options.randomBytes;
     this.#codec = createTokenCodec(options.rootKey, options.crypto);
     this.#isRootKey = createRootKeyCheck(options.rootKey, options.crypto);
+    this.#observe = options.observe ?? (() => {});
   }
 
   /**
@@ -147,6 +153,21 @@ export class TokenService {
   async authenticate(
     credential: string | null | undefined,
     context: AuthenticationContext = {},
+  ): Promise<Principal> {
+    try {
+      const principal = await this.#authenticate(credential, context);
+      this.#observe({ kind: 'token_check', outcome: principal.kind });
+      return principal;
+    } catch (error) {
+      const limited = error instanceof KeywayError && error.code === 'rate_limited';
+      this.#observe({ kind: 'token_check', outcome: limited ? 'limited' : 'refused' });
+      throw error;
+    }
+  }
+
+  async #authenticate(
+    credential: string | null | undefined,
+    context: AuthenticationContext,
   ): Promise<Principal> {
     const address = context.clientAddress ?? null;
     const limiter = address === null || address === '' ? null : this.#limiter;

@@ -129,6 +129,11 @@ class NodeIncoming implements Incoming {
     return value;
   }
 
+  header(name: string): string | null {
+    const value = this.#req.headers[name.toLowerCase()];
+    return value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
+  }
+
   /** The URL, made when first needed (a query, a body): a read by path needs none. */
   #urlOf(): URL {
     if (this.#url === undefined) {

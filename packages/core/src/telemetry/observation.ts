@@ -1,0 +1,66 @@
+/*
+ * What a broker reports of its work for metrics (docs/api.md §16): counts by kind and
+ * outcome, never a secret, never a value a caller chose except a provider id. The broker
+ * calls `observe` (BrokerConfig); `@keyway/http/metrics` turns the calls into Prometheus
+ * counters.
+ */
+
+/** How a presented credential fared. */
+export type TokenCheckOutcome = 'root' | 'token' | 'refused' | 'limited';
+
+/**
+ * How a refresh ended: new tokens stored; none needed or possible while the token is still
+ * valid (`kept`: no refresh token, or a transient failure); a newer authorization won
+ * (`superseded`); the connection needs the user again (`reauthorization_required`); or it
+ * failed and the token is no longer valid (`failed`).
+ */
+export type RefreshOutcome =
+  | 'refreshed'
+  | 'kept'
+  | 'superseded'
+  | 'reauthorization_required'
+  | 'failed';
+
+/** How one webhook delivery attempt ended: delivered, to be retried, or given up. */
+export type WebhookDeliveryOutcome = 'delivered' | 'retrying' | 'failed';
+
+/**
+ * The host of an outbound request: one of `allowedHosts` (development and tests: loopback
+ * or private addresses, plain http) or any other, public host.
+ */
+export type HostClass = 'allowed' | 'public';
+
+/**
+ * One thing a broker did, as metrics count it: what `observe` of `createBroker` receives.
+ *
+ * @see [docs/api.md §16](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#16-health-metrics-logs-shutdown)
+ */
+export type Observation =
+  | { kind: 'token_check'; outcome: TokenCheckOutcome }
+  | { kind: 'refresh'; provider: string; outcome: RefreshOutcome }
+  | { kind: 'webhook_delivery'; outcome: WebhookDeliveryOutcome }
+  | {
+      kind: 'outbound';
+      hostClass: HostClass;
+      /** `2xx` … `5xx`, or why no answer came (`timeout`, `network`, `blocked_address`, …). */
+      outcome: string;
+    }
+  | { kind: 'rate_limited'; limit: 'auth' | 'mint' | 'discover' };
+
+/** Receives observations; see {@link Observation}. */
+export type Observer = (observation: Observation) => void;
+
+/** An observer that never throws into the work it watches: its errors go to `onError`. */
+export function safeObserver(
+  observe: Observer | undefined,
+  onError: (error: unknown) => void,
+): Observer {
+  if (observe === undefined) return () => {};
+  return (observation) => {
+    try {
+      observe(observation);
+    } catch (error) {
+      onError(error);
+    }
+  };
+}

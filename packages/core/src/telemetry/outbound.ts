@@ -1,0 +1,56 @@
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import type { OutboundFetch } from '../outbound/fetch.js';
+import { normalizeHost } from '../outbound/hosts.js';
+import type { HostClass, Observer } from './observation.js';
+import { failureCode, OUTCOME, tracer } from './tracing.js';
+
+/**
+ * The guarded fetch, observed: each request is a client span (method, the server's host and
+ * port, the status; never the path or query, which may carry a secret — some servers put a
+ * key in their URL path) and an `outbound` observation by host class and outcome.
+ */
+export function observedOutbound(
+  outbound: OutboundFetch,
+  allowedHosts: ReadonlySet<string>,
+  observe: Observer,
+): OutboundFetch {
+  return (input, init = {}) => {
+    let url: URL | null = null;
+    try {
+      url = new URL(input);
+    } catch {
+      // The guarded fetch refuses it, and that refusal is counted below.
+    }
+    const hostClass: HostClass =
+      url !== null && allowedHosts.has(normalizeHost(url.hostname)) ? 'allowed' : 'public';
+    const method = (init.method ?? 'GET').toUpperCase();
+    const attributes =
+      url === null
+        ? { 'http.request.method': method, 'keyway.host_class': hostClass }
+        : {
+            'http.request.method': method,
+            'server.address': url.hostname,
+            'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
+            'url.scheme': url.protocol.slice(0, -1),
+            'keyway.host_class': hostClass,
+          };
+    return tracer().startActiveSpan(method, { kind: SpanKind.CLIENT, attributes }, async (span) => {
+      let outcome = 'error';
+      try {
+        const response = await outbound(input, init);
+        outcome = `${Math.floor(response.status / 100)}xx`;
+        span.setAttribute('http.response.status_code', response.status);
+        if (response.status >= 400) span.setStatus({ code: SpanStatusCode.ERROR });
+        return response;
+      } catch (error) {
+        outcome = failureCode(error);
+        span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
+        throw error;
+      } finally {
+        span.setAttribute(OUTCOME, outcome);
+        span.end();
+        observe({ kind: 'outbound', hostClass, outcome });
+      }
+    });
+  };
+}
