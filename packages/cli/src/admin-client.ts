@@ -18,6 +18,8 @@ export interface AdminIo {
   sleep(ms: number): Promise<void>;
   /** Whether stdout is a terminal (a spinner is drawn only there). */
   tty: boolean;
+  /** Reads standard input to its end (`--value-stdin`); absent where there is none. */
+  stdin?: () => Promise<Uint8Array>;
 }
 
 /** A mistake in the command line: exit 2. */

@@ -60,6 +60,11 @@ async function main(argv: string[]): Promise<number> {
       fetch: globalThis.fetch,
       sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
       tty: process.stderr.isTTY === true,
+      stdin: async () => {
+        const chunks: Buffer[] = [];
+        for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+        return Buffer.concat(chunks);
+      },
     });
   }
   if (command === 'serve' && (argv.includes('--help') || argv.includes('-h'))) {

@@ -22,7 +22,7 @@ import { type LogLevel, type MetricsServer, serveMetrics, serverLog } from './ob
 /** Default database of `keyway serve`: a SQLite file in the working directory. */
 export const DEFAULT_DATABASE = 'keyway.sqlite';
 
-const isPostgres = (database: string) => /^postgres(ql)?:\/\//i.test(database);
+export const isPostgres = (database: string) => /^postgres(ql)?:\/\//i.test(database);
 
 /**
  * Opens the storage a `KEYWAY_DATABASE` value names: a `postgres://` (or `postgresql://`)

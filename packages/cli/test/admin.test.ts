@@ -314,6 +314,58 @@ describe('keyway admin commands, in process against a broker and the test world'
     ]);
     expect(await run('secret', 'delete', 'acme/linear-key')).toBe(EXIT.ok);
     expect(await run('secret', 'put', 'acme/x', '--value-env', 'NOT_SET')).toBe(EXIT.usage);
+    expect(io.errors.at(-1)).toMatch(/^keyway: NOT_SET is not set\n/);
+  });
+
+  it('takes a secret from standard input or a file, never from the command line (issue 25)', async () => {
+    const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const dir = mkdtempSync(join(tmpdir(), 'keyway-value-'));
+    const pem = '-----BEGIN KEY-----\nAAAA\n-----END KEY-----\n';
+    writeFileSync(join(dir, 'key.pem'), pem);
+    writeFileSync(join(dir, 'latin1'), Buffer.from([0x63, 0x61, 0x66, 0xe9]));
+    const value = async (path: string) => {
+      expect(await run('secret', 'get', path, '--json')).toBe(EXIT.ok);
+      return JSON.parse(io.lines.at(-1) as string).value as string;
+    };
+    // Standard input: one trailing line break dropped (echo adds one), the rest exact.
+    io.stdin = async () => new TextEncoder().encode('from stdin\r\n');
+    expect(await run('secret', 'put', 'acme/in', '--value-stdin')).toBe(EXIT.ok);
+    expect(await value('acme/in')).toBe('from stdin');
+    io.stdin = async () => new TextEncoder().encode('two lines\n\n');
+    expect(await run('secret', 'put', 'acme/in', '--value-stdin')).toBe(EXIT.ok);
+    expect(await value('acme/in')).toBe('two lines\n');
+    // A file: exactly its bytes.
+    expect(await run('secret', 'put', 'acme/pem', '--value-file', join(dir, 'key.pem'))).toBe(
+      EXIT.ok,
+    );
+    expect(await value('acme/pem')).toBe(pem);
+    // Mistakes: no source, two sources, a missing file, bytes that are not UTF-8.
+    const mistakes: [string[], RegExp][] = [
+      [
+        [],
+        /^keyway: give the value in exactly one of --value-env <VAR>, --value-stdin or --value-file <file>\n/,
+      ],
+      [
+        ['--value-stdin', '--value-env', 'LINEAR_SECRET'],
+        /^keyway: give the value in exactly one of/,
+      ],
+      [
+        ['--value-file', join(dir, 'absent')],
+        new RegExp(`^keyway: --value-file ${join(dir, 'absent')}: ENOENT\\n`),
+      ],
+      [
+        ['--value-file', join(dir, 'latin1')],
+        new RegExp(`^keyway: --value-file ${join(dir, 'latin1')}: not UTF-8 text\\n`),
+      ],
+    ];
+    for (const [options, message] of mistakes) {
+      expect(await run('secret', 'put', 'acme/bad', ...options)).toBe(EXIT.usage);
+      expect(io.errors.at(-1)).toMatch(message);
+    }
+    expect(await run('secret', 'get', 'acme/bad')).toBe(EXIT.refused);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('answers usage mistakes with 2 and the command’s help, and a missing broker with 3', async () => {
@@ -322,11 +374,29 @@ describe('keyway admin commands, in process against a broker and the test world'
       /^keyway: unknown command "keyway token frobnicate"\n\nkeyway token create/,
     );
     expect(await run('token', 'create', 'x', '--colour', 'red')).toBe(EXIT.usage);
+    expect(io.errors.at(-1)).toMatch(/^keyway: Unknown option '--colour'/);
+    // A command's help is its own; a resource's lists each of its commands (one table).
     expect(await run('token', 'create', '--help')).toBe(EXIT.ok);
-    expect(io.lines.filter((line) => line.startsWith('keyway token '))).toHaveLength(3);
+    expect(io.lines.filter((line) => line.startsWith('keyway token '))).toHaveLength(1);
     expect(io.lines).toContain(
       'keyway token create <name> --scope <s> [--scope <s>…] [--expires-in <seconds|1h|7d>]',
     );
+    io.lines.length = 0;
+    expect(await run('token', '--help')).toBe(EXIT.ok);
+    expect(io.lines.filter((line) => line.startsWith('keyway token '))).toEqual([
+      'keyway token create <name> --scope <s> [--scope <s>…] [--expires-in <seconds|1h|7d>]',
+      'keyway token list [--limit <n>]',
+      'keyway token get <name>',
+      'keyway token narrow <name> [--scope <s>…] [--expires-in <seconds|1h|7d>]',
+      'keyway token revoke <name>',
+    ]);
+    // An option another command takes is refused by name, not ignored.
+    expect(await run('token', 'get', 'ci', '--prefix', 'acme')).toBe(EXIT.usage);
+    expect(io.errors.at(-1)).toMatch(
+      /^keyway: --prefix is not an option of "keyway token get"\n\nkeyway token get <name>\n/,
+    );
+    expect(await run('token', 'get')).toBe(EXIT.usage);
+    expect(io.errors.at(-1)).toMatch(/^keyway: missing <name>\n\nkeyway token get <name>/);
     io.env = {};
     expect(await run('token', 'list')).toBe(EXIT.usage);
     expect(io.errors.at(-1)).toMatch(/^keyway: set KEYWAY_URL/);

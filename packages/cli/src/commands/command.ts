@@ -1,0 +1,105 @@
+import { parseDuration } from '@keyway/core/config';
+import { type AdminIo, type client, UsageError } from '../admin-client.js';
+
+/*
+ * One declaration per command: its name, how it is written, what it does, the options it
+ * takes and what it runs. `keyway --help`, each command's `--help`, the dispatcher and the
+ * README's check read the same list (commands/index.ts), so a documented command cannot go
+ * missing again.
+ */
+
+/** Every option a command may take, as `node:util` parses it. */
+export const OPTIONS = {
+  json: { type: 'boolean' },
+  scope: { type: 'string', multiple: true },
+  'expires-in': { type: 'string' },
+  'resource-url': { type: 'string' },
+  label: { type: 'string' },
+  'client-id': { type: 'string' },
+  'client-secret-env': { type: 'string' },
+  prefix: { type: 'string' },
+  provider: { type: 'string' },
+  status: { type: 'string' },
+  'value-env': { type: 'string' },
+  'value-stdin': { type: 'boolean' },
+  'value-file': { type: 'string' },
+  limit: { type: 'string' },
+  pkce: { type: 'string' },
+  'authorization-param': { type: 'string', multiple: true },
+  'token-param': { type: 'string', multiple: true },
+  register: { type: 'boolean' },
+} as const;
+
+export type OptionName = keyof typeof OPTIONS;
+
+/** The parsed options: strings, lists and switches, by name. */
+export type OptionValues = {
+  [K in OptionName]?: (typeof OPTIONS)[K] extends { type: 'boolean' }
+    ? boolean
+    : (typeof OPTIONS)[K] extends { multiple: true }
+      ? string[]
+      : string;
+};
+
+/** What a command's `run` gets. */
+export interface CommandContext {
+  io: AdminIo;
+  values: OptionValues;
+  json: boolean;
+  /** The API of the broker at KEYWAY_URL, with KEYWAY_TOKEN (made on first use). */
+  api: ReturnType<typeof client>;
+  /** The positional argument `at` (after the command's name), named in the usage error. */
+  arg(at: number, name: string): string;
+  /** Prints a body: as JSON with `--json`, else as the text `text()` makes. */
+  show(body: unknown, text: () => string): void;
+}
+
+/** One command of `keyway`. */
+export interface Command {
+  /** The words that call it: `token create`, `discover`. */
+  name: string;
+  /** Its arguments and options, as `--help` prints them after `keyway <name>`. */
+  usage: string;
+  /** What it does, in one line. */
+  summary: string;
+  /** The options it takes besides `--json` (any other is a usage error). */
+  options?: readonly OptionName[];
+  /** Works on the database itself (KEYWAY_DATABASE), not over the API. */
+  local?: true;
+  run(context: CommandContext): Promise<number>;
+}
+
+/** A resource path in a URL: each segment encoded, the slashes kept. */
+export const encodePath = (path: string) => path.split('/').map(encodeURIComponent).join('/');
+
+/** A query string of the entries that are set (`?a=1&b=2`), or `''`. */
+export function query(entries: Record<string, string | undefined>): string {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(entries)) {
+    if (value !== undefined) params.set(key, value);
+  }
+  const text = params.toString();
+  return text === '' ? '' : `?${text}`;
+}
+
+/**
+ * `--expires-in` as the API takes it, in seconds: digits are seconds already; a duration
+ * (`30m`, `1h`, `7d`) is converted, and must be whole seconds.
+ */
+export function seconds(text: string): number {
+  if (/^[0-9]{1,10}$/.test(text)) return Number(text);
+  let ms: number;
+  try {
+    ms = parseDuration(text);
+  } catch {
+    throw new UsageError(
+      `--expires-in takes seconds or a duration like 30m, 1h or 7d, not ${JSON.stringify(text.slice(0, 40))}`,
+    );
+  }
+  if (ms % 1000 !== 0) throw new UsageError(`--expires-in must be whole seconds, not ${text}`);
+  return ms / 1000;
+}
+
+/** `{ expires_in }` of `--expires-in`, or nothing. */
+export const lifetime = (values: OptionValues) =>
+  values['expires-in'] === undefined ? {} : { expires_in: seconds(values['expires-in']) };

@@ -1,0 +1,107 @@
+import { EXIT, Refused, table } from '../admin-client.js';
+import { clean } from '../terminal.js';
+import { type Command, encodePath, query } from './command.js';
+
+/* Connections (docs/api.md §5) and the connect flow from a terminal. */
+
+export const CONNECTION_COMMANDS: Command[] = [
+  {
+    name: 'connect',
+    usage: '<provider> <connection> [--scope <s>…]',
+    summary: 'starts an authorization, prints the consent URL and waits for the outcome',
+    options: ['scope'],
+    async run({ api, arg, values, io, json, show }) {
+      const provider = arg(0, 'provider');
+      const connection = arg(1, 'connection');
+      const started = await api('POST', `/api/oauth/authorize/${encodePath(provider)}`, {
+        connection_id: connection,
+        ...(values.scope === undefined ? {} : { scopes: values.scope }),
+      });
+      if (json) io.out(JSON.stringify(started));
+      else io.out(`Open this address to give consent:\n${clean(started.authorization_url)}`);
+      const deadline = Date.parse(started.expires_at);
+      // When the broker started this authorization (by its clock: the consent lives 10
+      // minutes): what happened to the connection before is not this attempt's outcome,
+      // so a connection already in error waits for the new consent too.
+      const since = deadline - 10 * 60 * 1000;
+      const frames = '⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏';
+      for (let i = 0; ; i++) {
+        const view = await api('GET', `/api/oauth/connections/${encodePath(connection)}`);
+        const authorized = view.authorized_at !== null && Date.parse(view.authorized_at) >= since;
+        const failed = view.error !== null && Date.parse(view.updated_at) >= since;
+        if ((view.status === 'active' && authorized) || (failed && !authorized)) {
+          if (io.tty && !json) io.err('\r\x1b[K');
+          show(view, () =>
+            authorized
+              ? `connected ${clean(connection)}: scopes ${clean(view.scopes.join(' ') || '(none)')}${view.refreshable ? '' : ' (no refresh token: a new consent is needed when the token expires)'}`
+              : `failed: ${clean(view.error?.code)}: ${clean(view.error?.description)}`,
+          );
+          return authorized ? EXIT.ok : EXIT.refused;
+        }
+        if (Date.now() > deadline)
+          throw new Refused('invalid_request', 'the consent was not given in time');
+        if (io.tty && !json) io.err(`\r${frames[i % frames.length]} waiting for consent…`);
+        await io.sleep(1000);
+      }
+    },
+  },
+  {
+    name: 'connection list',
+    usage: '[--prefix <p>] [--provider <id>] [--status <s>] [--limit <n>]',
+    summary: 'connections, with status, refreshability and expiry',
+    options: ['prefix', 'provider', 'status', 'limit'],
+    async run({ api, values, show }) {
+      const body = await api(
+        'GET',
+        `/api/oauth/connections${query({ prefix: values.prefix, provider_id: values.provider, status: values.status, limit: values.limit })}`,
+      );
+      show(body, () =>
+        table(body.items, [
+          'connection_id',
+          'provider_id',
+          'status',
+          'refreshable',
+          'token_expires_at',
+        ]),
+      );
+      return EXIT.ok;
+    },
+  },
+  {
+    name: 'connection get',
+    usage: '<id>',
+    summary: 'one connection (never its tokens)',
+    async run({ api, arg, show }) {
+      const body = await api('GET', `/api/oauth/connections/${encodePath(arg(0, 'id'))}`);
+      show(body, () =>
+        table(
+          [{ ...body, error: body.error === null ? null : body.error.code }],
+          [
+            'connection_id',
+            'provider_id',
+            'status',
+            'refreshable',
+            'scopes',
+            'token_expires_at',
+            'error',
+          ],
+        ),
+      );
+      return EXIT.ok;
+    },
+  },
+  {
+    name: 'connection delete',
+    usage: '<id>',
+    summary: 'deletes a connection; its tokens are revoked where the server allows',
+    async run({ api, arg, show }) {
+      const id = arg(0, 'id');
+      await api('DELETE', `/api/oauth/connections/${encodePath(id)}`);
+      show(
+        { deleted: id },
+        () => `deleted connection ${id} (its tokens revoked where the server allows)`,
+      );
+      return EXIT.ok;
+    },
+  },
+];
