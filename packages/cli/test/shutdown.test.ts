@@ -1,6 +1,11 @@
 import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createBroker, generateVaultKey, rootPrincipal } from '@keyway/core';
+import { sqliteStorage } from '@keyway/store-sqlite';
 import { startBrokerProcess } from '@keyway/test-support/processes';
 import { afterAll, describe, expect, it } from 'vitest';
 
@@ -95,5 +100,73 @@ describe('keyway serve on SIGTERM', () => {
     expect(await outcome).toBe('UND_ERR_SOCKET');
     const [code, signal] = await exited;
     expect([code, signal]).toEqual([0, null]);
+  }, 60_000);
+
+  it('lets a webhook attempt in flight finish before it closes the storage, and exits 0', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'keyway-shutdown-'));
+    const file = join(dir, 'keyway.sqlite');
+    const vaultKey = generateVaultKey();
+    // A webhook endpoint that holds each attempt until the test answers it.
+    const hooks: ServerResponse[] = [];
+    let hooked: () => void = () => {};
+    const attempted = new Promise<void>((resolve) => {
+      hooked = resolve;
+    });
+    const endpoint = createServer((req, res) => {
+      req.resume();
+      hooks.push(res);
+      hooked();
+    });
+    endpoint.listen(0, '127.0.0.1');
+    await once(endpoint, 'listening');
+    const broker = await startBrokerProcess({
+      KEYWAY_ROOT_KEY: ROOT_KEY,
+      KEYWAY_DATABASE: file,
+      KEYWAY_VAULT_KEYS: vaultKey,
+      KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
+      KEYWAY_WEBHOOK_URL: `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/hooks`,
+      KEYWAY_WEBHOOK_SECRET: 'whsec_KQ5oHY3H4w0DbhjLB5dgBtmG8wFJk3WQ',
+      KEYWAY_WEBHOOK_TYPES: 'token.created',
+    });
+    const exited = once(broker.child, 'exit');
+    const minted = await fetch(`${broker.url}/api/admin/tokens`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'ops', scopes: ['acme'] }),
+    });
+    expect(minted.status).toBe(201);
+    await attempted;
+    broker.child.kill('SIGTERM');
+    // The listener closes at once (a kept-alive socket of the mint may fail first); the
+    // process waits for the attempt.
+    let refused: unknown = null;
+    for (let attempt = 0; attempt < 200 && refused !== 'ECONNREFUSED'; attempt++) {
+      refused = await fetch(`${broker.url}/healthz`).then(
+        () => null,
+        (error: { cause?: { code?: string } }) => error.cause?.code ?? 'failed',
+      );
+      if (refused === null) await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(refused).toBe('ECONNREFUSED');
+    expect(broker.child.exitCode).toBeNull();
+    for (const res of hooks.splice(0)) res.writeHead(204).end();
+    const [code, signal] = await exited;
+    expect([code, signal]).toEqual([0, null]);
+    endpoint.close();
+
+    // The attempt's outcome was written before the storage closed.
+    const after = createBroker({
+      rootKey: ROOT_KEY,
+      storage: sqliteStorage(file),
+      vaultKeys: [vaultKey],
+      purgeIntervalMs: false,
+      webhookPollIntervalMs: false,
+    });
+    const { items } = await after.events.deliveries(rootPrincipal());
+    expect(items.map((item) => [item.status, item.attempts, item.last_status])).toEqual([
+      ['delivered', 1, 204],
+    ]);
+    await after.close();
+    rmSync(dir, { recursive: true, force: true });
   }, 60_000);
 });

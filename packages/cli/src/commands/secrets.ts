@@ -10,7 +10,7 @@ import { type Command, encodePath, type OptionValues, query } from './command.js
  * standard input (one trailing line break dropped, as `echo` and here-strings add one) or
  * a file (exactly its bytes, which must be UTF-8).
  */
-async function valueOf(values: OptionValues, io: AdminIo): Promise<string> {
+async function secretValue(values: OptionValues, io: AdminIo): Promise<string> {
   const sources = [
     values['value-env'] !== undefined,
     values['value-stdin'] === true,
@@ -60,7 +60,7 @@ export const SECRET_COMMANDS: Command[] = [
     options: ['value-env', 'value-stdin', 'value-file'],
     async run({ api, arg, values, io, show }) {
       const path = arg(0, 'path');
-      const value = await valueOf(values, io);
+      const value = await secretValue(values, io);
       const body = await api('PUT', `/api/vault/secrets/${encodePath(path)}`, { value });
       show(body, () => `stored ${clean(body.path)} (version ${clean(body.version)})`);
       return EXIT.ok;
