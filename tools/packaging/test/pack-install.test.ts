@@ -1,5 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import {
+  cpSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -13,24 +14,17 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { buildWorkspacePackages, withBuildLock } from '@keyway/test-support/processes';
+import { withBuildLock } from '@keyway/test-support/processes';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../../../', import.meta.url));
-const PNPM = ['-y', 'pnpm@10.34.9'];
 
 /** Every package the project publishes. */
-const PUBLIC = [
-  'core',
-  'http',
-  'store-memory',
-  'store-sqlite',
-  'store-postgres',
-  'storage-conformance',
-  'testing',
-  'cli',
-];
+/** The published packages, as `pnpm tarballs` packs them. */
+const PUBLIC = JSON.parse(
+  readFileSync(join(root, 'scripts', 'public-packages.json'), 'utf8'),
+) as string[];
 /** Workspace packages that are never published, so never named by a published manifest. */
 const PRIVATE = [
   '@keyway/sql',
@@ -66,14 +60,8 @@ beforeAll(async () => {
   // The packages as a user gets them: built with declarations, packed by pnpm (which
   // rewrites workspace versions and applies publishConfig), installed by plain npm.
   mkdirSync(packs);
-  await withBuildLock(async () => {
-    await buildWorkspacePackages(['./packages/**']);
-    for (const name of PUBLIC) {
-      await run('npx', [...PNPM, 'pack', '--pack-destination', packs], {
-        cwd: join(root, 'packages', name),
-      });
-    }
-  });
+  // As `pnpm tarballs` does it (scripts/pack.mjs): the README's way to a global install.
+  await withBuildLock(() => run(process.execPath, [join(root, 'scripts', 'pack.mjs'), packs]));
   mkdirSync(app);
   // better-sqlite3 compiles from source where no prebuilt binary downloads: the app links
   // the workspace's built copy instead of compiling it again.
@@ -236,4 +224,74 @@ describe('the published packages, installed with npm outside the workspace', () 
     expect(output).toBe('active\necho\n');
     expect(code).toBe(0);
   }, 60_000);
+
+  it('puts keyway on the PATH with npm install -g of the tarballs, as the README says', async () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    expect(readme).toContain('pnpm tarballs');
+    expect(readme).toContain('npm install -g --install-strategy=hoisted packs/*.tgz');
+    const prefix = join(work, 'global');
+    const tarballs = readdirSync(packs).map((file) => join(packs, file));
+    // --ignore-scripts: the SQLite driver is the workspace's build, copied in below.
+    await run(
+      'npm',
+      [
+        'install',
+        '-g',
+        '--prefix',
+        prefix,
+        '--install-strategy=hoisted',
+        '--ignore-scripts',
+        '--no-audit',
+        '--no-fund',
+        '--loglevel=error',
+        ...tarballs,
+      ],
+      { cwd: work },
+    );
+    const built = join(
+      dirname(
+        realpathSync(
+          createRequire(join(root, 'packages/store-sqlite/package.json')).resolve(
+            'better-sqlite3/package.json',
+          ),
+        ),
+      ),
+      'build',
+    );
+    const installed = await run('find', [prefix, '-type', 'd', '-path', '*/better-sqlite3']);
+    for (const driver of installed.stdout.split('\n').filter(Boolean)) {
+      cpSync(built, join(driver, 'build'), { recursive: true });
+    }
+    const keyway = join(prefix, 'bin', 'keyway');
+    const env = { PATH: `${join(prefix, 'bin')}:${process.env.PATH ?? ''}` };
+    const help = await run('keyway', ['--help'], { env });
+    expect(help.stdout).toContain('keyway backup <file>');
+    expect(realpathSync(keyway)).toBe(
+      join(prefix, 'lib', 'node_modules', '@keyway', 'cli', 'dist', 'bin.js'),
+    );
+    // The installed broker starts, answers, and stops on SIGTERM with 0.
+    const rootKey = 'global-install-root-key-0123456789abcdef';
+    const server = spawn('keyway', ['serve'], {
+      env: { ...env, PORT: '0', KEYWAY_DATABASE: ':memory:', KEYWAY_ROOT_KEY: rootKey },
+    });
+    let output = '';
+    const url = await new Promise<string>((resolve, reject) => {
+      server.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString();
+        const found = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1];
+        if (found !== undefined) resolve(found);
+      });
+      server.stderr.on('data', (chunk: Buffer) => {
+        output += chunk.toString();
+      });
+      server.on('exit', (code) => reject(new Error(`keyway serve exited ${code}: ${output}`)));
+    });
+    const status = await run('keyway', ['status'], {
+      env: { ...env, KEYWAY_URL: url, KEYWAY_TOKEN: rootKey },
+    });
+    expect(status.stdout).toMatch(/^keyway 0\.\d+\.\d+: ready\nstorage: sqlite/);
+    const exited = new Promise<number | null>((resolve) => server.once('exit', resolve));
+    server.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  }, 300_000);
 });
