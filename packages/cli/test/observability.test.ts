@@ -140,6 +140,18 @@ describe('keyway serve, observed', () => {
     expect(families.some((family) => family.name === 'process_cpu_seconds_total')).toBe(true);
     expect((await fetch(metricsUrl.replace('/metrics', '/other'))).status).toBe(404);
 
+    // ── the log is written while the broker runs, not only at exit (a quiet broker's lines
+    // go out within a second) ──
+    for (
+      let attempt = 0;
+      attempt < 400 && !broker.output().includes('"route":"/readyz"');
+      attempt++
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(broker.output()).toContain('"route":"/readyz"');
+    expect(broker.child.exitCode).toBeNull();
+
     // ── stop: requests are done, spans are flushed, the process exits 0 ──
     broker.child.kill('SIGTERM');
     const [code] = await exited;

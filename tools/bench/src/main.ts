@@ -56,6 +56,9 @@ try {
       `${row.route}: ${Math.round(row.keyway.requestsPerSecond)} req/s, bare ${Math.round(row.bare.requestsPerSecond)}, Hono ${Math.round(row.hono.requestsPerSecond)}`,
     );
   }
+  log(
+    `request log and metrics: ${Math.round(serve.observed.quiet.requestsPerSecond)} req/s quiet, ${Math.round(serve.observed.logged.requestsPerSecond)} logged, ${Math.round(serve.observed.metered.requestsPerSecond)} logged and metered`,
+  );
   log(`minting: ${Math.round(serve.mint.requestsPerSecond)} tokens/s`);
   const prefixList = await benchPrefixList({
     cacheDir,

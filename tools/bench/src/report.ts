@@ -116,6 +116,20 @@ export function writeReport(report: Report, file: string | null): string {
   );
   push('', `Failed requests (non-2xx, errors, timeouts): ${failures}.`, '');
 
+  const { quiet, logged, metered } = report.serve.observed;
+  push(
+    '## What watching it costs',
+    '',
+    'The first read above on three `keyway serve` processes over the same file, rounds interleaved: the request log off (`KEYWAY_LOG_LEVEL=silent`, as above), on (a JSON line per request, standard output to a file), and on with the Prometheus metrics (`KEYWAY_METRICS_PORT`).',
+    '',
+    '| Request log | Metrics | Requests/s | p99 | Of the quiet one |',
+    '| --- | --- | ---: | ---: | ---: |',
+    `| off | off | ${int(quiet.requestsPerSecond)}/s | ${quiet.p99} ms | 100% |`,
+    `| on | off | ${int(logged.requestsPerSecond)}/s | ${logged.p99} ms | ${pct(logged.requestsPerSecond / quiet.requestsPerSecond)} |`,
+    `| on | on | ${int(metered.requestsPerSecond)}/s | ${metered.p99} ms | ${pct(metered.requestsPerSecond / quiet.requestsPerSecond)} |`,
+    '',
+  );
+
   push(
     '## `keyway serve`: minting and memory',
     '',

@@ -1,9 +1,11 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateVaultKey } from '@keyway/core';
 import { sqliteStorage } from '@keyway/store-sqlite';
-import { startBrokerProcess } from '@keyway/test-support/processes';
+import { bundleCli, startBrokerProcess } from '@keyway/test-support/processes';
 import { createTestBroker, createTestWorld } from '@keyway/testing';
 import { activeConnection, ROOT_KEY } from './fixtures.js';
 import { median } from './measure.js';
@@ -28,6 +30,11 @@ export interface LoopbackRow {
 
 export interface ServeResult {
   reads: LoopbackRow[];
+  /**
+   * The first read again, on `keyway serve` with the request log off (as above), on (a JSON
+   * line per request to a pipe), and on with the metrics too: what watching it costs.
+   */
+  observed: { quiet: Load; logged: Load; metered: Load };
   mint: Load;
   /** `keyway serve`'s memory, bytes: idle after start, and at its peak after the load. */
   memory: { idleRss: number; peakRss: number; rssAfterLoad: number };
@@ -42,6 +49,39 @@ const pickLoad = (all: Load[]): Load => ({
   p99: median(all.map((l) => l.p99)),
   failures: all.reduce((sum, l) => sum + l.failures, 0),
 });
+
+/**
+ * `keyway serve` with its standard output in a file, as an operator would redirect it: the
+ * request log then costs what it costs the broker, not the benchmark's own process (which
+ * would otherwise read every line while it generates the load).
+ */
+async function startLoggingBroker(
+  env: Record<string, string>,
+  logFile: string,
+): Promise<{ url: string; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, [await bundleCli(), 'serve'], {
+    env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', ...env },
+    stdio: ['ignore', openSync(logFile, 'w'), 'inherit'],
+  });
+  for (let attempt = 0; attempt < 600; attempt++) {
+    const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(
+      readFileSync(logFile, 'utf8'),
+    )?.[1];
+    if (port !== undefined) {
+      return {
+        url: `http://127.0.0.1:${port}`,
+        async stop() {
+          if (child.exitCode !== null) return;
+          child.kill('SIGTERM');
+          await once(child, 'exit');
+        },
+      };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`keyway serve did not start: ${readFileSync(logFile, 'utf8')}`);
+}
 
 /**
  * Builds a SQLite file with one active connection (authorized against the in-memory test
@@ -135,6 +175,54 @@ export async function benchServe(options: ServeOptions): Promise<ServeResult> {
       });
     }
 
+    // What the request log and the metrics cost: the same read, three ways, interleaved.
+    const logged = await startLoggingBroker(
+      { KEYWAY_ROOT_KEY: ROOT_KEY, KEYWAY_DATABASE: file, KEYWAY_LOG_LEVEL: 'info' },
+      join(dir, 'logged.log'),
+    );
+    stops.push(() => logged.stop());
+    const metered = await startLoggingBroker(
+      {
+        KEYWAY_ROOT_KEY: ROOT_KEY,
+        KEYWAY_DATABASE: file,
+        KEYWAY_LOG_LEVEL: 'info',
+        KEYWAY_METRICS_PORT: '0',
+      },
+      join(dir, 'metered.log'),
+    );
+    stops.push(() => metered.stop());
+    // The two new processes are warmed as the first was by the reads above.
+    for (const base of [logged.url, metered.url]) {
+      await load({
+        url: base + paths[0],
+        connections: options.connections,
+        seconds: options.seconds * paths.length,
+        headers: authorization,
+      });
+    }
+    const watched = { quiet: [] as Load[], logged: [] as Load[], metered: [] as Load[] };
+    for (let round = 0; round < options.rounds; round++) {
+      for (const [name, base] of [
+        ['quiet', keyway.url],
+        ['logged', logged.url],
+        ['metered', metered.url],
+      ] as const) {
+        watched[name].push(
+          await load({
+            url: base + paths[0],
+            connections: options.connections,
+            seconds: options.seconds,
+            headers: authorization,
+          }),
+        );
+      }
+    }
+    const observed = {
+      quiet: pickLoad(watched.quiet),
+      logged: pickLoad(watched.logged),
+      metered: pickLoad(watched.metered),
+    };
+
     let counter = 0;
     const mint = await load({
       url: `${keyway.url}/api/admin/tokens`,
@@ -146,7 +234,12 @@ export async function benchServe(options: ServeOptions): Promise<ServeResult> {
         JSON.stringify({ name: `load.${++counter}`, scopes: ['acme/load'], expires_in: 600 }),
     });
     const after = memoryOf(pid);
-    return { reads, mint, memory: { idleRss, peakRss: after.peak, rssAfterLoad: after.rss } };
+    return {
+      reads,
+      observed,
+      mint,
+      memory: { idleRss, peakRss: after.peak, rssAfterLoad: after.rss },
+    };
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => {});
     rmSync(dir, { recursive: true, force: true });

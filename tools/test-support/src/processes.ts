@@ -75,6 +75,8 @@ export async function startBrokerProcess(env: Record<string, string>): Promise<B
       const port = text.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/)?.[1];
       if (port !== undefined) {
         clearTimeout(timer);
+        // Once: the output goes on growing (a request log), and is not searched again.
+        child.stdout?.off('data', check);
         resolve(`http://127.0.0.1:${port}`);
       }
     };
