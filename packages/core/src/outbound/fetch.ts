@@ -102,7 +102,7 @@ export function endpointProblem(text: string, allowedHosts: ReadonlySet<string>)
  * the deadline holds even when a transport ignores the signal (or a signal it derived
  * from ours is lost, as a Request's own signal can be).
  */
-function abortion(signal: AbortSignal): Promise<never> {
+export function abortion(signal: AbortSignal): Promise<never> {
   const aborted = new Promise<never>((_, reject) => {
     if (signal.aborted) reject(signal.reason);
     signal.addEventListener('abort', () => reject(signal.reason), { once: true });
@@ -120,6 +120,15 @@ function readCapped(
   const tooLarge = () =>
     new OutboundError('too_large', `${origin}: the response is larger than ${limit} bytes`);
   return readBounded(response, limit, { tooLarge }, aborted);
+}
+
+/** The URL of an outbound request. @throws {OutboundError} `invalid_url`. */
+export function outboundUrl(input: string | URL): URL {
+  try {
+    return new URL(input);
+  } catch (cause) {
+    throw new OutboundError('invalid_url', 'not an absolute URL', { cause });
+  }
 }
 
 /**
@@ -140,12 +149,7 @@ export function createOutboundFetch(options: OutboundOptions = {}): OutboundFetc
   const maxRedirects = options.maxRedirects ?? 5;
 
   return async function outboundFetch(input, init = {}) {
-    let url: URL;
-    try {
-      url = new URL(input);
-    } catch (cause) {
-      throw new OutboundError('invalid_url', 'not an absolute URL', { cause });
-    }
+    let url = outboundUrl(input);
     // A timer of our own, held until the request ends and then cleared.
     const deadline = new AbortController();
     const timer = setTimeout(

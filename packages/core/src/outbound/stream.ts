@@ -1,0 +1,117 @@
+import { OutboundError } from './errors.js';
+import {
+  abortion,
+  assertOutboundUrl,
+  type OutboundFetch,
+  type OutboundOptions,
+  outboundUrl,
+} from './fetch.js';
+import { allowedHostSet } from './hosts.js';
+import { defaultTransport, type Transport } from './transport.js';
+
+/*
+ * The guarded fetch for answers that stream (docs/api.md §13: the MCP gateway's upstream,
+ * SSE included): the same address policy and transport as `createOutboundFetch`, but the
+ * body is handed on as it arrives — never read whole, never capped — with an idle limit
+ * between chunks instead of a deadline for the whole exchange.
+ */
+
+/** Options of {@link createStreamingFetch}. */
+export interface StreamingFetchOptions
+  extends Omit<OutboundOptions, 'maxResponseBytes' | 'maxRedirects'> {
+  /** Time the answer's status and headers may take, in ms (`timeoutMs`). Default 10000. */
+  timeoutMs?: number;
+  /** Time the body may go without a chunk before it fails with `timeout`, in ms. Default 300000. */
+  idleTimeoutMs?: number;
+}
+
+/**
+ * Creates the streaming guarded fetch: the URL passes the address policy of
+ * `createOutboundFetch` (https only, plain http and private addresses for allowed hosts, no
+ * credentials in the URL; a resolving transport checks and pins the addresses), redirects
+ * are never followed (a 3xx is answered as it came, for the caller to refuse), the head
+ * must arrive within `timeoutMs`, and the body streams with backpressure: each chunk is
+ * read from the server only when the reader asks for it, a body idle for `idleTimeoutMs`
+ * fails with `OutboundError` `timeout`, and cancelling the body (or aborting `init.signal`)
+ * closes the upstream request.
+ *
+ * @example
+ * const stream = createStreamingFetch({ allowedHosts: ['localhost'] });
+ * const answer = await stream('https://mcp.example.com/mcp', { method: 'GET', headers: { accept: 'text/event-stream' } });
+ */
+export function createStreamingFetch(options: StreamingFetchOptions = {}): OutboundFetch {
+  const transport: Transport = options.fetch ?? defaultTransport(options.allowedHosts ?? []);
+  const allowedHosts = allowedHostSet(options.allowedHosts);
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
+
+  return async function streamingFetch(input, init = {}) {
+    const url = outboundUrl(input);
+    assertOutboundUrl(url, allowedHosts);
+    const origin = url.origin;
+    // Ours: aborted by a timeout, by the body's cancellation, or with the caller's signal.
+    const upstream = new AbortController();
+    const signal = init.signal ? AbortSignal.any([init.signal, upstream.signal]) : upstream.signal;
+    const aborted = abortion(signal);
+    const timedOut = (what: string) =>
+      new OutboundError('timeout', `${origin}: ${what}`, { cause: signal.reason });
+    let expired = false;
+    const head = setTimeout(() => {
+      expired = true;
+      upstream.abort(new DOMException('the request timed out', 'TimeoutError'));
+    }, timeoutMs);
+    let response: Response;
+    try {
+      response = await Promise.race([
+        transport(url.href, { ...init, redirect: 'manual', signal }),
+        aborted,
+      ]);
+    } catch (cause) {
+      if (expired) throw timedOut(`no answer within ${timeoutMs} ms`);
+      if (cause instanceof OutboundError || signal.aborted) throw cause;
+      throw new OutboundError('network', `${origin}: the request failed`, { cause });
+    } finally {
+      clearTimeout(head);
+    }
+    if (response.body === null) return response;
+    const reader = response.body.getReader();
+    const body = new ReadableStream<Uint8Array>(
+      {
+        async pull(controller) {
+          let idle = false;
+          const timer = setTimeout(() => {
+            idle = true;
+            upstream.abort(new DOMException('the stream went idle', 'TimeoutError'));
+          }, idleTimeoutMs);
+          try {
+            const { done, value } = await Promise.race([reader.read(), aborted]);
+            if (done) controller.close();
+            else controller.enqueue(value);
+          } catch (cause) {
+            controller.error(
+              idle
+                ? timedOut(`no data for ${idleTimeoutMs} ms`)
+                : cause instanceof OutboundError || signal.aborted
+                  ? cause
+                  : new OutboundError('network', `${origin}: the stream failed`, { cause }),
+            );
+            reader.cancel().catch(() => {});
+          } finally {
+            clearTimeout(timer);
+          }
+        },
+        cancel(reason) {
+          upstream.abort(reason);
+          return reader.cancel(reason).catch(() => {});
+        },
+      },
+      // Nothing is read ahead of the reader: backpressure reaches the upstream socket.
+      { highWaterMark: 0 },
+    );
+    return new Response(body, {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
+  };
+}
