@@ -32,26 +32,9 @@ export async function openStorage(database: string): Promise<Storage> {
   if (isPostgres(database)) return postgresStorage({ connectionString: database });
   if (process.versions.bun !== undefined || 'Deno' in globalThis) return sqliteStorage(database);
   // On Node, the CLI's own better-sqlite3 (its dependency, wherever npm put it: a global
-  // install leaves @keyway/store-sqlite unable to see it), closed with the storage.
+  // install leaves @keyway/store-sqlite unable to see it).
   const { default: Database } = await import('better-sqlite3');
-  const db = new Database(database);
-  let storage: Storage;
-  try {
-    storage = sqliteStorage(db);
-  } catch (error) {
-    db.close();
-    throw error;
-  }
-  const close = storage.close.bind(storage);
-  return Object.assign(storage, {
-    async close() {
-      try {
-        await close();
-      } finally {
-        db.close();
-      }
-    },
-  });
+  return sqliteStorage(database, { driver: Database });
 }
 
 /**

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createBroker, generateVaultKey, rootPrincipal } from '@keyway/core';
 import { sqliteStorage } from '@keyway/store-sqlite';
-import { startBrokerProcess } from '@keyway/test-support/processes';
+import { startBrokerProcess, untilRefused } from '@keyway/test-support/processes';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const ROOT_KEY = 'shutdown-test-root-key-0123456789abcdefg';
@@ -65,15 +65,7 @@ describe('keyway serve on SIGTERM', () => {
     broker.child.kill('SIGTERM');
 
     // New connections are refused while the request is still held.
-    let refused: unknown = null;
-    for (let attempt = 0; attempt < 200 && refused === null; attempt++) {
-      refused = await fetch(`${broker.url}/healthz`).then(
-        () => null,
-        (error: { cause?: { code?: string } }) => error.cause?.code ?? 'failed',
-      );
-      if (refused === null) await new Promise((resolve) => setTimeout(resolve, 25));
-    }
-    expect(refused).toBe('ECONNREFUSED');
+    expect(await untilRefused(`${broker.url}/healthz`)).toBe('ECONNREFUSED');
     expect(broker.child.exitCode).toBeNull();
 
     // The remote server answers at last: the request in flight completes, then the process exits.
@@ -139,15 +131,7 @@ describe('keyway serve on SIGTERM', () => {
     broker.child.kill('SIGTERM');
     // The listener closes at once (a kept-alive socket of the mint may fail first); the
     // process waits for the attempt.
-    let refused: unknown = null;
-    for (let attempt = 0; attempt < 200 && refused !== 'ECONNREFUSED'; attempt++) {
-      refused = await fetch(`${broker.url}/healthz`).then(
-        () => null,
-        (error: { cause?: { code?: string } }) => error.cause?.code ?? 'failed',
-      );
-      if (refused === null) await new Promise((resolve) => setTimeout(resolve, 25));
-    }
-    expect(refused).toBe('ECONNREFUSED');
+    expect(await untilRefused(`${broker.url}/healthz`)).toBe('ECONNREFUSED');
     expect(broker.child.exitCode).toBeNull();
     for (const res of hooks.splice(0)) res.writeHead(204).end();
     const [code, signal] = await exited;

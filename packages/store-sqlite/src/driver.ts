@@ -171,7 +171,8 @@ const runtime = globalThis as { Bun?: unknown; Deno?: unknown };
  *
  * @throws {Error} naming the storages that work here when no driver loads.
  */
-export function openSqlite(file: string): SqliteConnection {
+export function openSqlite(file: string, driver?: new (file: string) => object): SqliteConnection {
+  if (driver !== undefined) return wrapSqlite(new driver(file));
   const require = createRequire(import.meta.url);
   let open: (file: string) => object;
   try {

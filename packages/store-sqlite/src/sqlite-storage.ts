@@ -20,6 +20,15 @@ export const MIGRATIONS: readonly string[] = migrations(SQLITE);
 export interface SqliteStorageOptions {
   /** How long a write waits for another connection's lock, in ms. Default 5000. */
   busyTimeoutMs?: number;
+  /**
+   * The driver that opens a file path, for a package that depends on one itself where this
+   * one cannot load it (a global npm install leaves the optional peer out of its reach):
+   * better-sqlite3's `Database`, `bun:sqlite`'s or `node:sqlite`'s `DatabaseSync`. The
+   * storage still owns the database and closes it. Default: the runtime's, loaded here.
+   */
+  driver?: new (
+    file: string,
+  ) => object;
 }
 
 /** SQLite storage, plus what its own tests and tools need. */
@@ -122,7 +131,8 @@ export function sqliteStorage<D extends object>(
   options: SqliteStorageOptions = {},
 ): SqliteStorage<D> {
   const owned = typeof database === 'string';
-  const db = typeof database === 'string' ? openSqlite(database) : wrapSqlite(database);
+  const db =
+    typeof database === 'string' ? openSqlite(database, options.driver) : wrapSqlite(database);
   const busyTimeoutMs = Math.max(0, Math.trunc(options.busyTimeoutMs ?? 5000));
   try {
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);

@@ -36,6 +36,23 @@ describe('sqliteStorage()', () => {
     db.close();
   });
 
+  it('opens a file with the driver it is given, and closes it as its own', async () => {
+    const opened: string[] = [];
+    class Counted extends Database {
+      constructor(file: string) {
+        super(file);
+        opened.push(file);
+      }
+    }
+    const file = join(dir, 'driver.sqlite');
+    const storage = sqliteStorage(file, { driver: Counted });
+    expect(opened).toEqual([file]);
+    expect(storage.database).toBeInstanceOf(Counted);
+    expect(await storage.health()).toMatchObject({ engine: 'sqlite' });
+    await storage.close();
+    expect((storage.database as Database.Database).open).toBe(false);
+  });
+
   describe('query plans on 100,000 connections', () => {
     const file = join(dir, 'plan.sqlite');
     const storage = sqliteStorage(file);

@@ -55,6 +55,23 @@ export interface BrokerProcess {
   stop(): Promise<void>;
 }
 
+/**
+ * Asks `url` until a new connection is refused (a server that stopped listening), at most
+ * 200 times 25 ms apart: answers the last failure's code (`ECONNREFUSED` once refused), or
+ * `null` when the server still answered. A kept-alive socket that fails first is asked again.
+ */
+export async function untilRefused(url: string): Promise<string | null> {
+  let code: string | null = null;
+  for (let attempt = 0; attempt < 200 && code !== 'ECONNREFUSED'; attempt++) {
+    code = await fetch(url).then(
+      () => null,
+      (error: { cause?: { code?: string } }) => error.cause?.code ?? 'failed',
+    );
+    if (code === null) await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return code;
+}
+
 /** Starts `keyway serve` in a new process on a free port and waits until it listens. */
 export async function startBrokerProcess(env: Record<string, string>): Promise<BrokerProcess> {
   const entry = await bundleCli();

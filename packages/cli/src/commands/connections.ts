@@ -4,6 +4,9 @@ import { type Command, encodePath, query } from './command.js';
 
 /* Connections (docs/api.md §5) and the connect flow from a terminal. */
 
+/** The columns of a connection in a table (`get` adds its scopes and error). */
+const COLUMNS = ['connection_id', 'provider_id', 'status', 'refreshable', 'token_expires_at'];
+
 export const CONNECTION_COMMANDS: Command[] = [
   {
     name: 'connect',
@@ -55,15 +58,7 @@ export const CONNECTION_COMMANDS: Command[] = [
         'GET',
         `/api/oauth/connections${query({ prefix: values.prefix, provider_id: values.provider, status: values.status, limit: values.limit })}`,
       );
-      show(body, () =>
-        table(body.items, [
-          'connection_id',
-          'provider_id',
-          'status',
-          'refreshable',
-          'token_expires_at',
-        ]),
-      );
+      show(body, () => table(body.items, COLUMNS));
       return EXIT.ok;
     },
   },
@@ -76,15 +71,7 @@ export const CONNECTION_COMMANDS: Command[] = [
       show(body, () =>
         table(
           [{ ...body, error: body.error === null ? null : body.error.code }],
-          [
-            'connection_id',
-            'provider_id',
-            'status',
-            'refreshable',
-            'scopes',
-            'token_expires_at',
-            'error',
-          ],
+          [...COLUMNS.slice(0, 4), 'scopes', 'token_expires_at', 'error'],
         ),
       );
       return EXIT.ok;
