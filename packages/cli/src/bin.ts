@@ -39,6 +39,13 @@ Starts the Keyway broker. Environment:
   KEYWAY_MAX_CONNECTIONS        open connections at once (default 1000)
   KEYWAY_SHUTDOWN_TIMEOUT_MS    on SIGTERM/SIGINT, time requests in flight have to finish
                     before they are cut (default 10000)
+  KEYWAY_GATEWAY_MAX_BODY_BYTES  largest request body the MCP gateway forwards
+                    (default 4194304)
+  KEYWAY_GATEWAY_IDLE_TIMEOUT_MS  upstream silence the gateway allows, before an answer
+                    or within a stream (default 300000)
+  KEYWAY_GATEWAY_MAX_STREAMS_PER_CONNECTION  open upstream requests per connection
+                    (default 64)
+  KEYWAY_GATEWAY_MAX_STREAMS_PER_CALLER  open upstream requests per caller (default 256)
   KEYWAY_LOG_LEVEL  the request log's level: fatal, error, warn, info (default: a JSON
                     line per request on standard output), debug, trace, silent
   KEYWAY_METRICS_PORT  serve Prometheus metrics at /metrics on this port (default off)

@@ -45,6 +45,14 @@ const LIMIT_VARIABLES: [keyof ServerLimits, string, number, number][] = [
   ['shutdownTimeoutMs', 'KEYWAY_SHUTDOWN_TIMEOUT_MS', 0, 600_000],
 ];
 
+/** The gateway's limits (docs/api.md §13): option, variable, range. */
+const GATEWAY_VARIABLES: [string, string, number, number][] = [
+  ['maxBodyBytes', 'KEYWAY_GATEWAY_MAX_BODY_BYTES', 1024, 64 * 1024 * 1024],
+  ['idleTimeoutMs', 'KEYWAY_GATEWAY_IDLE_TIMEOUT_MS', 1000, 3_600_000],
+  ['maxStreamsPerConnection', 'KEYWAY_GATEWAY_MAX_STREAMS_PER_CONNECTION', 1, 100_000],
+  ['maxStreamsPerCaller', 'KEYWAY_GATEWAY_MAX_STREAMS_PER_CALLER', 1, 100_000],
+];
+
 /** Every `KEYWAY_*` variable `keyway serve` reads (`keyway serve --help` explains each). */
 export const SERVE_VARIABLES: readonly string[] = [
   'KEYWAY_ROOT_KEY',
@@ -67,6 +75,7 @@ export const SERVE_VARIABLES: readonly string[] = [
   'KEYWAY_METRICS_PORT',
   'KEYWAY_METRICS_HOST',
   ...LIMIT_VARIABLES.map(([, name]) => name),
+  ...GATEWAY_VARIABLES.map(([, name]) => name),
 ];
 
 /**
@@ -146,6 +155,12 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
     if (value !== undefined) limits[key] = value;
   }
   if (Object.keys(limits).length > 0) options.limits = limits;
+  const gateway: Record<string, number> = {};
+  for (const [key, name, min, max] of GATEWAY_VARIABLES) {
+    const value = integerVariable(env, name, min, max);
+    if (value !== undefined) gateway[key] = value;
+  }
+  if (Object.keys(gateway).length > 0) options.gateway = gateway;
   if (env.KEYWAY_VAULT_KEYS) {
     options.vaultKeys = env.KEYWAY_VAULT_KEYS.split(',').map((key) => key.trim());
   }

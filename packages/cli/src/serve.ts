@@ -128,6 +128,8 @@ export interface ServeOptions {
    * a duration such as `7d`). Default off.
    */
   refreshIdleAfter?: string | number;
+  /** The MCP gateway's limits (`createBroker({ gateway })`, docs/api.md §13). */
+  gateway?: BrokerConfig['gateway'];
   /** Where lines for the operator go; default `console.log`. */
   log?: (line: string) => void;
   /** The request log's level (`KEYWAY_LOG_LEVEL`): `info` (default) logs every request. */
@@ -371,6 +373,7 @@ function brokerConfig(
     ...(options.auditRetentionDays === undefined
       ? {}
       : { auditRetentionDays: options.auditRetentionDays }),
+    ...(options.gateway === undefined ? {} : { gateway: options.gateway }),
     ...(options.refreshIdleAfter === undefined
       ? {}
       : { refreshIdleAfter: options.refreshIdleAfter }),

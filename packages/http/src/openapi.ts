@@ -85,11 +85,16 @@ export function openApiDocument(serverUrl?: string): Record<string, unknown> {
   for (const operation of OPERATIONS) {
     if (operation.undocumented === true) continue;
     const ok: Record<string, unknown> = {};
+    const passThrough = operation.passThrough;
+    const media = (types: string[]) =>
+      Object.fromEntries(types.map((type) => [type, { schema: {} }]));
     for (const [status, answer] of Object.entries(operation.ok)) {
       ok[status] =
-        answer.schema === null
-          ? { description: answer.description }
-          : { description: answer.description, content: jsonBody(answer.schema, 'output') };
+        answer.schema !== null
+          ? { description: answer.description, content: jsonBody(answer.schema, 'output') }
+          : passThrough !== undefined && status === '200'
+            ? { description: answer.description, content: media(passThrough.response) }
+            : { description: answer.description };
     }
     const params = parameters(operation);
     paths[operation.path] ??= {};
@@ -102,6 +107,9 @@ export function openApiDocument(serverUrl?: string): Record<string, unknown> {
       ...(operation.body === undefined
         ? {}
         : { requestBody: { required: true, content: jsonBody(operation.body, 'input') } }),
+      ...(passThrough === undefined || passThrough.request.length === 0
+        ? {}
+        : { requestBody: { required: false, content: media(passThrough.request) } }),
       responses: { ...ok, ...errorResponses(operation) },
     };
   }

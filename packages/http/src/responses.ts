@@ -9,7 +9,8 @@ import type { KeywayError } from '@keyway/core';
 export interface Reply {
   status: number;
   headers: Record<string, string>;
-  body: string | null;
+  /** The body: text, none, or a stream (the gateway's), written as it arrives. */
+  body: string | null | ReadableStream<Uint8Array>;
 }
 
 const JSON_HEADERS = {
@@ -20,7 +21,11 @@ const JSON_HEADERS = {
   'x-content-type-options': 'nosniff',
 };
 
-export function json(status: number, body: unknown, headers?: Record<string, string>): Reply {
+export function json(
+  status: number,
+  body: unknown,
+  headers?: Record<string, string>,
+): Reply & { body: string } {
   return {
     status,
     headers: headers === undefined ? JSON_HEADERS : { ...JSON_HEADERS, ...headers },
@@ -50,14 +55,20 @@ export function toResponse(reply: Reply): Response {
  * The API error answer of a {@link KeywayError}, with `WWW-Authenticate` for `401`/`403`
  * (RFC 6750 §3) and `Retry-After` for `429`.
  */
-export function errorReply(error: KeywayError, credentialPresented: boolean): Reply {
+export function errorReply(
+  error: KeywayError,
+  credentialPresented: boolean,
+): Reply & { body: string } {
   const headers: Record<string, string> = {};
   if (error.code === 'invalid_token') {
     headers['www-authenticate'] = credentialPresented
       ? 'Bearer realm="keyway", error="invalid_token"'
       : 'Bearer realm="keyway"';
   } else if (error.code === 'insufficient_scope') {
-    headers['www-authenticate'] = 'Bearer realm="keyway", error="insufficient_scope"';
+    // An MCP server's step-up through the gateway (docs/api.md §13) names the scope it needs.
+    const scopes = (error as { scopes?: unknown }).scopes;
+    const scope = Array.isArray(scopes) && scopes.length > 0 ? `, scope="${scopes.join(' ')}"` : '';
+    headers['www-authenticate'] = `Bearer realm="keyway", error="insufficient_scope"${scope}`;
   }
   if (error.retryAfter !== undefined) headers['retry-after'] = String(error.retryAfter);
   return json(error.status, error.toJSON(), headers);

@@ -170,8 +170,20 @@ describe('real answers of every route against the document', () => {
   it('validates a success and an error of every operation', async () => {
     let h!: Harness;
     const world = createTestWorld({ now: () => h?.now ?? START });
+    // The world's MCP server answers POST only; its stream and its session end are added
+    // here, so the gateway's GET and DELETE have an answer to pass on.
+    const fetch = async (input: string | URL | Request, init?: RequestInit) => {
+      const request = new Request(input, init);
+      if (request.url === world.resourceUrl && request.method === 'GET') {
+        return new Response('data: {}\n\n', { headers: { 'content-type': 'text/event-stream' } });
+      }
+      if (request.url === world.resourceUrl && request.method === 'DELETE') {
+        return new Response(null, { status: 200 });
+      }
+      return world.fetch(request);
+    };
     h = new Harness(memoryStorage(), {
-      fetch: world.fetch,
+      fetch,
       baseUrl: BASE,
       providerManagement: true,
       allowedRedirects: ['https://app.example.test'],
@@ -264,6 +276,16 @@ describe('real answers of every route against the document', () => {
     await call('GET', '/api/oauth/credentials/acme/nobody');
     await call('POST', '/api/oauth/probe/acme/alice/linear');
     await call('POST', '/api/oauth/probe/acme/nobody');
+    // The gateway: the MCP server's answers passed on, and the gateway's own errors.
+    const rpc = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
+    const accept = { accept: 'application/json, text/event-stream' };
+    const listed = await call('POST', '/mcp/acme/alice/linear', { body: rpc, headers: accept });
+    expect(listed.status).toBe(200);
+    await call('POST', '/mcp/acme/nobody', { body: rpc, headers: accept });
+    expect((await call('GET', '/mcp/acme/alice/linear', { headers: accept })).status).toBe(200);
+    await call('GET', '/mcp/acme/nobody');
+    expect((await call('DELETE', '/mcp/acme/alice/linear')).status).toBe(200);
+    await call('DELETE', '/mcp/acme/nobody');
     await call('DELETE', '/api/oauth/connections/acme/alice/linear');
     await call('DELETE', '/api/oauth/connections/acme/alice/linear');
     await call('DELETE', '/api/admin/providers/linear');

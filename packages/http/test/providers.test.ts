@@ -91,6 +91,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
         id: 'linear',
         template: 'mcp',
         label: 'Linear',
+        hand_out: true,
         configuration: { resource_url: 'https://mcp.example.test/mcp', scopes: [] },
         credentials: {
           mode: 'register',

@@ -1,6 +1,9 @@
 import { assertCoversPath, type Principal } from '../auth/principal.js';
 import { RateLimiter } from '../auth/rate-limit.js';
 import { parseResourcePath } from '../auth/resource-path.js';
+import { Gateway } from '../connections/gateway.js';
+import { StreamSlots } from '../connections/gateway-limits.js';
+import { Refresher } from '../connections/refresh.js';
 import { ConnectionService } from '../connections/service.js';
 import { ConnectionRecords } from '../connections/state.js';
 import { PARTY_CHANGED, RESOURCE_CHANGED } from '../connections/view.js';
@@ -31,6 +34,8 @@ export interface Broker {
   readonly providers: ProviderService;
   /** Connections (docs/api.md §5). */
   readonly connections: ConnectionService;
+  /** The MCP gateway (docs/api.md §13): connections used without their tokens leaving. */
+  readonly gateway: Gateway;
   /** The audit log and the webhook outbox (docs/api.md §11). */
   readonly events: EventService;
   /**
@@ -164,7 +169,18 @@ export function createBroker(config: BrokerConfig): Broker {
     events,
     observe: resolved.observe,
   });
-  const connections = new ConnectionService(records);
+  const refresher = new Refresher(records);
+  const connections = new ConnectionService(records, refresher);
+  const gateway = new Gateway({
+    records,
+    refresher,
+    authorize: (principal, providerId, input) =>
+      connections.authorize(principal, providerId, input),
+    stream: resolved.stream,
+    limits: resolved.gateway,
+    slots: new StreamSlots(resolved.gateway, resolved.observe),
+    observe: resolved.observe,
+  });
   // Idle refresh (issue 23): a tenth of the idle time between rounds, 1 s to 1 h.
   let idleRound: Promise<unknown> | null = null;
   let idleTimer: ReturnType<typeof setInterval> | undefined;
@@ -234,6 +250,7 @@ export function createBroker(config: BrokerConfig): Broker {
     secrets,
     providers,
     connections,
+    gateway,
     events: eventService,
     clientMetadataDocument() {
       return resolved.profile === null ? null : clientMetadataDocument(resolved.profile);

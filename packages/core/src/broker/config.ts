@@ -1,14 +1,20 @@
 import { z } from 'zod';
 import type { RateLimitsConfig } from '../auth/rate-limit.js';
+import {
+  type GatewayLimits,
+  GatewayLimitsSchema,
+  gatewayLimits,
+} from '../connections/gateway-limits.js';
+import { REFRESH_IDLE, refreshIdleAfterMs } from '../connections/refresh.js';
 import type { ProviderInput } from '../contract/schemas.js';
-import { parseDuration } from '../contract/time.js';
 import { EventLog, type KeywayEvent, type WebhookEndpoint } from '../events/log.js';
 import { WebhookSchema } from '../events/webhook-config.js';
 import { createOutboundFetch, endpointProblem, type OutboundFetch } from '../outbound/fetch.js';
 import { allowedHostSet } from '../outbound/hosts.js';
+import { createStreamingFetch } from '../outbound/stream.js';
 import type { Transport } from '../outbound/transport.js';
 import { defaultCrypto, type PlatformCrypto } from '../platform/crypto.js';
-import type { ClientProfile } from '../providers/registration.js';
+import { type ClientProfile, profileOf } from '../providers/registration.js';
 import { STORAGE_METHODS, type Storage } from '../storage/contract.js';
 import { type Observer, safeObserver } from '../telemetry/observation.js';
 import { observedOutbound } from '../telemetry/outbound.js';
@@ -24,8 +30,6 @@ const FUNCTION = (field: string) => `"${field}" must be a function`;
 
 const POLL_INTERVAL = '"webhookPollIntervalMs" must be false or an integer from 100 to 3600000';
 const RETENTION = '"auditRetentionDays" must be an integer from 1 to 3650';
-const REFRESH_IDLE =
-  '"refreshIdleAfter" must be false, milliseconds (at least 1000) or a duration such as "7d"';
 const NO_PATTERN = '"allowedHosts" takes host names, not patterns: "*" would allow nothing';
 const PURGE_INTERVAL = '"purgeIntervalMs" must be false or an integer from 1000 to 86400000';
 
@@ -224,6 +228,11 @@ const BrokerConfigSchema = z.object({
     )
     .optional(),
   /**
+   * The MCP gateway's limits (docs/api.md §13): `maxBodyBytes` (default 4 MiB),
+   * `idleTimeoutMs` (default 5 min), `maxStreamsPerConnection` (64), `maxStreamsPerCaller` (256).
+   */
+  gateway: GatewayLimitsSchema.optional(),
+  /**
    * How often expired tokens, pending authorizations and leases are purged in the
    * background, in milliseconds; `false` turns it off (call `broker.purgeExpired()`
    * yourself, e.g. from a cron job). Default 60000.
@@ -318,6 +327,9 @@ export interface ResolvedBrokerConfig {
   vault: Vault;
   /** The guarded fetch every outbound request goes through. */
   outbound: OutboundFetch;
+  /** The guarded streaming fetch of the gateway (no deadline for the whole body). */
+  stream: OutboundFetch;
+  gateway: GatewayLimits;
   allowedHosts: string[];
   profile: ClientProfile | null;
   providerManagement: boolean;
@@ -334,37 +346,6 @@ export interface ResolvedBrokerConfig {
   onBackgroundError: (error: unknown) => void;
   /** The `observe` hook, made safe (never throws); a no-op without one. */
   observe: Observer;
-}
-
-/** `refreshIdleAfter` in milliseconds, or `false`. @throws {TypeError} naming the option. */
-function refreshIdleAfterMs(value: number | string | false | undefined): number | false {
-  if (value === undefined || value === false) return false;
-  let ms: number;
-  try {
-    ms = typeof value === 'number' ? value : parseDuration(value);
-  } catch (error) {
-    throw new TypeError(
-      `invalid broker configuration: "refreshIdleAfter": ${(error as Error).message}`,
-    );
-  }
-  if (!Number.isInteger(ms) || ms < 1000) {
-    throw new TypeError(`invalid broker configuration: ${REFRESH_IDLE}`);
-  }
-  return ms;
-}
-
-function profileOf(
-  baseUrl: string | undefined,
-  clientMetadataUrl: string | undefined,
-  clientName: string | undefined,
-): ClientProfile | null {
-  if (baseUrl === undefined) return null;
-  const base = baseUrl.replace(/\/+$/, '');
-  return {
-    redirectUri: `${base}/api/oauth/callback`,
-    metadataDocumentUrl: clientMetadataUrl ?? `${base}/api/oauth/client-metadata.json`,
-    clientName: clientName ?? 'Keyway',
-  };
 }
 
 /**
@@ -404,6 +385,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     throw new TypeError('invalid broker configuration: two "webhooks" have the same url');
   }
   const observe = safeObserver(parsed.observe, onBackgroundError);
+  const gateway = gatewayLimits(parsed.gateway);
   const now = parsed.now ?? Date.now;
   const randomBytes =
     parsed.randomBytes ?? ((length: number) => crypto.getRandomValues(new Uint8Array(length)));
@@ -439,6 +421,17 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
       allowedHosts,
       observe,
     ),
+    stream: observedOutbound(
+      createStreamingFetch({
+        ...(parsed.fetch === undefined ? {} : { fetch: parsed.fetch }),
+        allowedHosts: parsed.allowedHosts ?? [],
+        timeoutMs: gateway.idleTimeoutMs,
+        idleTimeoutMs: gateway.idleTimeoutMs,
+      }),
+      allowedHosts,
+      observe,
+    ),
+    gateway,
     purgeIntervalMs: parsed.purgeIntervalMs ?? 60_000,
     refreshMarginMs: parsed.refreshMarginMs ?? 60_000,
     refreshLeaseMs: parsed.refreshLeaseMs ?? 30_000,

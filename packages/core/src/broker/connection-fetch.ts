@@ -4,10 +4,13 @@ import {
   createConnectionFetch,
   type FetchLike,
 } from '../connections/connection-fetch.js';
+import { TRUSTED_HAND_OUT } from '../connections/service.js';
 import type { Broker } from './broker.js';
 
 /**
- * A connection `fetch` that takes tokens from a broker in this process.
+ * A connection `fetch` that takes tokens from a broker in this process: trusted code, so
+ * it works for inject-only connections too (`hand_out: false`, docs/api.md §13); each
+ * token it takes is recorded as `credentials.issued`, like a hand-out.
  *
  * @example
  * const fetch = connectionFetch({ broker, principal: rootPrincipal(), connectionId: 'acme/alice/linear' });
@@ -22,9 +25,11 @@ export function connectionFetch(options: {
 }): FetchLike {
   return createConnectionFetch(
     ({ forceRefresh }) =>
-      options.broker.connections.credentials(options.principal, options.connectionId, {
-        force_refresh: forceRefresh,
-      }),
+      options.broker.connections[TRUSTED_HAND_OUT](
+        options.principal,
+        options.connectionId,
+        forceRefresh,
+      ),
     options.fetch === undefined ? {} : { fetch: options.fetch },
   );
 }

@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { KeywayError } from '../contract/errors.js';
-import { isoTimeOrNull } from '../contract/time.js';
+import { isoTimeOrNull, parseDuration } from '../contract/time.js';
 import { libraryOptions } from '../outbound/oauth-fetch.js';
 import { toBase64Url } from '../platform/bytes.js';
 import type { ConnectionRecord } from '../storage/records.js';
@@ -16,6 +16,26 @@ import {
 } from './party.js';
 import { type ConnectionRecords, notFound } from './state.js';
 import { connectionState, FORGOTTEN_CLIENT, PARTY_CHANGED, partyChangeOf } from './view.js';
+
+export const REFRESH_IDLE =
+  '"refreshIdleAfter" must be false, milliseconds (at least 1000) or a duration such as "7d"';
+
+/** `refreshIdleAfter` in milliseconds, or `false`. @throws {TypeError} naming the option. */
+export function refreshIdleAfterMs(value: number | string | false | undefined): number | false {
+  if (value === undefined || value === false) return false;
+  let ms: number;
+  try {
+    ms = typeof value === 'number' ? value : parseDuration(value);
+  } catch (error) {
+    throw new TypeError(
+      `invalid broker configuration: "refreshIdleAfter": ${(error as Error).message}`,
+    );
+  }
+  if (!Number.isInteger(ms) || ms < 1000) {
+    throw new TypeError(`invalid broker configuration: ${REFRESH_IDLE}`);
+  }
+  return ms;
+}
 
 /** Waits `ms` milliseconds. */
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

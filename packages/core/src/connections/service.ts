@@ -12,7 +12,6 @@ import {
 } from '../contract/schemas.js';
 import { isoTimeOrNull } from '../contract/time.js';
 import { parseQuery } from '../contract/validation.js';
-import type { ConnectionTokens } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
 import { createConnectionFetch } from './connection-fetch.js';
@@ -21,7 +20,11 @@ import { type ProbeResult, probeMcp } from './probe.js';
 import { Refresher } from './refresh.js';
 import { type RevocationOutcome, revoke } from './revocation.js';
 import { CONNECTION_TOKENS_KIND, type ConnectionRecords, notFound } from './state.js';
+import { usableTokens } from './tokens.js';
 import { type ConnectionView, connectionState, connectionView, RESOURCE_CHANGED } from './view.js';
+
+/** The key of the in-process hand-out `connectionFetch` uses (not part of the API). */
+export const TRUSTED_HAND_OUT: unique symbol = Symbol('keyway.trustedHandOut');
 
 /**
  * What `GET /api/oauth/credentials/<path>` answers (docs/api.md §5).
@@ -46,11 +49,14 @@ export class ConnectionService {
   readonly #flow: AuthorizationFlow;
   readonly #refresher: Refresher;
 
-  /** @param records The connection records `createBroker` shares with the provider registry. */
-  constructor(records: ConnectionRecords) {
+  /**
+   * @param records The connection records `createBroker` shares with the provider registry.
+   * @param refresher The single-flight refresher, shared with the gateway.
+   */
+  constructor(records: ConnectionRecords, refresher: Refresher = new Refresher(records)) {
     this.#records = records;
     this.#flow = new AuthorizationFlow(this.#records);
-    this.#refresher = new Refresher(this.#records);
+    this.#refresher = refresher;
   }
 
   /**
@@ -143,36 +149,32 @@ export class ConnectionService {
   ): Promise<Credentials> {
     const connectionId = parseResourcePath(id);
     const force = parseQuery(CredentialsQuery, query).force_refresh === true;
-    return (await this.#handOut(principal, connectionId, force)).credentials;
+    return this.#handOut(principal, connectionId, force, 'caller');
   }
 
-  /** A hand-out of a connection's token, with the tokens it came from (their party). */
+  /**
+   * The in-process hand-out of `connectionFetch`: trusted code holding the broker gets the
+   * token of an inject-only connection too (docs/api.md §13), still recorded as a hand-out.
+   */
+  async [TRUSTED_HAND_OUT](principal: Principal, id: string, force: boolean): Promise<Credentials> {
+    return this.#handOut(principal, parseResourcePath(id), force, 'trusted');
+  }
+
+  /** A hand-out of a connection's token, recorded before it leaves. */
   async #handOut(
     principal: Principal,
     connectionId: string,
     force: boolean,
-  ): Promise<{ credentials: Credentials; tokens: ConnectionTokens; providerId: string }> {
+    who: 'caller' | 'trusted',
+  ): Promise<Credentials> {
     assertCoversPath(principal, connectionId);
-    const record = await this.#records.get(connectionId);
-    if (record === null) throw notFound(connectionId);
-    let tokens = record.status === 'active' ? await this.#records.tokensOf(record) : null;
-    if (tokens === null) {
-      throw new KeywayError(
-        'connection_not_active',
-        `connection ${JSON.stringify(connectionId)} is ${record.status}: authorize it first`,
-      );
-    }
-    const expired = tokens.expires_at !== null && tokens.expires_at <= this.#records.o.now();
-    if (force && tokens.refresh_token === null && !expired) {
-      // Never a 200 with the same token: the caller asked for a new one (docs/api.md §5).
-      throw new KeywayError(
-        'refresh_unavailable',
-        `connection ${JSON.stringify(connectionId)} holds no refresh token (the authorization server gave none), so it cannot be refreshed: authorize it again for a new token`,
-      );
-    }
-    if (force || this.#refresher.due(tokens)) {
-      tokens = await this.#refresher.refreshOnce(connectionId, tokens);
-    }
+    if (who === 'caller') await this.#assertExportable(connectionId);
+    const { record, tokens } = await usableTokens(
+      this.#records,
+      this.#refresher,
+      connectionId,
+      force,
+    );
     // Recorded before the token leaves: a hand-out that cannot be recorded does not happen.
     await this.#records.o.events.append({
       type: 'credentials.issued',
@@ -183,14 +185,26 @@ export class ConnectionService {
         ...(force ? { forced_refresh: true } : {}),
       },
     });
-    const credentials: Credentials = {
+    return {
       connection_id: connectionId,
       access_token: tokens.access_token,
       token_type: 'Bearer',
       expires_at: isoTimeOrNull(tokens.expires_at),
       scopes: tokens.scope.length > 0 ? tokens.scope : connectionState(record).scopes,
     };
-    return { credentials, tokens, providerId: record.providerId };
+  }
+
+  /** Refuses a hand-out of a connection whose provider is inject-only (`hand_out: false`). */
+  async #assertExportable(connectionId: string): Promise<void> {
+    const record = await this.#records.get(connectionId);
+    if (record === null) throw notFound(connectionId);
+    const { state } = await this.#records.o.providers.resolve(record.providerId);
+    if (state.hand_out === false) {
+      throw new KeywayError(
+        'credentials_not_exportable',
+        `provider ${JSON.stringify(record.providerId)} is inject-only ("hand_out": false): its tokens never leave the broker; call the server through the gateway ({base}/mcp/${connectionId})`,
+      );
+    }
   }
 
   /**
@@ -209,10 +223,12 @@ export class ConnectionService {
     // The token is read (and refreshed when due) before anything is sent: a connection
     // that cannot hand one out fails here, with its own error. The first request uses it;
     // only a 401 asks for another, forced.
-    const first = await this.#handOut(principal, connectionId, false);
+    assertCoversPath(principal, connectionId);
+    const first = await usableTokens(this.#records, this.#refresher, connectionId, false);
+    const providerId = first.record.providerId;
     // The token goes to the endpoint it was authorized for, never to the provider's
     // current one: a provider re-pointed by whoever manages it must not receive it.
-    const { state } = await this.#records.o.providers.resolve(first.providerId);
+    const { state } = await this.#records.o.providers.resolve(providerId);
     const target = partyResourceUrl(first.tokens.party, state.configuration.resource_url);
     if (target === null) {
       throw await this.#records.requireReauthorization(
@@ -221,18 +237,19 @@ export class ConnectionService {
         RESOURCE_CHANGED.description,
       );
     }
-    // A token the server refused is refreshed once, when there is a refresh token.
+    // A token the server refused is refreshed once, when there is a refresh token. The
+    // token never leaves the broker here, so no hand-out is recorded.
     const refreshable = first.tokens.refresh_token !== null;
     const fetchMcp = createConnectionFetch(
       async ({ forceRefresh }) =>
         forceRefresh && refreshable
-          ? (await this.#handOut(principal, connectionId, true)).credentials
-          : first.credentials,
+          ? (await usableTokens(this.#records, this.#refresher, connectionId, true)).tokens
+          : first.tokens,
       { fetch: (url, init) => this.#records.o.outbound(url, init) },
     );
     return inSpan(
       'keyway.probe',
-      { [PROVIDER]: first.providerId },
+      { [PROVIDER]: providerId },
       () => probeMcp((url, init) => fetchMcp(url, init), target),
       (result) => (result.ok ? 'ok' : 'failed'),
     );

@@ -20,6 +20,7 @@ export const ERROR_STATUS = {
   invalid_token: 401,
   insufficient_scope: 403,
   delegation_denied: 403,
+  credentials_not_exportable: 403,
   provider_management_disabled: 403,
   not_found: 404,
   method_not_allowed: 405,

@@ -54,6 +54,8 @@ export const ProviderViewBody = z.object({
   id: z.string(),
   template: z.literal('mcp'),
   label: z.string(),
+  /** `false`: inject-only (docs/api.md §13). */
+  hand_out: z.boolean(),
   configuration: z.object({
     resource_url: z.string(),
     scopes: z.array(z.string()),

@@ -117,6 +117,11 @@ const extraParams = z
 /** Body of `PUT /api/admin/providers/<id>` (docs/api.md §4), template `mcp`. */
 export const ProviderBody = z.strictObject({
   template: z.string(),
+  /**
+   * `false`: inject-only — its connections' tokens are never handed out, only used by the
+   * gateway and the proxy (docs/api.md §13). Default `true`.
+   */
+  hand_out: z.boolean().optional(),
   label: z.string().min(1).max(200).optional(),
   configuration: z.strictObject({
     resource_url: z.string(),

@@ -85,6 +85,9 @@ export function createStreamingFetch(options: StreamingFetchOptions = {}): Outbo
           }, idleTimeoutMs);
           try {
             const { done, value } = await Promise.race([reader.read(), aborted]);
+            // A transport may end the body on the abort instead of failing it: the idle
+            // limit is still a failure, never a clean end.
+            if (idle) throw new DOMException('the stream went idle', 'TimeoutError');
             if (done) controller.close();
             else controller.enqueue(value);
           } catch (cause) {

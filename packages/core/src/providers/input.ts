@@ -57,6 +57,8 @@ function checkExtraParams(
 /** A provider's input, checked: what a write of it needs, before any request is sent. */
 export interface ProviderSpec {
   label: string | undefined;
+  /** `false`: inject-only (docs/api.md §13). */
+  handOut: boolean;
   /** The MCP endpoint, as `checkUrl` answered it. */
   resourceUrl: string;
   configuredScopes: string[];
@@ -107,6 +109,7 @@ export function parseProviderInput(
   }
   return {
     label: shape.label,
+    handOut: shape.hand_out ?? true,
     resourceUrl,
     configuredScopes: shape.configuration.scopes ?? [],
     authorizationParams: checkExtraParams(

@@ -51,6 +51,21 @@ export interface ClientProfile {
   clientName: string;
 }
 
+/** The profile of a deployment at `baseUrl` (`null` without one: no providers). */
+export function profileOf(
+  baseUrl: string | undefined,
+  clientMetadataUrl: string | undefined,
+  clientName: string | undefined,
+): ClientProfile | null {
+  if (baseUrl === undefined) return null;
+  const base = baseUrl.replace(/\/+$/, '');
+  return {
+    redirectUri: `${base}/api/oauth/callback`,
+    metadataDocumentUrl: clientMetadataUrl ?? `${base}/api/oauth/client-metadata.json`,
+    clientName: clientName ?? 'Keyway',
+  };
+}
+
 /**
  * The key of an authorization server's own callback: 22 base64url characters (132 bits) of
  * SHA-256 over the issuer. Not a secret: it only has to differ between servers.

@@ -141,12 +141,11 @@ export class ProviderRegistry {
 
     const state: ProviderState = {
       label: spec.label ?? previous?.label ?? providerId,
+      ...(spec.handOut ? {} : { hand_out: false }),
       configuration: {
         resource_url: spec.resourceUrl,
         scopes: spec.configuredScopes,
-        ...(spec.authorizationParams === undefined
-          ? {}
-          : { authorization_params: spec.authorizationParams }),
+        ...(spec.authorizationParams && { authorization_params: spec.authorizationParams }),
         ...(spec.tokenParams === undefined ? {} : { token_params: spec.tokenParams }),
         ...(spec.pkce === undefined ? {} : { pkce: spec.pkce }),
       },

@@ -26,6 +26,11 @@ export interface ProviderView {
   id: string;
   template: 'mcp';
   label: string;
+  /**
+   * `false`: inject-only — `GET /api/oauth/credentials/…` answers `403
+   * credentials_not_exportable`; the gateway and the proxy use the tokens (docs/api.md §13).
+   */
+  hand_out: boolean;
   configuration: {
     resource_url: string;
     scopes: string[];
@@ -113,6 +118,7 @@ export function providerView(record: ProviderRecord, profile: ClientProfile | nu
     id: record.id,
     template: 'mcp',
     label: state.label,
+    hand_out: state.hand_out !== false,
     configuration: state.configuration,
     credentials: {
       mode: state.mode,

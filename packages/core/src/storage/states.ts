@@ -68,6 +68,8 @@ export const StoredRegistrationSchema = z.object({
 /** What `state` of a provider record holds (secrets live in the vault). */
 export const ProviderStateSchema = z.object({
   label: z.string(),
+  /** `false`: inject-only (docs/api.md §13). Absent: tokens may be handed out. */
+  hand_out: z.boolean().optional(),
   configuration: z.object({
     resource_url: z.string(),
     scopes: z.array(z.string()),

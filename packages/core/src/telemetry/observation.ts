@@ -45,7 +45,17 @@ export type Observation =
       /** `2xx` … `5xx`, or why no answer came (`timeout`, `network`, `blocked_address`, …). */
       outcome: string;
     }
-  | { kind: 'rate_limited'; limit: 'auth' | 'mint' | 'discover' };
+  | { kind: 'rate_limited'; limit: 'auth' | 'mint' | 'discover' }
+  | {
+      kind: 'gateway';
+      provider: string;
+      /**
+       * `2xx` … `5xx` (the upstream's answer), `step_up` (its `403 insufficient_scope`),
+       * `consent_required` (a `-32042` answered), or `upstream_error`.
+       */
+      outcome: string;
+    }
+  | { kind: 'gateway_streams' /** Upstream requests of the gateway open now. */; open: number };
 
 /** Receives observations; see {@link Observation}. */
 export type Observer = (observation: Observation) => void;

@@ -1,5 +1,5 @@
 import type { Observation } from '@keyway/core';
-import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { RequestRecord } from '../telemetry.js';
 
 /** Options of {@link createMetrics}. */
@@ -93,6 +93,17 @@ export function createMetrics(options: MetricsOptions = {}): KeywayMetrics {
     ['limit'],
   );
 
+  const gateway = counter(
+    'keyway_gateway_requests_total',
+    'MCP gateway requests, by provider and outcome: the upstream status class (2xx…5xx), step_up, consent_required, upstream_error.',
+    ['provider', 'outcome'],
+  );
+  const streams = new Gauge({
+    name: 'keyway_gateway_open_streams',
+    help: 'Upstream requests of the MCP gateway open now (answers still streaming).',
+    registers,
+  });
+
   return {
     registry,
     observe(observation) {
@@ -111,6 +122,12 @@ export function createMetrics(options: MetricsOptions = {}): KeywayMetrics {
           return;
         case 'rate_limited':
           limited.inc({ limit: observation.limit });
+          return;
+        case 'gateway':
+          gateway.inc({ provider: observation.provider, outcome: observation.outcome });
+          return;
+        case 'gateway_streams':
+          streams.set(observation.open);
           return;
       }
     },

@@ -71,7 +71,7 @@ function urlOf(req: NodeRequest, options: NodeHandlerOptions): URL {
   return new URL(target.startsWith('/') ? target : `/${target}`, `${proto}://${host}`);
 }
 
-function webRequestOf(req: NodeRequest, url: URL): Request {
+function webRequestOf(req: NodeRequest, url: URL, signal?: AbortSignal): Request {
   const headers = new Headers();
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     headers.append(req.rawHeaders[i] as string, req.rawHeaders[i + 1] as string);
@@ -82,6 +82,7 @@ function webRequestOf(req: NodeRequest, url: URL): Request {
     headers,
     body,
     ...(body === null ? {} : { duplex: 'half' }),
+    ...(signal === undefined ? {} : { signal }),
   } as RequestInit);
   setRawTarget(request, targetOf(req));
   return request;
@@ -103,11 +104,13 @@ class NodeIncoming implements Incoming {
   /** The Web request, once something asked for it. */
   made: Request | undefined;
   readonly #req: NodeRequest;
+  readonly #res: ServerResponse;
   readonly #options: NodeHandlerOptions;
   #url: URL | undefined;
 
-  constructor(req: NodeRequest, options: NodeHandlerOptions) {
+  constructor(req: NodeRequest, res: ServerResponse, options: NodeHandlerOptions) {
     this.#req = req;
+    this.#res = res;
     this.#options = options;
     this.method = req.method ?? 'GET';
     const target = targetOf(req);
@@ -151,7 +154,16 @@ class NodeIncoming implements Incoming {
   }
 
   request(): Request {
-    this.made ??= webRequestOf(this.#req, this.#urlOf());
+    if (this.made === undefined) {
+      // Aborted when the client goes away before its answer is written (the gateway then
+      // closes its upstream request).
+      const gone = new AbortController();
+      this.#res.once('close', () => {
+        if (!this.#res.writableFinished)
+          gone.abort(new DOMException('the client went away', 'AbortError'));
+      });
+      this.made = webRequestOf(this.#req, this.#urlOf(), gone.signal);
+    }
     return this.made;
   }
 
@@ -160,11 +172,17 @@ class NodeIncoming implements Incoming {
   }
 }
 
-/** Writes a {@link Reply}: one `writeHead`, one `end`. */
-function writeReply(res: ServerResponse, reply: Reply): void {
+/** Writes a {@link Reply}: one `writeHead`, then its text in one `end`, or its stream. */
+async function writeReply(res: ServerResponse, reply: Reply): Promise<void> {
+  if (reply.body === null || typeof reply.body === 'string') {
+    res.writeHead(reply.status, reply.headers);
+    res.end(reply.body ?? undefined);
+    return;
+  }
   res.writeHead(reply.status, reply.headers);
-  if (reply.body === null) res.end();
-  else res.end(reply.body);
+  // Headers first: an event stream's client learns the answer before its first event.
+  res.flushHeaders();
+  await writeStream(res, reply.body);
 }
 
 /** Resolves when a Node response can take more (`drain`) or is gone (`close`). */
@@ -194,7 +212,20 @@ export async function writeWebResponse(res: ServerResponse, response: Response):
     res.end();
     return;
   }
-  const reader = response.body.getReader();
+  await writeStream(res, response.body);
+}
+
+/**
+ * Writes a body stream with backpressure (the next chunk is read once the socket took the
+ * last), and cancels it when the client goes away, even while a read is pending (an idle
+ * event stream).
+ */
+async function writeStream(res: ServerResponse, body: ReadableStream<Uint8Array>): Promise<void> {
+  const reader = body.getReader();
+  const cancel = () => {
+    if (!res.writableFinished) reader.cancel().catch(() => {});
+  };
+  res.once('close', cancel);
   try {
     for (;;) {
       if (res.destroyed) {
@@ -206,6 +237,7 @@ export async function writeWebResponse(res: ServerResponse, response: Response):
       if (!res.write(value)) await writable(res);
     }
   } finally {
+    res.off('close', cancel);
     reader.releaseLock();
   }
   res.end();
@@ -255,11 +287,11 @@ export function toNodeHandler(
   return (req, res, next) => {
     if (dispatch !== undefined) {
       // A handler of createHandler: its answers go to the socket without Web objects.
-      const incoming = new NodeIncoming(req, options);
+      const incoming = new NodeIncoming(req, res, options);
       dispatch(incoming)
         .then((reply) => {
           if (!req.complete) finishUnreadBody(req, res, incoming.made);
-          writeReply(res, reply);
+          return writeReply(res, reply);
         })
         .catch(fail(res, next));
       return;
@@ -269,7 +301,7 @@ export function toNodeHandler(
     try {
       request = toWebRequest(req, options);
     } catch {
-      writeReply(
+      void writeReply(
         res,
         errorReply(new KeywayError('invalid_request', 'malformed request target'), false),
       );

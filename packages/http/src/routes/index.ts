@@ -1,4 +1,5 @@
 import { EVENT_ROUTES, PROVIDER_ROUTES, TOKEN_ROUTES } from './admin.js';
+import { GATEWAY_ROUTES } from './gateway.js';
 import { HEALTH_ROUTES } from './health.js';
 import { INSPECTOR_ROUTES } from './inspector.js';
 import { CONNECTION_ROUTES, OAUTH_ROUTES } from './oauth.js';
@@ -18,6 +19,7 @@ export const OPERATIONS: readonly Route[] = [
   ...EVENT_ROUTES,
   ...CONNECTION_ROUTES,
   ...VAULT_ROUTES,
+  ...GATEWAY_ROUTES,
   ...HEALTH_ROUTES,
 ];
 

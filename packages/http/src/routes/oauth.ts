@@ -186,6 +186,7 @@ export const CONNECTION_ROUTES: Route[] = [
       'invalid_path',
       'insufficient_scope',
       'not_found',
+      'credentials_not_exportable',
       'connection_not_active',
       'refresh_unavailable',
       'reauthorization_required',

@@ -59,6 +59,11 @@ export interface Route {
   ok: Record<number, { description: string; schema: ContractShape | JsonSchema | null }>;
   /** The error codes this operation answers with, besides those of every route. */
   errors: KeywayErrorCode[];
+  /**
+   * A body that is not Keyway's JSON (the gateway's MCP messages): the media types of the
+   * request and of the success answers, for the document.
+   */
+  passThrough?: { request: string[]; response: string[] };
   /** Answers of another media type the document names (the callback's HTML page). */
   pages?: Record<number, string>;
   handle(context: RouteContext): Promise<Reply>;

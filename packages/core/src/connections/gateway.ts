@@ -1,0 +1,384 @@
+import * as oauth from 'oauth4webapi';
+import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
+import { parseResourcePath } from '../auth/resource-path.js';
+import { setCoversPath } from '../auth/scope.js';
+import { isKeywayError, KeywayError } from '../contract/errors.js';
+import { OutboundError } from '../outbound/errors.js';
+import type { OutboundFetch } from '../outbound/fetch.js';
+import { oauthFetch } from '../outbound/oauth-fetch.js';
+import { readBounded, toBase64Url } from '../platform/bytes.js';
+import type { ConnectionRecord } from '../storage/contract.js';
+import type { ConnectionTokens } from '../storage/states.js';
+import type { Observer } from '../telemetry/observation.js';
+import type { AuthorizeResult } from './authorization.js';
+import { InsufficientScopeError } from './connection-fetch.js';
+import type { GatewayLimits, StreamSlots } from './gateway-limits.js';
+import { partyResourceUrl } from './party.js';
+import type { Refresher } from './refresh.js';
+import type { ConnectionRecords } from './state.js';
+import { usableTokens } from './tokens.js';
+import { RESOURCE_CHANGED } from './view.js';
+
+/*
+ * The MCP gateway (docs/api.md §13): a caller's MCP request forwarded to the resource its
+ * connection was authorized for, with the connection's token in place of the caller's
+ * credential, and the answer streamed back as it arrives.
+ */
+
+/** The caller's headers the upstream gets: MCP's own, none that authenticates anyone. */
+const FORWARDED = new Set([
+  'content-type',
+  'accept',
+  'mcp-session-id',
+  'mcp-protocol-version',
+  'last-event-id',
+  // SEP-2243 (2026-07-28): servers check these against the body, so they must arrive.
+  'mcp-method',
+  'mcp-name',
+]);
+const FORWARDED_PREFIX = 'mcp-param-';
+
+/** The upstream's headers the caller gets. */
+const RETURNED = ['content-type', 'mcp-session-id'];
+
+/** JSON-RPC's "URL elicitation required" (MCP 2025-11-25). */
+export const URL_ELICITATION_REQUIRED = -32042;
+
+/** What the gateway needs of the broker, given by `createBroker`. */
+export interface GatewayOptions {
+  records: ConnectionRecords;
+  refresher: Refresher;
+  /** Starts an authorization (the connection service's `authorize`). */
+  authorize: (
+    principal: Principal,
+    providerId: string,
+    input: { connection_id: string },
+  ) => Promise<AuthorizeResult>;
+  /** The guarded streaming fetch (no redirects, idle limit). */
+  stream: OutboundFetch;
+  limits: GatewayLimits;
+  slots: StreamSlots;
+  observe: Observer;
+}
+
+/** Whether an error means the user must consent again. */
+function needsConsent(error: unknown): boolean {
+  return (
+    isKeywayError(error) &&
+    (error.code === 'connection_not_active' || error.code === 'reauthorization_required')
+  );
+}
+
+/** The `id` of a JSON-RPC request (not a notification, not a response), or undefined. */
+function requestIdOf(body: Uint8Array): string | number | undefined {
+  try {
+    const message: unknown = JSON.parse(new TextDecoder().decode(body));
+    if (typeof message !== 'object' || message === null || Array.isArray(message)) return undefined;
+    const { id, method } = message as { id?: unknown; method?: unknown };
+    if (typeof method !== 'string') return undefined;
+    return typeof id === 'string' || typeof id === 'number' ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const JSON_ANSWER = { 'content-type': 'application/json', 'cache-control': 'no-store' };
+
+/**
+ * The MCP gateway: `broker.gateway`. What `{base}/mcp/<connection>` serves over HTTP, for
+ * any Web-standard server to call with the authenticated caller and its `Request`.
+ *
+ * @see [docs/api.md §13](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#13-mcp-gateway-and-api-proxy); docs/gateway.md
+ */
+export class Gateway {
+  readonly #o: GatewayOptions;
+
+  /** @param options What `createBroker` gives: records, refresher, limits. */
+  constructor(options: GatewayOptions) {
+    this.#o = options;
+  }
+
+  /** The gateway's limits in force. */
+  get limits(): GatewayLimits {
+    return this.#o.limits;
+  }
+
+  /**
+   * Forwards one MCP request (`POST`, `GET` for the server's stream, `DELETE` to end a
+   * session) to the resource the connection was authorized for, and answers what it
+   * answered, its body streamed. Only `Content-Type`, `Accept`, `Mcp-Session-Id`,
+   * `MCP-Protocol-Version`, `Last-Event-ID` and SEP-2243's `Mcp-Method`, `Mcp-Name` and
+   * `Mcp-Param-*` go upstream, with the connection's token as `Authorization`; only
+   * `Content-Type` and `Mcp-Session-Id` come back.
+   *
+   * A token due is refreshed first; an upstream `401` refreshes once and retries once; an
+   * upstream `403 insufficient_scope` throws {@link InsufficientScopeError} with its scopes.
+   * A connection that needs consent answers a JSON-RPC `-32042` error with a fresh
+   * authorization URL to a JSON-RPC request from a caller that may also authorize through
+   * the provider, else throws `reauthorization_required`.
+   *
+   * @example
+   * // A Web-standard route: the caller authenticated with a broker token.
+   * const principal = await broker.authenticate(bearer);
+   * return broker.gateway.mcp(principal, 'acme/users/alice/linear', request);
+   *
+   * @throws {KeywayError} `invalid_path`, `insufficient_scope` (the caller's scopes, or the
+   *   upstream's step-up), `not_found`, `payload_too_large`, `reauthorization_required`,
+   *   `rate_limited` (too many open upstream requests), `upstream_error`.
+   */
+  async mcp(principal: Principal, id: string, request: Request): Promise<Response> {
+    const connectionId = parseResourcePath(id);
+    assertCoversPath(principal, connectionId);
+    const { records, refresher, limits } = this.#o;
+    const body =
+      request.method === 'GET' || request.method === 'HEAD'
+        ? null
+        : await readBounded(request, limits.maxBodyBytes, {
+            tooLarge: () =>
+              new KeywayError(
+                'payload_too_large',
+                `the request body is larger than ${limits.maxBodyBytes} bytes`,
+              ),
+            broken: (cause) =>
+              new KeywayError('invalid_request', 'the request body ended before it was complete', {
+                cause,
+              }),
+          });
+    let current: { record: ConnectionRecord; tokens: ConnectionTokens };
+    try {
+      current = await usableTokens(records, refresher, connectionId, false);
+    } catch (error) {
+      if (needsConsent(error)) return this.#consent(principal, connectionId, body, error);
+      throw error;
+    }
+    const { record } = current;
+    const { state } = await records.o.providers.resolve(record.providerId);
+    // The token goes to the endpoint it was authorized for, never to the provider's
+    // current one: a provider re-pointed by whoever manages it must not receive it.
+    const target = partyResourceUrl(current.tokens.party, state.configuration.resource_url);
+    if (target === null) {
+      const error = await records.requireReauthorization(
+        connectionId,
+        RESOURCE_CHANGED,
+        RESOURCE_CHANGED.description,
+      );
+      return this.#consent(principal, connectionId, body, error);
+    }
+    const headers = new Headers();
+    request.headers.forEach((value, name) => {
+      if (FORWARDED.has(name) || name.startsWith(FORWARDED_PREFIX)) headers.set(name, value);
+    });
+    const release = this.#o.slots.take(connectionId, actorOf(principal));
+    const provider = record.providerId;
+    try {
+      const send = (token: string) => this.#send(token, request, new URL(target), headers, body);
+      let answer = await send(current.tokens.access_token);
+      if (answer.kind === 'refused' && current.tokens.refresh_token !== null) {
+        let tokens: ConnectionTokens;
+        try {
+          ({ tokens } = await usableTokens(records, refresher, connectionId, true));
+        } catch (error) {
+          if (needsConsent(error)) {
+            release();
+            return this.#consent(principal, connectionId, body, error);
+          }
+          throw error;
+        }
+        answer = await send(tokens.access_token);
+      }
+      if (answer.kind === 'refused') {
+        throw new KeywayError(
+          'upstream_error',
+          `the MCP server refused the connection's token (HTTP 401)${current.tokens.refresh_token === null ? ' and the connection holds no refresh token: authorize it again' : ' after a refresh'}`,
+        );
+      }
+      if (answer.kind === 'step_up') throw answer.error;
+      const { response } = answer;
+      if (response.status >= 300 && response.status < 400) {
+        await response.body?.cancel().catch(() => {});
+        throw new KeywayError(
+          'upstream_error',
+          `the MCP server answered a redirect (HTTP ${response.status}), which the gateway does not follow`,
+        );
+      }
+      this.#o.observe({
+        kind: 'gateway',
+        provider,
+        outcome: `${Math.floor(response.status / 100)}xx`,
+      });
+      return this.#relay(response, release);
+    } catch (error) {
+      release();
+      this.#o.observe({
+        kind: 'gateway',
+        provider,
+        outcome: error instanceof InsufficientScopeError ? 'step_up' : 'upstream_error',
+      });
+      if (request.signal.aborted) {
+        throw new KeywayError(
+          'upstream_error',
+          'the caller went away before the MCP server answered',
+        );
+      }
+      if (error instanceof OutboundError) {
+        throw new KeywayError('upstream_error', `the MCP server: ${error.message}`, {
+          cause: error,
+        });
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * One upstream request: its answer, or `refused` (a `401` — the token), or `step_up` (a
+   * `403` with `insufficient_scope`), the body of those cancelled.
+   */
+  async #send(
+    token: string,
+    request: Request,
+    url: URL,
+    headers: Headers,
+    body: Uint8Array | null,
+  ): Promise<
+    | { kind: 'answer'; response: Response }
+    | { kind: 'refused' }
+    | { kind: 'step_up'; error: InsufficientScopeError }
+  > {
+    try {
+      const response = await oauth.protectedResourceRequest(
+        token,
+        request.method,
+        url,
+        new Headers(headers),
+        body,
+        {
+          [oauth.allowInsecureRequests]: true,
+          [oauth.customFetch]: oauthFetch(this.#o.stream),
+          signal: request.signal,
+        },
+      );
+      if (response.status === 401) {
+        await response.body?.cancel().catch(() => {});
+        return { kind: 'refused' };
+      }
+      return { kind: 'answer', response };
+    } catch (error) {
+      if (!(error instanceof oauth.WWWAuthenticateChallengeError)) throw error;
+      const bearer = error.cause.find((challenge) => challenge.scheme === 'bearer');
+      if (error.status === 403 && bearer?.parameters.error === 'insufficient_scope') {
+        await error.response.body?.cancel().catch(() => {});
+        // Scopes as RFC 6749 §3.3 writes them: nothing else reaches the caller's header.
+        const scopes = (bearer.parameters.scope ?? '')
+          .split(' ')
+          .filter((scope) => /^[\x21\x23-\x5b\x5d-\x7e]{1,200}$/.test(scope))
+          .slice(0, 64);
+        return { kind: 'step_up', error: new InsufficientScopeError(scopes, error.response) };
+      }
+      if (error.status === 401) {
+        await error.response.body?.cancel().catch(() => {});
+        return { kind: 'refused' };
+      }
+      // Any other answer with a challenge passes as it came, without the challenge (it
+      // names the upstream's own authorization, not the gateway's).
+      return { kind: 'answer', response: error.response };
+    }
+  }
+
+  /** The upstream's answer as the caller gets it: its body streamed, its slot held until it ends. */
+  #relay(response: Response, release: () => void): Response {
+    const headers: Record<string, string> = { 'cache-control': 'no-store' };
+    for (const name of RETURNED) {
+      const value = response.headers.get(name);
+      if (value !== null) headers[name] = value;
+    }
+    if (headers['content-type']?.startsWith('text/event-stream')) {
+      // Proxies in front of the broker must not hold events back.
+      headers['x-accel-buffering'] = 'no';
+    }
+    if (response.body === null) {
+      release();
+      return new Response(null, { status: response.status, headers });
+    }
+    const reader = response.body.getReader();
+    const body = new ReadableStream<Uint8Array>(
+      {
+        async pull(controller) {
+          try {
+            const { done, value } = await reader.read();
+            if (done) {
+              release();
+              controller.close();
+            } else controller.enqueue(value);
+          } catch (error) {
+            release();
+            controller.error(error);
+          }
+        },
+        cancel(reason) {
+          release();
+          return reader.cancel(reason);
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    return new Response(body, { status: response.status, headers });
+  }
+
+  /**
+   * The answer when the connection needs the user again: to a JSON-RPC request from a caller
+   * whose scopes also cover the provider, a `-32042` error whose elicitation is a fresh
+   * authorization URL; otherwise `409 reauthorization_required`.
+   */
+  async #consent(
+    principal: Principal,
+    connectionId: string,
+    body: Uint8Array | null,
+    cause: unknown,
+  ): Promise<Response> {
+    const { records } = this.#o;
+    const record = await records.get(connectionId);
+    const id = body === null ? undefined : requestIdOf(body);
+    const providerId = record?.providerId;
+    const mayAuthorize =
+      providerId !== undefined &&
+      (principal.kind === 'root' || setCoversPath(principal.scopes, providerId));
+    const status = record?.status ?? 'deleted';
+    if (id === undefined || !mayAuthorize || providerId === undefined) {
+      throw new KeywayError(
+        'reauthorization_required',
+        `connection ${JSON.stringify(connectionId)} needs the user's consent (it is ${status}): authorize it again`,
+        { cause },
+      );
+    }
+    const started = await this.#o.authorize(principal, providerId, {
+      connection_id: connectionId,
+    });
+    const message = `Keyway needs your consent to use ${providerId} for ${connectionId}: open the link to authorize it, then retry.`;
+    this.#o.observe({ kind: 'gateway', provider: providerId, outcome: 'consent_required' });
+    return new Response(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        error: {
+          code: URL_ELICITATION_REQUIRED,
+          message: 'This request needs the user to authorize the connection.',
+          data: {
+            elicitations: [
+              {
+                mode: 'url',
+                elicitationId: toBase64Url(records.o.randomBytes(16)),
+                url: started.authorization_url,
+                message,
+              },
+            ],
+            connection_id: connectionId,
+            provider_id: providerId,
+            authorization_url: started.authorization_url,
+            expires_at: started.expires_at,
+          },
+        },
+      }),
+      { status: 200, headers: JSON_ANSWER },
+    );
+  }
+}

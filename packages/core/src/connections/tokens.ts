@@ -1,0 +1,41 @@
+import { KeywayError } from '../contract/errors.js';
+import type { ConnectionRecord } from '../storage/contract.js';
+import type { ConnectionTokens } from '../storage/states.js';
+import type { Refresher } from './refresh.js';
+import { type ConnectionRecords, notFound } from './state.js';
+
+/**
+ * A connection's tokens ready for use: the connection active, its access token refreshed
+ * first when it expires within the margin or when `force` asks (single-flight, §5). Shared
+ * by hand-outs, the probe and the gateway; the caller checks the principal first.
+ *
+ * @throws {KeywayError} `not_found`, `connection_not_active`, `refresh_unavailable` (forced
+ *   on a connection without a refresh token whose token is still valid),
+ *   `reauthorization_required`, `upstream_error`.
+ */
+export async function usableTokens(
+  records: ConnectionRecords,
+  refresher: Refresher,
+  connectionId: string,
+  force: boolean,
+): Promise<{ record: ConnectionRecord; tokens: ConnectionTokens }> {
+  const record = await records.get(connectionId);
+  if (record === null) throw notFound(connectionId);
+  let tokens = record.status === 'active' ? await records.tokensOf(record) : null;
+  if (tokens === null) {
+    throw new KeywayError(
+      'connection_not_active',
+      `connection ${JSON.stringify(connectionId)} is ${record.status}: authorize it first`,
+    );
+  }
+  const expired = tokens.expires_at !== null && tokens.expires_at <= records.o.now();
+  if (force && tokens.refresh_token === null && !expired) {
+    // Never a 200 with the same token: the caller asked for a new one (docs/api.md §5).
+    throw new KeywayError(
+      'refresh_unavailable',
+      `connection ${JSON.stringify(connectionId)} holds no refresh token (the authorization server gave none), so it cannot be refreshed: authorize it again for a new token`,
+    );
+  }
+  if (force || refresher.due(tokens)) tokens = await refresher.refreshOnce(connectionId, tokens);
+  return { record, tokens };
+}

@@ -1,0 +1,71 @@
+import { type KeywayErrorCode, resourcePathFromUrl } from '@keyway/core';
+import type { Reply } from '../responses.js';
+import { type Method, type Route, type RouteContext, resourcePath } from './route.js';
+
+/*
+ * The MCP gateway (docs/api.md §13): `{base}/mcp/<connection>` is a Streamable HTTP MCP
+ * endpoint; core forwards each request and this route hands its answer on, body streamed.
+ */
+
+const GATEWAY_ERRORS: KeywayErrorCode[] = [
+  'invalid_request',
+  'invalid_path',
+  'insufficient_scope',
+  'not_found',
+  'reauthorization_required',
+  'payload_too_large',
+  'rate_limited',
+  'upstream_error',
+];
+
+/** A Web `Response` as a {@link Reply}: its headers copied, its body left a stream. */
+function replyOf(response: Response): Reply {
+  const headers: Record<string, string> = {};
+  response.headers.forEach((value, name) => {
+    headers[name] = value;
+  });
+  return { status: response.status, headers, body: response.body };
+}
+
+async function forward({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
+  return replyOf(
+    await broker.gateway.mcp(principal, resourcePathFromUrl(param), incoming.request()),
+  );
+}
+
+const gatewayRoute = (method: Method, id: string, summary: string, ok: string): Route => ({
+  method,
+  path: '/mcp/{connection_id}',
+  id,
+  summary,
+  see: '§13',
+  param: resourcePath('connection_id'),
+  passThrough: {
+    request: method === 'POST' ? ['application/json'] : [],
+    response: method === 'DELETE' ? [] : ['application/json', 'text/event-stream'],
+  },
+  ok: { 200: { description: ok, schema: null } },
+  errors: GATEWAY_ERRORS,
+  handle: forward,
+});
+
+export const GATEWAY_ROUTES: Route[] = [
+  gatewayRoute(
+    'POST',
+    'gatewayPost',
+    'MCP gateway: send a JSON-RPC message to the connection’s MCP server.',
+    'The MCP server’s answer as it came: JSON, or an event stream passed on as it arrives; or a JSON-RPC error -32042 with an authorization URL when the connection needs consent.',
+  ),
+  gatewayRoute(
+    'GET',
+    'gatewayGet',
+    'MCP gateway: open the MCP server’s event stream (the stateful wire).',
+    'The MCP server’s event stream, passed on as it arrives (or its 405).',
+  ),
+  gatewayRoute(
+    'DELETE',
+    'gatewayDelete',
+    'MCP gateway: end an MCP session (`Mcp-Session-Id`).',
+    'The MCP server’s answer.',
+  ),
+];
