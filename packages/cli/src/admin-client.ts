@@ -117,6 +117,7 @@ export function providerLine(view: {
   configuration: { resource_url: string };
   authorization_server: { issuer: string };
   credentials: { client_id: string; registration: string };
+  hand_out?: boolean;
 }): string {
-  return `${clean(view.id)}: ${clean(view.configuration.resource_url)} via ${clean(view.authorization_server.issuer)} (client ${clean(view.credentials.client_id)}, ${clean(view.credentials.registration)})`;
+  return `${clean(view.id)}: ${clean(view.configuration.resource_url)} via ${clean(view.authorization_server.issuer)} (client ${clean(view.credentials.client_id)}, ${clean(view.credentials.registration)}${view.hand_out === false ? ', inject-only' : ''})`;
 }

@@ -200,6 +200,32 @@ describe('keyway admin commands, in process against a broker and the test world'
     expect(io.errors).toEqual([]);
   });
 
+  it('makes a provider inject-only with --inject-only: hand-outs refused, shown in the line (issue 26)', async () => {
+    expect(
+      await run('provider', 'put', 'linear', '--resource-url', world.resourceUrl, '--inject-only'),
+    ).toBe(EXIT.ok);
+    expect(last()).toBe(
+      `linear: ${world.resourceUrl} via ${world.issuer} (client ${world.clients.keys().next().value}, dynamic, inject-only)`,
+    );
+    expect(await run('provider', 'get', 'linear', '--json')).toBe(EXIT.ok);
+    expect(JSON.parse(last()).hand_out).toBe(false);
+    consent = async () => {
+      const url = io.lines.findLast((line) => line.startsWith(world.issuer)) as string;
+      await io.fetch(new URL(world.consent(url)).href);
+    };
+    expect(await run('connect', 'linear', 'acme/alice/linear')).toBe(EXIT.ok);
+    const handOut = await io.fetch(`${URL_}/api/oauth/credentials/acme/alice/linear`, {
+      headers: { authorization: `Bearer ${ROOT_KEY}` },
+    });
+    expect(handOut.status).toBe(403);
+    expect(((await handOut.json()) as { error: string }).error).toBe('credentials_not_exportable');
+    // Put again without the switch: tokens may be handed out again.
+    expect(await run('provider', 'put', 'linear', '--resource-url', world.resourceUrl)).toBe(
+      EXIT.ok,
+    );
+    expect(last()).not.toContain('inject-only');
+  });
+
   it('shows whether a connection can refresh (issue 23)', async () => {
     world.set({ issueRefreshTokens: false });
     await run('provider', 'put', 'linear', '--resource-url', world.resourceUrl);

@@ -260,25 +260,47 @@ describe('the MCP gateway: {base}/mcp/<connection> (docs/api.md §13)', () => {
       expect(initializes[0]?.body).toBe(initializes[1]?.body);
     });
 
-    it('answers 502 upstream_error when the upstream refuses the refreshed token too: one retry, never more', async () => {
+    it('asks for consent again when the upstream refuses the refreshed token too: one retry, never more', async () => {
       upstream.refuseAll = true;
-      const response = await fetch(gatewayUrl(), {
-        method: 'POST',
-        headers: {
-          authorization: `Bearer ${ROOT_KEY}`,
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-        },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      const alice = await h.mint('alice', ['acme/users/alice']);
+      const refused = await post({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { token: alice });
+      expect(refused.status).toBe(409);
+      expect(refused.headers.get('www-authenticate')).toBeNull();
+      expect(await refused.json()).toEqual({
+        error: 'reauthorization_required',
+        error_description:
+          "the MCP server refused the connection's token (HTTP 401) after a refresh: authorize it again",
       });
-      expect(response.status).toBe(502);
-      expect(response.headers.get('www-authenticate')).toBeNull();
-      const body = (await response.json()) as { error: string; error_description: string };
-      expect(body.error).toBe('upstream_error');
-      expect(body.error_description).toBe(
-        "the MCP server refused the connection's token (HTTP 401) after a refresh",
-      );
       expect(upstream.seen).toHaveLength(2);
+      // A caller that may authorize gets the URL to do it, as a JSON-RPC error.
+      const elicited = await post({ jsonrpc: '2.0', id: 2, method: 'tools/list' });
+      expect(elicited.status).toBe(200);
+      const answer = (await elicited.json()) as { id: number; error: { code: number } };
+      expect(answer.id).toBe(2);
+      expect(answer.error.code).toBe(-32042);
+      expect(upstream.seen).toHaveLength(4);
+      // The connection itself stays active: the server may take its token again.
+      expect((await h.call('GET', `/api/oauth/connections/${CONNECTION}`)).body.status).toBe(
+        'active',
+      );
+    });
+
+    it('asks for the scope a 401 challenge names, with those already granted', async () => {
+      upstream.mode = 'raw';
+      upstream.raw = (_req, res) => {
+        res
+          .writeHead(401, {
+            'www-authenticate': 'Bearer error="invalid_token", scope="files:read"',
+          })
+          .end();
+      };
+      const granted = (await h.call('GET', `/api/oauth/connections/${CONNECTION}`)).body.scopes;
+      const elicited = await post({ jsonrpc: '2.0', id: 3, method: 'tools/list' });
+      const answer = (await elicited.json()) as {
+        error: { data: { elicitations: { url: string }[] } };
+      };
+      const url = new URL(answer.error.data.elicitations[0]?.url ?? '');
+      expect(url.searchParams.get('scope')?.split(' ')).toEqual([...granted, 'files:read']);
     });
 
     it('passes a 403 insufficient_scope back with its scope, without the upstream’s metadata', async () => {
@@ -681,6 +703,65 @@ describe('the MCP gateway: {base}/mcp/<connection> (docs/api.md §13)', () => {
         .toBe(0);
       const audit = await h.call('GET', '/api/admin/audit?type=credentials.issued');
       expect(audit.body.items).toEqual([]);
+    });
+  });
+
+  describe('attacks', () => {
+    it('never sends the token to a provider re-pointed at another server: the connection needs consent', async () => {
+      const other = new Upstream();
+      await other.start((origin) =>
+        createTestWorld({ issuer: `${origin}/as`, resourceUrl: `${origin}/mcp`, now: () => h.now }),
+      );
+      try {
+        const moved = await h.call('PUT', '/api/admin/providers/linear', {
+          body: { template: 'mcp', configuration: { resource_url: other.world.resourceUrl } },
+        });
+        expect(moved.status).toBe(200);
+        const answer = await post({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+        const body = (await answer.json()) as {
+          error: { code: number; data: { authorization_url: string } };
+        };
+        expect(body.error.code).toBe(-32042);
+        expect(body.error.data.authorization_url.startsWith(`${other.origin}/as/`)).toBe(true);
+        // Neither server got a request with a token: the old one is not the provider's any
+        // more, the new one is not the party the token was issued for.
+        expect(other.seen).toEqual([]);
+        expect(upstream.seen).toEqual([]);
+      } finally {
+        await other.stop();
+      }
+    });
+
+    it('keeps a hostile scope challenge out of the caller’s WWW-Authenticate', async () => {
+      upstream.mode = 'raw';
+      upstream.raw = (_req, res) => {
+        res
+          .writeHead(403, {
+            'www-authenticate':
+              'Bearer error="insufficient_scope", scope="ok \\"x\\", realm=\\"evil\\" two"',
+          })
+          .end();
+      };
+      const answer = await post({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+      expect(answer.status).toBe(403);
+      expect(answer.headers.get('www-authenticate')).toBe(
+        'Bearer realm="keyway", error="insufficient_scope", scope="ok two"',
+      );
+    });
+
+    it('does not take a caller’s Authorization for the upstream, nor a second one', async () => {
+      const alice = await h.mint('alice', ['acme/users/alice']);
+      const response = await fetch(gatewayUrl(), {
+        method: 'POST',
+        headers: [
+          ['authorization', `Bearer ${alice}`],
+          ['authorization', 'Bearer upstream-token-of-my-own'],
+          ['content-type', 'application/json'],
+        ],
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      });
+      expect(response.status).toBe(401);
+      expect(upstream.seen).toEqual([]);
     });
   });
 

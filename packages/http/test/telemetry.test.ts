@@ -223,6 +223,8 @@ describe('metrics and spans over the whole connect flow', () => {
     const text = await metrics.text();
     const families = parseMetrics(text);
     expect(families.map((family) => [family.name, family.type]).sort()).toEqual([
+      ['keyway_gateway_open_streams', 'GAUGE'],
+      ['keyway_gateway_requests_total', 'COUNTER'],
       ['keyway_http_request_duration_seconds', 'HISTOGRAM'],
       ['keyway_http_requests_total', 'COUNTER'],
       ['keyway_outbound_requests_total', 'COUNTER'],

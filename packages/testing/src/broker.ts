@@ -80,3 +80,35 @@ export function worldConnectionFetch(
     fetch: world.fetch,
   });
 }
+
+/**
+ * The broker's MCP gateway in memory (docs/api.md §13), as a `fetch` for an MCP client: each
+ * request to `…/mcp/<connection path>` is served by `broker.gateway`, which calls the
+ * world's MCP server with the connection's token — no sockets, and the client never holds
+ * the token. Any other URL answers `404`.
+ *
+ * @example
+ * const transport = new StreamableHTTPClientTransport(
+ *   new URL('https://keyway.example.test/mcp/acme/alice/demo'),
+ *   { fetch: gatewayFetch({ broker }) },
+ * );
+ */
+export function gatewayFetch(options: {
+  broker: Broker;
+  principal?: Principal;
+}): (input: string | URL | Request, init?: RequestInit) => Promise<Response> {
+  const principal = options.principal ?? rootPrincipal();
+  return async (input, init) => {
+    const request =
+      input instanceof Request && init === undefined ? input : new Request(input, init);
+    const path = new URL(request.url).pathname;
+    const at = path.indexOf('/mcp/');
+    if (at < 0) return new Response(null, { status: 404 });
+    const connectionId = path
+      .slice(at + 5)
+      .split('/')
+      .map((segment) => decodeURIComponent(segment))
+      .join('/');
+    return options.broker.gateway.mcp(principal, connectionId, request);
+  };
+}

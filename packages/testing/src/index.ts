@@ -1,4 +1,10 @@
-export { connectInWorld, createTestBroker, TEST_ROOT_KEY, worldConnectionFetch } from './broker.js';
+export {
+  connectInWorld,
+  createTestBroker,
+  gatewayFetch,
+  TEST_ROOT_KEY,
+  worldConnectionFetch,
+} from './broker.js';
 export {
   type AuthorizationServerMetadataLocation,
   createTestWorld,

@@ -4,6 +4,7 @@ import {
   connectInWorld,
   createTestBroker,
   createTestWorld,
+  gatewayFetch,
   worldConnectionFetch,
 } from '../src/index.js';
 
@@ -53,5 +54,36 @@ describe('the test kit’s broker helpers', () => {
     expect(trace.ok).toBe(true);
     expect(escaped).toBe(0);
     expect(world.requests.length).toBeGreaterThan(0);
+  });
+
+  it('serves the gateway in memory: MCP calls reach the world with a token the client never holds', async () => {
+    const world = createTestWorld({ toolScope: undefined });
+    const broker = createTestBroker(world);
+    await broker.providers.put(rootPrincipal(), 'demo', {
+      template: 'mcp',
+      configuration: { resource_url: world.resourceUrl },
+    });
+    await connectInWorld(world, broker, { providerId: 'demo', connectionId: 'acme/alice/demo' });
+    const fetch = gatewayFetch({ broker });
+    const response = await fetch('https://keyway.example.test/mcp/acme/alice/demo', {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/list' }),
+    });
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    expect((JSON.parse(text) as { id: number }).id).toBe(3);
+    expect(world.stats.mcpCalls).toBe(1);
+    expect(world.secrets().filter((secret) => text.includes(secret))).toEqual([]);
+    expect((await fetch('https://keyway.example.test/elsewhere')).status).toBe(404);
+    const missing = fetch('https://keyway.example.test/mcp/acme/nobody/demo', {
+      method: 'POST',
+      body: '{}',
+    });
+    await expect(missing).rejects.toMatchObject({ code: 'not_found' });
+    await broker.close();
   });
 });

@@ -11,17 +11,53 @@
  * 2025-11-25) and the stateless one of 2026-07-28 (no initialize; every request carries
  * the `MCP-Protocol-Version` header and `params._meta`).
  *
+ * With `KEYWAY_CONFORMANCE_VIA=gateway`, the client never holds a token: every MCP call
+ * goes to Keyway's gateway (`{KEYWAY_URL}/mcp/<connection>`) with the Keyway credential,
+ * and Keyway adds the server's token. A connection that needs consent answers JSON-RPC
+ * `-32042` there, whose URL the client follows; a `403 insufficient_scope` is a step-up
+ * through Keyway's API. Either way the client checks that no token the suite's server
+ * issued (`test-token…`, or a JWT) is in anything Keyway answered it, and says so on its
+ * last lines (`credentials fetched: yes|no`, `upstream tokens received: yes|no`), also
+ * appended to the file
+ * `KEYWAY_CONFORMANCE_REPORT` names.
+ *
  * Input: the MCP server URL as the last argument; `KEYWAY_URL` and `KEYWAY_TOKEN` (a
  * credential covering `conformance/`); the suite's `MCP_CONFORMANCE_SCENARIO`,
  * `MCP_CONFORMANCE_PROTOCOL_VERSION` and `MCP_CONFORMANCE_CONTEXT` (pre-registered client
  * credentials). Exit 0 when every call succeeded, 1 otherwise, with the reason on stderr.
  */
 
+import { appendFileSync } from 'node:fs';
+
 const MAX_AUTHORIZATIONS = 3;
 const STATELESS_VERSIONS = new Set(['2026-07-28']);
 
 /** A failure that ends the run. */
 class Stop extends Error {}
+
+/** A token of the suite's authorization servers: `test-token…`, or a signed JWT. */
+const UPSTREAM_TOKEN = /test-token|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\./;
+
+/** Everything Keyway answered this client (headers and bodies), for the token check. */
+const received: string[] = [];
+/** Whether Keyway handed this client a token (`GET /api/oauth/credentials/…`). */
+let handedOut = false;
+
+/** `fetch` to Keyway, keeping a copy of each answer. */
+async function fetchKeyway(url: string, init: RequestInit): Promise<Response> {
+  const response = await fetch(url, init);
+  const headers: string[] = [];
+  response.headers.forEach((value, name) => {
+    headers.push(`${name}: ${value}`);
+  });
+  const text = await response.text();
+  received.push(headers.join('\n'), text);
+  return new Response(text, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
+}
 
 interface Challenge {
   status: 401 | 403;
@@ -90,7 +126,7 @@ class Keyway {
   }
 
   async call(method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
-    const response = await fetch(`${this.#base}${path}`, {
+    const response = await fetchKeyway(`${this.#base}${path}`, {
       method,
       headers: {
         authorization: `Bearer ${this.#token}`,
@@ -113,6 +149,10 @@ class Keyway {
 /** One run against one scenario's MCP server. */
 class ConformanceClient {
   readonly #keyway: Keyway;
+  readonly #keywayUrl: string;
+  readonly #keywayToken: string;
+  /** Through Keyway's gateway, never holding a token. */
+  readonly #viaGateway: boolean;
   readonly #server: string;
   readonly #version: string;
   readonly #stateless: boolean;
@@ -134,8 +174,12 @@ class ConformanceClient {
     protocolVersion: string;
     context: Record<string, unknown> | null;
     runId: string;
+    viaGateway: boolean;
   }) {
     this.#keyway = new Keyway(options.keywayUrl, options.keywayToken);
+    this.#keywayUrl = options.keywayUrl.replace(/\/$/, '');
+    this.#keywayToken = options.keywayToken;
+    this.#viaGateway = options.viaGateway;
     this.#server = options.serverUrl;
     this.#version = options.protocolVersion;
     this.#stateless = STATELESS_VERSIONS.has(options.protocolVersion);
@@ -168,8 +212,15 @@ class ConformanceClient {
     const tool = listed.tools?.[0]?.name;
     if (tool !== undefined) await this.#request('tools/call', { name: tool, arguments: {} });
     if (this.#session !== null) {
-      await fetch(this.#server, { method: 'DELETE', headers: this.#headers() }).catch(() => {});
+      await this.#send({ method: 'DELETE', headers: this.#headers() }).catch(() => {});
     }
+  }
+
+  /** Where MCP requests go: the server, or Keyway's gateway for the connection. */
+  #send(init: RequestInit): Promise<Response> {
+    return this.#viaGateway
+      ? fetchKeyway(`${this.#keywayUrl}/mcp/${this.#connectionId}`, init)
+      : fetch(this.#server, init);
   }
 
   #headers(): Record<string, string> {
@@ -177,7 +228,8 @@ class ConformanceClient {
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
     };
-    if (this.#token !== null) headers.authorization = `Bearer ${this.#token}`;
+    if (this.#viaGateway) headers.authorization = `Bearer ${this.#keywayToken}`;
+    else if (this.#token !== null) headers.authorization = `Bearer ${this.#token}`;
     if (this.#session !== null) headers['mcp-session-id'] = this.#session;
     const version = this.#stateless ? this.#version : this.#negotiated;
     if (version !== null) headers['mcp-protocol-version'] = version;
@@ -206,7 +258,7 @@ class ConformanceClient {
   }
 
   #post(message: Record<string, unknown>): Promise<Response> {
-    return fetch(this.#server, {
+    return this.#send({
       method: 'POST',
       headers: this.#headers(),
       body: JSON.stringify(message),
@@ -224,6 +276,15 @@ class ConformanceClient {
         params: this.#params(params),
       });
       this.log.push(`${method} → ${response.status}`);
+      if (this.#viaGateway && response.status === 404) {
+        // No connection yet: the first authorization, as a 401 would start it.
+        await response.body?.cancel();
+        await this.#authorize({ status: 401, error: null, scopes: [] });
+        continue;
+      }
+      if (this.#viaGateway && response.status === 401) {
+        throw new Stop(`the gateway refused the Keyway credential: ${await response.text()}`);
+      }
       if (response.status === 401 || response.status === 403) {
         const challenge = bearerChallenge(response.headers.get('www-authenticate'));
         await response.body?.cancel();
@@ -240,6 +301,15 @@ class ConformanceClient {
       if (!response.ok) throw new Stop(`${method}: HTTP ${response.status} ${text.slice(0, 300)}`);
       const answer = rpcAnswer(response.headers.get('content-type') ?? '', text, id);
       if (answer === null) throw new Stop(`${method}: no answer to request ${id}`);
+      if (this.#viaGateway && answer.error?.code === -32042) {
+        // The connection needs consent: follow the URL the gateway elicited, then retry.
+        const data = (answer.error as { data?: { elicitations?: { url?: string }[] } }).data;
+        const url = data?.elicitations?.[0]?.url;
+        if (url === undefined) throw new Stop(`${method}: -32042 without an elicitation URL`);
+        this.#count(401);
+        await this.#consent(url);
+        continue;
+      }
       if (answer.error !== undefined)
         throw new Stop(`${method}: JSON-RPC error ${answer.error.code} ${answer.error.message}`);
       return answer.result;
@@ -255,12 +325,7 @@ class ConformanceClient {
     if (challenge.status === 403 && challenge.error !== 'insufficient_scope') {
       throw new Stop(`the server answered 403 ${challenge.error ?? ''}`.trim());
     }
-    if (this.#authorizations >= MAX_AUTHORIZATIONS) {
-      throw new Stop(
-        `still ${challenge.status} after ${MAX_AUTHORIZATIONS} authorizations: giving up`,
-      );
-    }
-    this.#authorizations++;
+    this.#count(challenge.status);
     if (!this.#providerReady) {
       await this.#keyway.call('PUT', `/api/admin/providers/${this.#providerId}`, {
         template: 'mcp',
@@ -272,7 +337,7 @@ class ConformanceClient {
       this.#providerReady = true;
     }
     let scopes = challenge.scopes;
-    if (challenge.status === 403 && this.#token !== null) {
+    if (challenge.status === 403 && (this.#token !== null || this.#viaGateway)) {
       const view = await this.#keyway.call('GET', `/api/oauth/connections/${this.#connectionId}`);
       const granted = Array.isArray(view.scopes) ? (view.scopes as string[]) : [];
       scopes = [...new Set([...granted, ...scopes])];
@@ -281,14 +346,35 @@ class ConformanceClient {
       connection_id: this.#connectionId,
       ...(scopes.length > 0 ? { scopes } : {}),
     });
-    // The consent step: the suite's authorization server redirects at once; the browser
-    // then follows the redirect into Keyway's callback.
-    const consent = await fetch(String(started.authorization_url), { redirect: 'manual' });
+    await this.#consent(String(started.authorization_url));
+    if (this.#viaGateway) return;
+    const credentials = await this.#keyway.call(
+      'GET',
+      `/api/oauth/credentials/${this.#connectionId}`,
+    );
+    this.#token = String(credentials.access_token);
+    handedOut = true;
+  }
+
+  /** One more authorization, or the end of the run after {@link MAX_AUTHORIZATIONS}. */
+  #count(status: number): void {
+    if (this.#authorizations >= MAX_AUTHORIZATIONS) {
+      throw new Stop(`still ${status} after ${MAX_AUTHORIZATIONS} authorizations: giving up`);
+    }
+    this.#authorizations++;
+  }
+
+  /**
+   * The consent step: the suite's authorization server redirects at once; the browser then
+   * follows the redirect into Keyway's callback, and the connection must be active.
+   */
+  async #consent(authorizationUrl: string): Promise<void> {
+    const consent = await fetch(authorizationUrl, { redirect: 'manual' });
     await consent.body?.cancel();
     const callback = consent.headers.get('location');
     if (callback === null)
       throw new Stop(`the consent step answered ${consent.status}, no redirect`);
-    const landed = await fetch(callback, { redirect: 'manual' });
+    const landed = await fetchKeyway(callback, { redirect: 'manual' });
     await landed.body?.cancel();
     const view = await this.#keyway.call('GET', `/api/oauth/connections/${this.#connectionId}`);
     const error = view.error as { code?: string; description?: string } | null;
@@ -297,11 +383,6 @@ class ConformanceClient {
         `the authorization did not complete: ${String(view.status)} ${error?.code ?? ''} ${error?.description ?? ''}`.trim(),
       );
     }
-    const credentials = await this.#keyway.call(
-      'GET',
-      `/api/oauth/credentials/${this.#connectionId}`,
-    );
-    this.#token = String(credentials.access_token);
   }
 }
 
@@ -317,6 +398,7 @@ async function main(): Promise<void> {
     serverUrl,
     protocolVersion: process.env.MCP_CONFORMANCE_PROTOCOL_VERSION || '2025-11-25',
     context: context === undefined ? null : (JSON.parse(context) as Record<string, unknown>),
+    viaGateway: process.env.KEYWAY_CONFORMANCE_VIA === 'gateway',
     runId: `${scenario.replace(/[^a-z0-9-]+/gi, '-')}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`,
   });
   try {
@@ -324,6 +406,11 @@ async function main(): Promise<void> {
     console.log(client.log.join('\n'));
   } finally {
     console.error(client.log.join('\n'));
+    const seen = received.some((text) => UPSTREAM_TOKEN.test(text));
+    const verdict = `credentials fetched: ${handedOut ? 'yes' : 'no'}\nupstream tokens received: ${seen ? 'yes' : 'no'}`;
+    console.error(verdict);
+    const report = process.env.KEYWAY_CONFORMANCE_REPORT;
+    if (report) appendFileSync(report, `${verdict}\n`);
   }
 }
 

@@ -27,6 +27,8 @@ export interface Check {
   name: string;
   status: 'SUCCESS' | 'FAILURE' | 'WARNING' | 'INFO' | 'SKIPPED';
   description: string;
+  /** What the suite measured (the scope asked for, the header seen, …). */
+  details?: Record<string, unknown>;
 }
 
 /** The outcome of one scenario run. */
@@ -36,6 +38,8 @@ export interface ScenarioResult {
   /** Checks that make the suite call the run failed: failures and warnings. */
   failing: Check[];
   output: string;
+  /** What the client reported of the server's tokens in Keyway's answers (one line a run). */
+  report: string;
 }
 
 /** Bundles the client from its TypeScript source into one runnable ES module. */
@@ -82,6 +86,8 @@ export async function runScenario(options: {
   keywayUrl: string;
   keywayToken: string;
   outputDir: string;
+  /** `gateway`: the client calls the server through Keyway's gateway, holding no token. */
+  via: 'token' | 'gateway';
 }): Promise<ScenarioResult> {
   const cli = join(
     dirname(require.resolve(`${SUITES[options.suite]}/package.json`)),
@@ -90,9 +96,11 @@ export async function runScenario(options: {
   );
   const outputDir = join(
     options.outputDir,
-    `${options.suite}-${options.scenario.replace('/', '_')}-${options.specVersion ?? 'default'}`,
+    `${options.suite}-${options.scenario.replace('/', '_')}-${options.specVersion ?? 'default'}-${options.via}`,
   );
   rmSync(outputDir, { recursive: true, force: true });
+  mkdirSync(outputDir, { recursive: true });
+  const report = join(outputDir, 'client-report.txt');
   const args = [
     '--import',
     join(root, 'preload', 'register.mjs'),
@@ -113,6 +121,8 @@ export async function runScenario(options: {
       PATH: process.env.PATH ?? '',
       KEYWAY_URL: options.keywayUrl,
       KEYWAY_TOKEN: options.keywayToken,
+      KEYWAY_CONFORMANCE_VIA: options.via,
+      KEYWAY_CONFORMANCE_REPORT: report,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -132,6 +142,7 @@ export async function runScenario(options: {
     checks,
     failing: checks.filter((check) => check.status === 'FAILURE' || check.status === 'WARNING'),
     output,
+    report: existsSync(report) ? readFileSync(report, 'utf8') : '',
   };
 }
 

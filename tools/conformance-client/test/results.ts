@@ -23,15 +23,21 @@ const label = (run: Run) =>
 export function writeResults(
   runs: readonly Run[],
   results: ReadonlyMap<Run, ScenarioResult>,
+  viaGateway: ReadonlyMap<Run, ScenarioResult>,
 ): void {
   if (!existsSync(interop)) return;
   const columns = [...new Set(runs.map((run) => label(run)))];
   const scenarios = [...new Set(runs.map((run) => run.scenario))];
   const cell = new Map<string, string>();
+  const passes = (result: ScenarioResult | undefined) =>
+    result !== undefined && result.failing.length === 0 && result.exitCode === 0;
   for (const run of runs) {
-    const result = results.get(run);
-    const passed = result !== undefined && result.failing.length === 0 && result.exitCode === 0;
-    cell.set(`${run.scenario}|${label(run)}`, passed ? 'pass' : '**FAIL**');
+    const direct = passes(results.get(run));
+    const gateway = passes(viaGateway.get(run));
+    cell.set(
+      `${run.scenario}|${label(run)}`,
+      direct && gateway ? 'pass' : direct ? 'pass (gateway **FAIL**)' : '**FAIL**',
+    );
   }
   const lines = [
     `| Scenario | ${columns.join(' | ')} |`,
@@ -45,7 +51,7 @@ export function writeResults(
   const block = [
     START,
     '',
-    `${passed} of ${cell.size} runs pass (— : the scenario does not exist in that release or revision).`,
+    `${passed} of ${cell.size} runs pass, each twice: the client holding the token Keyway hands out, and the client talking to Keyway's MCP gateway, holding none (— : the scenario does not exist in that release or revision).`,
     '',
     ...lines,
     '',

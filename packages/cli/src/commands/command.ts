@@ -28,6 +28,7 @@ export const OPTIONS = {
   'authorization-param': { type: 'string', multiple: true },
   'token-param': { type: 'string', multiple: true },
   register: { type: 'boolean' },
+  'inject-only': { type: 'boolean' },
 } as const;
 
 export type OptionName = keyof typeof OPTIONS;

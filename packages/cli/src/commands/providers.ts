@@ -9,9 +9,10 @@ export const PROVIDER_COMMANDS: Command[] = [
     name: 'provider put',
     usage: `<id> --resource-url <url> [--scope <s>…] [--label <text>]
       [--client-id <id> [--client-secret-env <VAR>]] [--pkce assume_s256]
-      [--authorization-param <name=value>…] [--token-param <name=value>…] [--register]`,
+      [--authorization-param <name=value>…] [--token-param <name=value>…] [--register]
+      [--inject-only]`,
     summary:
-      'creates or replaces an MCP provider (--client-id: your own client; --register: a new client, as "provider register")',
+      'creates or replaces an MCP provider (--client-id: your own client; --register: a new client, as "provider register"; --inject-only: its tokens never handed out, used through the gateway only)',
     options: [
       'resource-url',
       'scope',
@@ -22,6 +23,7 @@ export const PROVIDER_COMMANDS: Command[] = [
       'authorization-param',
       'token-param',
       'register',
+      'inject-only',
     ],
     async run({ api, arg, values, io, show }) {
       const secretEnv = values['client-secret-env'];
@@ -37,6 +39,7 @@ export const PROVIDER_COMMANDS: Command[] = [
       const tokenParams = nameValues('--token-param', values['token-param']);
       let body = await api('PUT', `/api/admin/providers/${encodePath(id)}`, {
         template: 'mcp',
+        ...(values['inject-only'] === true ? { hand_out: false } : {}),
         ...(values.label === undefined ? {} : { label: values.label }),
         configuration: {
           resource_url: values['resource-url'] ?? '',

@@ -17,7 +17,7 @@ import { partyResourceUrl } from './party.js';
 import type { Refresher } from './refresh.js';
 import type { ConnectionRecords } from './state.js';
 import { usableTokens } from './tokens.js';
-import { RESOURCE_CHANGED } from './view.js';
+import { connectionState, RESOURCE_CHANGED } from './view.js';
 
 /*
  * The MCP gateway (docs/api.md §13): a caller's MCP request forwarded to the resource its
@@ -52,7 +52,7 @@ export interface GatewayOptions {
   authorize: (
     principal: Principal,
     providerId: string,
-    input: { connection_id: string },
+    input: { connection_id: string; scopes?: string[] },
   ) => Promise<AuthorizeResult>;
   /** The guarded streaming fetch (no redirects, idle limit). */
   stream: OutboundFetch;
@@ -111,7 +111,8 @@ export class Gateway {
    * `Mcp-Param-*` go upstream, with the connection's token as `Authorization`; only
    * `Content-Type` and `Mcp-Session-Id` come back.
    *
-   * A token due is refreshed first; an upstream `401` refreshes once and retries once; an
+   * A token due is refreshed first; an upstream `401` refreshes once and retries once, and a
+   * second `401` means the user must consent again (with any scope its challenge named); an
    * upstream `403 insufficient_scope` throws {@link InsufficientScopeError} with its scopes.
    * A connection that needs consent answers a JSON-RPC `-32042` error with a fresh
    * authorization URL to a JSON-RPC request from a caller that may also authorize through
@@ -187,10 +188,14 @@ export class Gateway {
         answer = await send(tokens.access_token);
       }
       if (answer.kind === 'refused') {
-        throw new KeywayError(
-          'upstream_error',
-          `the MCP server refused the connection's token (HTTP 401)${current.tokens.refresh_token === null ? ' and the connection holds no refresh token: authorize it again' : ' after a refresh'}`,
+        // The server will not take the connection's token, fresh or not: the user must
+        // consent again, with any scope the server's challenge named.
+        release();
+        const refused = new KeywayError(
+          'reauthorization_required',
+          `the MCP server refused the connection's token (HTTP 401)${current.tokens.refresh_token === null ? '; the connection holds no refresh token' : ' after a refresh'}: authorize it again`,
         );
+        return this.#consent(principal, connectionId, body, refused, answer.scopes);
       }
       if (answer.kind === 'step_up') throw answer.error;
       const { response } = answer;
@@ -241,7 +246,7 @@ export class Gateway {
     body: Uint8Array | null,
   ): Promise<
     | { kind: 'answer'; response: Response }
-    | { kind: 'refused' }
+    | { kind: 'refused'; scopes: string[] }
     | { kind: 'step_up'; error: InsufficientScopeError }
   > {
     try {
@@ -259,24 +264,24 @@ export class Gateway {
       );
       if (response.status === 401) {
         await response.body?.cancel().catch(() => {});
-        return { kind: 'refused' };
+        return { kind: 'refused', scopes: [] };
       }
       return { kind: 'answer', response };
     } catch (error) {
       if (!(error instanceof oauth.WWWAuthenticateChallengeError)) throw error;
       const bearer = error.cause.find((challenge) => challenge.scheme === 'bearer');
+      // Scopes as RFC 6749 §3.3 writes them: nothing else reaches the caller or a consent.
+      const scopes = (bearer?.parameters.scope ?? '')
+        .split(' ')
+        .filter((scope) => /^[\x21\x23-\x5b\x5d-\x7e]{1,200}$/.test(scope))
+        .slice(0, 64);
       if (error.status === 403 && bearer?.parameters.error === 'insufficient_scope') {
         await error.response.body?.cancel().catch(() => {});
-        // Scopes as RFC 6749 §3.3 writes them: nothing else reaches the caller's header.
-        const scopes = (bearer.parameters.scope ?? '')
-          .split(' ')
-          .filter((scope) => /^[\x21\x23-\x5b\x5d-\x7e]{1,200}$/.test(scope))
-          .slice(0, 64);
         return { kind: 'step_up', error: new InsufficientScopeError(scopes, error.response) };
       }
       if (error.status === 401) {
         await error.response.body?.cancel().catch(() => {});
-        return { kind: 'refused' };
+        return { kind: 'refused', scopes };
       }
       // Any other answer with a challenge passes as it came, without the challenge (it
       // names the upstream's own authorization, not the gateway's).
@@ -334,6 +339,7 @@ export class Gateway {
     connectionId: string,
     body: Uint8Array | null,
     cause: unknown,
+    challenged: string[] = [],
   ): Promise<Response> {
     const { records } = this.#o;
     const record = await records.get(connectionId);
@@ -344,14 +350,19 @@ export class Gateway {
       (principal.kind === 'root' || setCoversPath(principal.scopes, providerId));
     const status = record?.status ?? 'deleted';
     if (id === undefined || !mayAuthorize || providerId === undefined) {
-      throw new KeywayError(
-        'reauthorization_required',
-        `connection ${JSON.stringify(connectionId)} needs the user's consent (it is ${status}): authorize it again`,
-        { cause },
-      );
+      throw isKeywayError(cause) && cause.code === 'reauthorization_required' && status === 'active'
+        ? cause
+        : new KeywayError(
+            'reauthorization_required',
+            `connection ${JSON.stringify(connectionId)} needs the user's consent (it is ${status}): authorize it again`,
+            { cause },
+          );
     }
+    // A challenge's scopes are asked for with those already granted (MCP step-up).
+    const granted = record === null ? [] : connectionState(record).scopes;
     const started = await this.#o.authorize(principal, providerId, {
       connection_id: connectionId,
+      ...(challenged.length > 0 ? { scopes: [...new Set([...granted, ...challenged])] } : {}),
     });
     const message = `Keyway needs your consent to use ${providerId} for ${connectionId}: open the link to authorize it, then retry.`;
     this.#o.observe({ kind: 'gateway', provider: providerId, outcome: 'consent_required' });

@@ -19,14 +19,27 @@ const INITIALIZE = JSON.stringify({
   },
 });
 
-/** What the probe got: an answer without a challenge, a Bearer challenge, or a failure. */
+const TOOLS_LIST = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
+
+/**
+ * What the probe got: an answer without a challenge, a Bearer challenge (to `initialize`,
+ * or to `tools/list` from a server that lets `initialize` through), or a failure.
+ */
 export type ProbeAnswer =
   | { kind: 'open'; status: number }
-  | { kind: 'challenge'; status: number; parameters: oauth.WWWAuthenticateChallengeParameters }
+  | {
+      kind: 'challenge';
+      status: number;
+      parameters: oauth.WWWAuthenticateChallengeParameters;
+      method?: 'tools/list';
+    }
   | { kind: 'failed'; error: unknown };
 
 /**
- * Sends the probe: an MCP `initialize` POST without any credential. A session the server
+ * Sends the probe: an MCP `initialize` POST without any credential. A server that answers
+ * it without a challenge (it lets `initialize` through, or speaks only the 2026-07-28 wire)
+ * is asked `tools/list` too, the first call an
+ * agent makes, for the challenge (and scope) a client would meet. A session the server
  * opens is closed again (best effort). oauth4webapi's https check is relaxed: the outbound
  * guard decides (https, or plain http only for allowed hosts).
  */
@@ -39,34 +52,56 @@ export async function probeRequest(
     headers.delete('authorization');
     return outbound(url, { ...init, headers });
   };
-  try {
-    const response = await oauth.protectedResourceRequest(
-      'probe',
-      'POST',
-      resourceUrl,
-      new Headers({
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-      }),
-      INITIALIZE,
-      { [oauth.customFetch]: oauthFetch(stripped), [oauth.allowInsecureRequests]: true },
-    );
-    const session = response.headers.get('mcp-session-id');
+  const post = async (body: string, session: string | null) => {
+    const headers = new Headers({
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    });
     if (session !== null) {
-      await stripped(resourceUrl.href, {
-        method: 'DELETE',
-        headers: { 'mcp-session-id': session },
-      }).catch(() => {});
+      headers.set('mcp-session-id', session);
+      headers.set('mcp-protocol-version', '2025-06-18');
     }
-    await response.body?.cancel().catch(() => {});
-    return { kind: 'open', status: response.status };
-  } catch (error) {
-    if (error instanceof oauth.WWWAuthenticateChallengeError) {
-      const bearer = error.cause.find((challenge) => challenge.scheme === 'bearer');
-      return { kind: 'challenge', status: error.status, parameters: bearer?.parameters ?? {} };
+    try {
+      const response = await oauth.protectedResourceRequest(
+        'probe',
+        'POST',
+        resourceUrl,
+        headers,
+        body,
+        {
+          [oauth.customFetch]: oauthFetch(stripped),
+          [oauth.allowInsecureRequests]: true,
+        },
+      );
+      await response.body?.cancel().catch(() => {});
+      return { response, answer: { kind: 'open', status: response.status } as ProbeAnswer };
+    } catch (error) {
+      if (error instanceof oauth.WWWAuthenticateChallengeError) {
+        await error.response.body?.cancel().catch(() => {});
+        const bearer = error.cause.find((challenge) => challenge.scheme === 'bearer');
+        const parameters = bearer?.parameters ?? {};
+        return {
+          response: null,
+          answer: { kind: 'challenge', status: error.status, parameters } as ProbeAnswer,
+        };
+      }
+      return { response: null, answer: { kind: 'failed', error } as ProbeAnswer };
     }
-    return { kind: 'failed', error };
+  };
+  const first = await post(INITIALIZE, null);
+  // A failing server (5xx) is not asked again: its answer to anything would say the same.
+  if (first.response === null || first.response.status >= 500) return first.answer;
+  const session = first.response.ok ? first.response.headers.get('mcp-session-id') : null;
+  const second = await post(TOOLS_LIST, session);
+  if (session !== null) {
+    await stripped(resourceUrl.href, {
+      method: 'DELETE',
+      headers: { 'mcp-session-id': session },
+    }).catch(() => {});
   }
+  return second.answer.kind === 'challenge'
+    ? { ...second.answer, method: 'tools/list' }
+    : first.answer;
 }
 
 /** The probe as a trace step, with the metadata URL and scope its challenge named. */
@@ -103,9 +138,11 @@ export function processProbeAnswer(
       url,
       status: answer.status,
       ok: true,
-      note: metadataUrl
-        ? `challenge names the resource metadata${challengeScope ? ` and scope "${challengeScope}"` : ''}`
-        : 'challenge without resource_metadata; trying well-known metadata',
+      note: `${answer.method === undefined ? '' : 'initialize was let through; tools/list: '}${
+        metadataUrl
+          ? `challenge names the resource metadata${challengeScope ? ` and scope "${challengeScope}"` : ''}`
+          : 'challenge without resource_metadata; trying well-known metadata'
+      }`,
     },
     metadataUrl,
     challengeScope,
