@@ -11,7 +11,11 @@ import { build } from 'esbuild';
 const here = dirname(fileURLToPath(import.meta.url));
 const outdir = join(here, '.build');
 await build({
-  entryPoints: [join(here, 'src', 'main.ts'), join(here, 'src', 'reference-server.ts')],
+  entryPoints: [
+    join(here, 'src', 'main.ts'),
+    join(here, 'src', 'reference-server.ts'),
+    join(here, 'src', 'mcp-upstream.ts'),
+  ],
   outdir,
   bundle: true,
   platform: 'node',

@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startPostgres, startTestPostgres } from '@keyway/test-support/postgres';
+import { benchGateway } from './gateway.js';
 import { benchHandler } from './handler.js';
 import { benchPrefixList } from './prefix-list.js';
 import { benchRefreshStorm } from './refresh-storm.js';
@@ -28,6 +29,9 @@ const LOOPBACK = smoke
   ? { connections: 32, seconds: 1, rounds: 1 }
   : { connections: 32, seconds: 5, rounds: 3 };
 const STORM = smoke ? { callers: 10, storms: 1 } : { callers: 50, storms: 3 };
+const GATEWAY = smoke
+  ? { calls: 50, rounds: 1, connections: 8, seconds: 1, streams: 50, slowSeconds: 1 }
+  : { calls: 2_000, rounds: 3, connections: 32, seconds: 5, streams: 1_000, slowSeconds: 5 };
 
 // The large tables are built once and kept outside the repository; a smoke run keeps nothing.
 const cacheDir = smoke
@@ -69,6 +73,10 @@ try {
   });
   const storm = await benchRefreshStorm({ postgresUrl: postgres.url, ...STORM });
   log(`refresh storm: ${storm.refreshes.join(', ')} upstream refresh(es) per storm`);
+  const gateway = await benchGateway(GATEWAY);
+  log(
+    `gateway: tools/call ${gateway.roundTrip.gateway.toFixed(0)} µs through it, ${gateway.roundTrip.direct.toFixed(0)} µs direct; ${gateway.idle.streams} idle streams +${((gateway.idle.after - gateway.idle.before) / 1024 / 1024).toFixed(1)} MiB`,
+  );
   const worstBodies = await benchWorstBodies({ budget: BUDGET });
   const slowest = worstBodies.reduce((a, b) => (b.answerMs > a.answerMs ? b : a));
   log(
@@ -83,6 +91,7 @@ try {
     serve,
     prefixList,
     storm,
+    gateway,
     worstBodies,
     loopback: LOOPBACK,
   };

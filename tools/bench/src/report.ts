@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
+import type { GatewayResult } from './gateway.js';
 import type { Compared } from './measure.js';
 import type { PrefixListRow } from './prefix-list.js';
 import type { StormResult } from './refresh-storm.js';
@@ -16,6 +17,7 @@ export interface Report {
   serve: ServeResult;
   prefixList: PrefixListRow[];
   storm: StormResult;
+  gateway: GatewayResult;
   worstBodies: WorstBodyRow[];
   loopback: ServeOptions;
 }
@@ -188,6 +190,32 @@ export function writeReport(report: Report, file: string | null): string {
     '',
   );
 
+  const { gateway } = report;
+  const added = gateway.roundTrip.gateway / gateway.roundTrip.direct - 1;
+  const idleMiB = (gateway.idle.after - gateway.idle.before) / 1024 / 1024;
+  const slowMiB = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+  push(
+    '## MCP gateway',
+    '',
+    '`keyway serve` on SQLite in front of an MCP server of the official SDK (stateless, JSON',
+    'answers, one `echo` tool) in another process, over loopback. The floor is the same',
+    '`tools/call` sent to the server directly with the connection’s token; the floor of any',
+    'extra hop is a bare node:http reverse proxy in the server’s process that swaps in a fixed',
+    'token (no check, no storage). Through the gateway the call carries a broker token, and',
+    'Keyway checks it, reads the connection and its sealed tokens, and forwards the call',
+    'through the guarded fetch.',
+    '',
+    '| Call | Direct, with the token | Bare node:http proxy hop | Through the gateway | Gateway / direct | Proxy hop / direct |',
+    '| --- | ---: | ---: | ---: | ---: | ---: |',
+    `| \`tools/call\`, one at a time (median round trip) | ${us(gateway.roundTrip.direct)} µs | ${us(gateway.roundTrip.proxy)} µs | ${us(gateway.roundTrip.gateway)} µs | +${pct(added)} | +${pct(gateway.roundTrip.proxy / gateway.roundTrip.direct - 1)} |`,
+    `| \`tools/call\` under load (${gateway.throughput.connections} connections) | ${int(gateway.throughput.direct.requestsPerSecond)}/s | ${int(gateway.throughput.proxy.requestsPerSecond)}/s | ${int(gateway.throughput.gateway.requestsPerSecond)}/s | ${pct(gateway.throughput.gateway.requestsPerSecond / gateway.throughput.direct.requestsPerSecond)} | ${pct(gateway.throughput.proxy.requestsPerSecond / gateway.throughput.direct.requestsPerSecond)} |`,
+    '',
+    `**Idle event streams**: ${int(gateway.idle.streams)} GET streams held open through the gateway took \`keyway serve\` from ${mib(gateway.idle.before)} to ${mib(gateway.idle.after)} of resident memory: ${((gateway.idle.after - gateway.idle.before) / gateway.idle.streams / 1024).toFixed(1)} KiB a stream (its socket to the client, its socket to the server, the two streams between them).`,
+    '',
+    `**A slow reader**: the server writes 64 KiB events as fast as its socket takes them; the client reads one chunk every 20 ms for ${gateway.slow.seconds} s. The server wrote ${slowMiB(gateway.slow.written)} MiB, the client read ${slowMiB(gateway.slow.read)} MiB, and \`keyway serve\` went from ${mib(gateway.slow.rssBefore)} to ${mib(gateway.slow.rssAfter)}: what the reader did not take stayed in the sockets’ buffers, and the server waited.`,
+    '',
+  );
+
   const worst = (rows: Compared[]) => Math.min(...rows.map((row) => row.ratio));
   const readsVsHono = Math.min(
     ...report.serve.reads.map((row) => row.keyway.requestsPerSecond / row.hono.requestsPerSecond),
@@ -212,6 +240,8 @@ export function writeReport(report: Report, file: string | null): string {
     `| Authenticated read over loopback ≥ 35% of bare node:http | worst ${pct(readsVsBare)} | ${verdict(readsVsBare >= 0.35)} |`,
     `| 100-item prefix list < 5 ms (p50) | slowest ${ms(slowestList)} ms | ${verdict(slowestList < 5000)} |`,
     `| Refresh storm: exactly 1 upstream refresh | ${report.storm.refreshes.join(', ')} | ${verdict(report.storm.refreshes.every((n) => n === 1))} |`,
+    `| Gateway adds ≤ 25% to a \`tools/call\` round trip | +${pct(added)} | ${verdict(added <= 0.25)} |`,
+    `| ${int(gateway.idle.streams)} idle gateway streams cost ≤ 64 KiB each | ${((idleMiB * 1024) / gateway.idle.streams).toFixed(1)} KiB | ${verdict((idleMiB * 1024) / gateway.idle.streams <= 64)} |`,
     `| Worst bodies: every answer ≤ 16 KiB and within 10 ms + 3× its \`JSON.parse\` | largest ${int(largestAnswer)} B, slowest ${slowestAnswer.toFixed(1)} ms | ${verdict(worstBodiesOk)} |`,
     '',
     'Run it: `pnpm bench` (about 9 minutes the first time, when it builds the 1M-row tables',

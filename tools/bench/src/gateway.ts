@@ -1,0 +1,259 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generateVaultKey, rootPrincipal } from '@keyway/core';
+import { sqliteStorage } from '@keyway/store-sqlite';
+import { startServerProcess } from '@keyway/test-support/examples';
+import { startBrokerProcess } from '@keyway/test-support/processes';
+import { createTestBroker, createTestWorld } from '@keyway/testing';
+import { activeConnection, ROOT_KEY } from './fixtures.js';
+import { median } from './measure.js';
+import { benchDir, type Load, load, memoryOf } from './processes.js';
+
+const CONNECTION = 'acme/alice/demo';
+const CALL = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'tools/call',
+  params: { name: 'echo', arguments: { text: 'hello' } },
+});
+const MCP_HEADERS = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  'mcp-protocol-version': '2025-11-25',
+};
+
+/** The sizes of the gateway's run. */
+export interface GatewayOptions {
+  /** Sequential calls per round for the round trip. */
+  calls: number;
+  rounds: number;
+  /** Autocannon's connections and seconds for the throughput. */
+  connections: number;
+  seconds: number;
+  /** Idle event streams held open at once. */
+  streams: number;
+  /** How long the slow reader reads, seconds. */
+  slowSeconds: number;
+}
+
+export interface GatewayResult {
+  /**
+   * One `tools/call` at a time: median microseconds per call, direct, through a bare
+   * node:http reverse proxy (the floor of any extra hop), and through the gateway.
+   */
+  roundTrip: { direct: number; proxy: number; gateway: number };
+  throughput: { connections: number; direct: Load; proxy: Load; gateway: Load };
+  /** `keyway serve`'s resident memory with the idle streams open, against before, bytes. */
+  idle: { streams: number; before: number; after: number };
+  /** A reader slower than the server: bytes the server wrote, the reader got, and RSS. */
+  slow: { seconds: number; written: number; read: number; rssBefore: number; rssAfter: number };
+}
+
+/** The median time of one call, microseconds, over `calls` sequential calls. */
+async function roundTrip(url: string, authorization: string, calls: number): Promise<number> {
+  const times: number[] = [];
+  for (let call = 0; call < calls; call++) {
+    const started = performance.now();
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { ...MCP_HEADERS, authorization },
+      body: CALL,
+    });
+    const text = await response.text();
+    if (response.status !== 200 || !text.includes('hello'))
+      throw new Error(`${url} answered ${response.status}: ${text.slice(0, 200)}`);
+    times.push((performance.now() - started) * 1000);
+  }
+  return median(times);
+}
+
+/** Opens a GET event stream through the gateway and resolves once its headers arrived. */
+function openStream(url: string, headers: Record<string, string>): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const outgoing = httpRequest(url, { headers, agent: false }, (response) => {
+      if (response.statusCode !== 200) reject(new Error(`stream answered ${response.statusCode}`));
+      else resolve(response);
+    });
+    outgoing.once('error', reject);
+    outgoing.end();
+  });
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The MCP gateway (issue 26) over loopback: `keyway serve` on SQLite in front of the official
+ * SDK's MCP server in another process. A `tools/call` made directly with the connection's
+ * token against the same call through the gateway (one at a time, and under load); the
+ * memory of idle event streams held open through it; and a reader slower than its server,
+ * which must slow the server down rather than grow the broker.
+ */
+export async function benchGateway(options: GatewayOptions): Promise<GatewayResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'keyway-bench-gateway-'));
+  const stops: (() => Promise<void>)[] = [];
+  try {
+    const upstream = await startServerProcess(process.execPath, ['.build/mcp-upstream.js'], {
+      cwd: benchDir,
+      env: {},
+      listening: /listening on (http:\/\/127\.0\.0\.1:\d+ proxy http:\/\/127\.0\.0\.1:\d+)/,
+    });
+    stops.push(() => upstream.stop());
+    const [upstreamBase, proxyBase] = upstream.base.split(' proxy ') as [string, string];
+    const file = join(dir, 'keyway.sqlite');
+    const vaultKey = generateVaultKey();
+    writeFileSync(`${file}.vault-keys`, `${vaultKey}\n`, { mode: 0o600 });
+    // The connection is authorized against an in-memory world whose MCP endpoint is the
+    // upstream's URL: the gateway then sends the world's token there.
+    const world = createTestWorld({
+      resourceUrl: `${upstreamBase}/mcp`,
+      issuer: `${upstreamBase}/as`,
+    });
+    const seeding = createTestBroker(world, {
+      rootKey: ROOT_KEY,
+      storage: sqliteStorage(file),
+      vaultKeys: [vaultKey],
+      allowedHosts: ['127.0.0.1'],
+    });
+    await activeConnection(world, seeding, CONNECTION);
+    const { access_token: upstreamToken } = await seeding.connections.credentials(
+      rootPrincipal(),
+      CONNECTION,
+    );
+    await seeding.close();
+
+    const keyway = await startBrokerProcess({
+      KEYWAY_ROOT_KEY: ROOT_KEY,
+      KEYWAY_DATABASE: file,
+      KEYWAY_LOG_LEVEL: 'silent',
+      KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
+      KEYWAY_MAX_CONNECTIONS: String(options.streams * 2 + 100),
+      KEYWAY_GATEWAY_MAX_STREAMS_PER_CONNECTION: String(options.streams * 2),
+      KEYWAY_GATEWAY_MAX_STREAMS_PER_CALLER: String(options.streams * 2),
+    });
+    stops.push(() => keyway.stop());
+    const pid = keyway.child.pid as number;
+    const minted = await fetch(`${keyway.url}/api/admin/tokens`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'agent', scopes: ['acme/alice'], expires_in: 86_400 }),
+    });
+    const { access_token: brokerToken } = (await minted.json()) as { access_token: string };
+    const direct = { url: `${upstreamBase}/mcp`, authorization: `Bearer ${upstreamToken}` };
+    const proxy = { url: `${proxyBase}/mcp`, authorization: 'Bearer caller' };
+    const gateway = {
+      url: `${keyway.url}/mcp/${CONNECTION}`,
+      authorization: `Bearer ${brokerToken}`,
+    };
+
+    // Warm both paths, then alternate rounds.
+    const sides = [
+      ['direct', direct],
+      ['proxy', proxy],
+      ['gateway', gateway],
+    ] as const;
+    for (const [, side] of sides) await roundTrip(side.url, side.authorization, 200);
+    const trips = { direct: [] as number[], proxy: [] as number[], gateway: [] as number[] };
+    for (let round = 0; round < options.rounds; round++) {
+      for (const [name, side] of sides) {
+        trips[name].push(await roundTrip(side.url, side.authorization, options.calls));
+      }
+    }
+    const loads = { direct: [] as Load[], proxy: [] as Load[], gateway: [] as Load[] };
+    for (let round = 0; round < options.rounds; round++) {
+      for (const [name, side] of sides) {
+        loads[name].push(
+          await load({
+            url: side.url,
+            connections: options.connections,
+            seconds: options.seconds,
+            method: 'POST',
+            headers: { ...MCP_HEADERS, authorization: side.authorization },
+            body: () => CALL,
+          }),
+        );
+      }
+    }
+    const pick = (all: Load[]): Load => ({
+      requestsPerSecond: median(all.map((l) => l.requestsPerSecond)),
+      p50: median(all.map((l) => l.p50)),
+      p99: median(all.map((l) => l.p99)),
+      failures: all.reduce((sum, l) => sum + l.failures, 0),
+    });
+
+    // Idle event streams, held open through the gateway.
+    const streamHeaders = {
+      authorization: gateway.authorization,
+      accept: 'text/event-stream',
+      'last-event-id': 'idle',
+    };
+    await sleep(500);
+    const before = memoryOf(pid).rss;
+    const open: IncomingMessage[] = [];
+    for (let batch = 0; batch < options.streams; batch += 50) {
+      const size = Math.min(50, options.streams - batch);
+      open.push(
+        ...(await Promise.all(
+          Array.from({ length: size }, () => openStream(gateway.url, streamHeaders)),
+        )),
+      );
+    }
+    await sleep(500);
+    const after = memoryOf(pid).rss;
+    for (const response of open) response.destroy();
+    await sleep(500);
+
+    // A slow reader of a fast stream.
+    const rssBefore = memoryOf(pid).rss;
+    const writtenBefore = (
+      (await (await fetch(`${upstreamBase}/written`)).json()) as {
+        written: number;
+      }
+    ).written;
+    const flood = await openStream(gateway.url, { ...streamHeaders, 'last-event-id': 'flood' });
+    let read = 0;
+    const until = Date.now() + options.slowSeconds * 1000;
+    await new Promise<void>((resolve) => {
+      flood.on('data', (chunk: Buffer) => {
+        read += chunk.length;
+        flood.pause();
+        if (Date.now() >= until) {
+          flood.destroy();
+          resolve();
+        } else setTimeout(() => flood.resume(), 20);
+      });
+    });
+    const rssAfter = memoryOf(pid).rss;
+    await sleep(200);
+    const writtenAfter = (
+      (await (await fetch(`${upstreamBase}/written`)).json()) as {
+        written: number;
+      }
+    ).written;
+    return {
+      roundTrip: {
+        direct: median(trips.direct),
+        proxy: median(trips.proxy),
+        gateway: median(trips.gateway),
+      },
+      throughput: {
+        connections: options.connections,
+        direct: pick(loads.direct),
+        proxy: pick(loads.proxy),
+        gateway: pick(loads.gateway),
+      },
+      idle: { streams: options.streams, before, after },
+      slow: {
+        seconds: options.slowSeconds,
+        written: writtenAfter - writtenBefore,
+        read,
+        rssBefore,
+        rssAfter,
+      },
+    };
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
