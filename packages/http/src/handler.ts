@@ -84,6 +84,7 @@ function webIncoming(request: Request, context: unknown): Incoming {
     searchParams: () => new URL(request.url).searchParams,
     request: () => request,
     clientAddress: () => clientAddressOf(request, context),
+    forwarded: async () => request,
   };
 }
 

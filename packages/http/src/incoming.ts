@@ -1,3 +1,8 @@
+import type { Broker } from '@keyway/core';
+
+/** What the MCP gateway takes as a request: a Web `Request`, or its parts (core's `GatewayRequest`). */
+export type Forwarded = Parameters<Broker['gateway']['mcp']>[2];
+
 /* A request as the handler reads it, whatever runtime delivered it. */
 
 /**
@@ -18,4 +23,9 @@ export interface Incoming {
   request(): Request;
   /** The client address the adapter or runtime gave beside the request, or null. */
   clientAddress(): string | null;
+  /**
+   * The request as the MCP gateway takes it: the Web `Request`, or on Node its method, its
+   * headers and its body read whole (at most `limit` bytes), with no Web objects.
+   */
+  forwarded(limit: number): Promise<Forwarded>;
 }

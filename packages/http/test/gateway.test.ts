@@ -604,6 +604,20 @@ describe('the MCP gateway: {base}/mcp/<connection> (docs/api.md §13)', () => {
       expect(response.status).toBe(413);
       expect(((await response.json()) as { error: string }).error).toBe('payload_too_large');
       expect(upstream.seen).toHaveLength(0);
+      // Chunked, with no declared length: reading stops at the limit.
+      const chunked = await fetch(gatewayUrl(), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+        body: new ReadableStream({
+          start(controller) {
+            controller.enqueue(new TextEncoder().encode(large));
+            controller.close();
+          },
+        }),
+        duplex: 'half',
+      } as RequestInit);
+      expect(chunked.status).toBe(413);
+      expect(upstream.seen).toHaveLength(0);
       const fits = await post({ jsonrpc: '2.0', id: 1, method: 'ping' });
       expect(fits.status).not.toBe(413);
     });

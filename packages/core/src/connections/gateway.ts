@@ -44,6 +44,31 @@ const RETURNED = ['content-type', 'mcp-session-id'];
 /** JSON-RPC's "URL elicitation required" (MCP 2025-11-25). */
 export const URL_ELICITATION_REQUIRED = -32042;
 
+/**
+ * A request for the gateway without a Web `Request`: what a server adapter has at hand (the
+ * Node adapter passes Node's own header object and the body it read).
+ */
+export interface GatewayRequest {
+  method: string;
+  /** The caller's headers: a `Headers`, or an object of lower-case names (Node's). */
+  headers: Headers | Readonly<Record<string, string | string[] | undefined>>;
+  /** The body, read (its size is checked here) or as a stream; `null` for none. */
+  body: Uint8Array | ReadableStream<Uint8Array> | null;
+  /** Aborted when the caller goes away: the upstream request is closed then. */
+  signal?: AbortSignal;
+}
+
+/** The caller's headers, as name and value pairs (lower-case names). */
+function headerEntries(headers: GatewayRequest['headers']): [string, string][] {
+  if (headers instanceof Headers) return [...headers];
+  const entries: [string, string][] = [];
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    entries.push([name.toLowerCase(), Array.isArray(value) ? value.join(', ') : value]);
+  }
+  return entries;
+}
+
 /** What the gateway needs of the broker, given by `createBroker`. */
 export interface GatewayOptions {
   records: ConnectionRecords;
@@ -127,24 +152,37 @@ export class Gateway {
    *   upstream's step-up), `not_found`, `payload_too_large`, `reauthorization_required`,
    *   `rate_limited` (too many open upstream requests), `upstream_error`.
    */
-  async mcp(principal: Principal, id: string, request: Request): Promise<Response> {
+  async mcp(
+    principal: Principal,
+    id: string,
+    request: Request | GatewayRequest,
+  ): Promise<Response> {
     const connectionId = parseResourcePath(id);
     assertCoversPath(principal, connectionId);
     const { records, refresher, limits } = this.#o;
-    const body =
-      request.method === 'GET' || request.method === 'HEAD'
-        ? null
-        : await readBounded(request, limits.maxBodyBytes, {
-            tooLarge: () =>
-              new KeywayError(
-                'payload_too_large',
-                `the request body is larger than ${limits.maxBodyBytes} bytes`,
-              ),
-            broken: (cause) =>
-              new KeywayError('invalid_request', 'the request body ended before it was complete', {
-                cause,
-              }),
-          });
+    const signal = request.signal ?? new AbortController().signal;
+    const tooLarge = () =>
+      new KeywayError(
+        'payload_too_large',
+        `the request body is larger than ${limits.maxBodyBytes} bytes`,
+      );
+    let body: Uint8Array | null = null;
+    if (request.method !== 'GET' && request.method !== 'HEAD') {
+      const given = request.body;
+      if (given instanceof Uint8Array) {
+        if (given.byteLength > limits.maxBodyBytes) throw tooLarge();
+        body = given;
+      } else {
+        const headers = request.headers instanceof Headers ? request.headers : new Headers();
+        body = await readBounded({ headers, body: given }, limits.maxBodyBytes, {
+          tooLarge,
+          broken: (cause) =>
+            new KeywayError('invalid_request', 'the request body ended before it was complete', {
+              cause,
+            }),
+        });
+      }
+    }
     let current: { record: ConnectionRecord; tokens: ConnectionTokens };
     try {
       current = await usableTokens(records, refresher, connectionId, false);
@@ -166,13 +204,14 @@ export class Gateway {
       return this.#consent(principal, connectionId, body, error);
     }
     const headers = new Headers();
-    request.headers.forEach((value, name) => {
+    for (const [name, value] of headerEntries(request.headers)) {
       if (FORWARDED.has(name) || name.startsWith(FORWARDED_PREFIX)) headers.set(name, value);
-    });
+    }
     const release = this.#o.slots.take(connectionId, actorOf(principal));
     const provider = record.providerId;
     try {
-      const send = (token: string) => this.#send(token, request, new URL(target), headers, body);
+      const send = (token: string) =>
+        this.#send(token, request.method, signal, new URL(target), headers, body);
       let answer = await send(current.tokens.access_token);
       if (answer.kind === 'refused' && current.tokens.refresh_token !== null) {
         let tokens: ConnectionTokens;
@@ -219,7 +258,7 @@ export class Gateway {
         provider,
         outcome: error instanceof InsufficientScopeError ? 'step_up' : 'upstream_error',
       });
-      if (request.signal.aborted) {
+      if (signal.aborted) {
         throw new KeywayError(
           'upstream_error',
           'the caller went away before the MCP server answered',
@@ -240,7 +279,8 @@ export class Gateway {
    */
   async #send(
     token: string,
-    request: Request,
+    method: string,
+    signal: AbortSignal,
     url: URL,
     headers: Headers,
     body: Uint8Array | null,
@@ -252,14 +292,14 @@ export class Gateway {
     try {
       const response = await oauth.protectedResourceRequest(
         token,
-        request.method,
+        method,
         url,
         new Headers(headers),
         body,
         {
           [oauth.allowInsecureRequests]: true,
           [oauth.customFetch]: oauthFetch(this.#o.stream),
-          signal: request.signal,
+          signal,
         },
       );
       if (response.status === 401) {

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KeywayError } from '@keyway/core';
 import { dispatchOf, type KeywayHandler } from '../handler.js';
-import type { Incoming } from '../incoming.js';
+import type { Forwarded, Incoming } from '../incoming.js';
 import { DEFAULT_MAX_BODY_BYTES, setRawTarget } from '../request.js';
 import { errorReply, type Reply } from '../responses.js';
 import { streamOf } from './streams.js';
@@ -170,6 +170,68 @@ class NodeIncoming implements Incoming {
   clientAddress(): string | null {
     return clientAddressOf(this.#req, this.#options) ?? null;
   }
+
+  async forwarded(limit: number): Promise<Forwarded> {
+    // Aborted when the client goes away before its answer is written.
+    const gone = new AbortController();
+    this.#res.once('close', () => {
+      if (!this.#res.writableFinished)
+        gone.abort(new DOMException('the client went away', 'AbortError'));
+    });
+    const method = this.method;
+    const headers = this.#req.headers;
+    if (method === 'GET' || method === 'HEAD') {
+      return { method, headers, body: null, signal: gone.signal };
+    }
+    return { method, headers, body: await readNodeBody(this.#req, limit), signal: gone.signal };
+  }
+}
+
+/**
+ * A Node request body read whole, at most `limit` bytes: a larger declared length is refused
+ * before reading, and reading stops at the first byte past the limit (the rest is discarded
+ * by the adapter after the answer).
+ */
+function readNodeBody(req: NodeRequest, limit: number): Promise<Uint8Array> {
+  const tooLarge = () =>
+    new KeywayError('payload_too_large', `the request body is larger than ${limit} bytes`);
+  if (Number(req.headers['content-length'] ?? 0) > limit) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.byteLength;
+      if (size > limit) {
+        cleanup();
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      const whole = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+      resolve(new Uint8Array(whole.buffer, whole.byteOffset, whole.byteLength));
+    };
+    const onError = (cause: Error) => {
+      cleanup();
+      reject(
+        new KeywayError('invalid_request', 'the request body ended before it was complete', {
+          cause,
+        }),
+      );
+    };
+    const cleanup = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('aborted', onError);
+    };
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('error', onError);
+    req.once('aborted', onError);
+  });
 }
 
 /** Writes a {@link Reply}: one `writeHead`, then its text in one `end`, or its stream. */

@@ -28,9 +28,8 @@ function replyOf(response: Response): Reply {
 }
 
 async function forward({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
-  return replyOf(
-    await broker.gateway.mcp(principal, resourcePathFromUrl(param), incoming.request()),
-  );
+  const request = await incoming.forwarded(broker.gateway.limits.maxBodyBytes);
+  return replyOf(await broker.gateway.mcp(principal, resourcePathFromUrl(param), request));
 }
 
 const gatewayRoute = (method: Method, id: string, summary: string, ok: string): Route => ({
