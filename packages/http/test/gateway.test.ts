@@ -222,12 +222,15 @@ describe('the MCP gateway: {base}/mcp/<connection> (docs/api.md §13)', () => {
       upstream.progressGate = gate();
       const client = await modernClient(ROOT_KEY);
       const progress: number[] = [];
-      const result = await client.callTool({ name: 'progress', arguments: {} }, {
-        onprogress: ({ progress: value }: { progress: number }) => {
-          progress.push(value);
-          if (value === 1) upstream.progressGate.release();
+      const result = await client.callTool(
+        { name: 'progress', arguments: {} },
+        {
+          onprogress: ({ progress: value }) => {
+            progress.push(value);
+            if (value === 1) upstream.progressGate.release();
+          },
         },
-      } as never);
+      );
       expect(progress).toEqual([1, 2]);
       expect(result.content).toEqual([{ type: 'text', text: 'done' }]);
     });

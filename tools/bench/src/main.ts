@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startPostgres, startTestPostgres } from '@keyway/test-support/postgres';
 import { benchGateway } from './gateway.js';
+import { benchHandOuts } from './hand-outs.js';
 import { benchHandler } from './handler.js';
 import { benchPrefixList } from './prefix-list.js';
 import { benchRefreshStorm } from './refresh-storm.js';
@@ -29,6 +30,9 @@ const LOOPBACK = smoke
   ? { connections: 32, seconds: 1, rounds: 1 }
   : { connections: 32, seconds: 5, rounds: 3 };
 const STORM = smoke ? { callers: 10, storms: 1 } : { callers: 50, storms: 3 };
+const HAND_OUTS = smoke
+  ? { callers: 32, perCaller: 5, rounds: 1 }
+  : { callers: 32, perCaller: 200, rounds: 5 };
 const GATEWAY = smoke
   ? { calls: 50, rounds: 1, connections: 8, seconds: 1, streams: 50, slowSeconds: 1 }
   : { calls: 2_000, rounds: 3, connections: 32, seconds: 5, streams: 1_000, slowSeconds: 5 };
@@ -73,6 +77,10 @@ try {
   });
   const storm = await benchRefreshStorm({ postgresUrl: postgres.url, ...STORM });
   log(`refresh storm: ${storm.refreshes.join(', ')} upstream refresh(es) per storm`);
+  const handOuts = await benchHandOuts(HAND_OUTS);
+  log(
+    `hand-outs: ${Math.round(handOuts.grouped)}/s grouped, ${Math.round(handOuts.perRow)}/s with one commit per row`,
+  );
   const gateway = await benchGateway(GATEWAY);
   log(
     `gateway: tools/call ${gateway.roundTrip.gateway.toFixed(0)} µs through it, ${gateway.roundTrip.direct.toFixed(0)} µs direct; ${gateway.idle.streams} idle streams +${((gateway.idle.after - gateway.idle.before) / 1024 / 1024).toFixed(1)} MiB`,
@@ -91,6 +99,7 @@ try {
     serve,
     prefixList,
     storm,
+    handOuts,
     gateway,
     worstBodies,
     loopback: LOOPBACK,

@@ -46,6 +46,13 @@ export interface WebhookEndpoint {
   types?: KeywayEventType[];
 }
 
+/** Runs `work` after the I/O callbacks now due (`setImmediate` where the runtime has it). */
+const immediate = (globalThis as { setImmediate?: (work: () => void) => unknown }).setImmediate;
+const nextTurn = (work: () => void): void => {
+  if (immediate === undefined) setTimeout(work, 0);
+  else immediate(work);
+};
+
 const DAY = 86_400_000;
 
 /** `expiresAt` of a delivery while it is pending: the purge never takes it. */
@@ -196,7 +203,6 @@ export class EventLog {
     if (write.deliveries.length > 0) this.onDeliveries();
   }
 
-  /** Appends the events of what changes nothing in storage (a read, a hand-out). */
   /**
    * A change and the events that record it, as every write of core makes them: the events
    * are built first (`write` passes them to the storage method, which writes them in the
@@ -216,9 +222,57 @@ export class EventLog {
     return result;
   }
 
-  async append(...specs: EventSpec[]): Promise<void> {
+  /** Appends waiting for the next commit, while one is in flight (group commit). */
+  #waiting: { write: EventWrite; done: (failure: { error: unknown } | null) => void }[] = [];
+  #committing = false;
+
+  /**
+   * Appends the events of what changes nothing in storage (a read, a hand-out), and
+   * resolves once they are committed: the caller releases its value only then (docs/api.md
+   * §11). Appends that arrive while a commit is in flight share the next one (group
+   * commit): under concurrent reads, one transaction carries many rows instead of one
+   * each. A commit that fails rejects every append it carried, and none is published.
+   */
+  append(...specs: EventSpec[]): Promise<void> {
     const write = this.of(...specs);
-    await this.#storage.appendEvents(write);
-    this.published(write);
+    return new Promise<void>((resolve, reject) => {
+      this.#waiting.push({
+        write,
+        done: (failure) => (failure === null ? resolve() : reject(failure.error)),
+      });
+      if (!this.#committing) {
+        // One turn of the event loop first: the reads whose work is under way (a vault
+        // decrypt, a storage read) reach here and share the commit.
+        this.#committing = true;
+        nextTurn(() => void this.#commitWaiting());
+      }
+    });
+  }
+
+  /** Commits what waits, in batches, until nothing does. */
+  async #commitWaiting(): Promise<void> {
+    try {
+      while (this.#waiting.length > 0) {
+        const batch = this.#waiting;
+        this.#waiting = [];
+        const merged: EventWrite =
+          batch.length === 1
+            ? (batch[0] as (typeof batch)[number]).write
+            : {
+                events: batch.flatMap((entry) => entry.write.events),
+                deliveries: batch.flatMap((entry) => entry.write.deliveries),
+              };
+        try {
+          await this.#storage.appendEvents(merged);
+        } catch (error) {
+          for (const entry of batch) entry.done({ error });
+          continue;
+        }
+        this.published(merged);
+        for (const entry of batch) entry.done(null);
+      }
+    } finally {
+      this.#committing = false;
+    }
   }
 }
