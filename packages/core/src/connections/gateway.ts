@@ -253,11 +253,14 @@ export class Gateway {
       return this.#relay(response, release);
     } catch (error) {
       release();
-      this.#o.observe({
-        kind: 'gateway',
-        provider,
-        outcome: error instanceof InsufficientScopeError ? 'step_up' : 'upstream_error',
-      });
+      // A consent asked for was counted where it was asked (#consent).
+      if (!(isKeywayError(error) && error.code === 'reauthorization_required')) {
+        this.#o.observe({
+          kind: 'gateway',
+          provider,
+          outcome: error instanceof InsufficientScopeError ? 'step_up' : 'upstream_error',
+        });
+      }
       if (signal.aborted) {
         throw new KeywayError(
           'upstream_error',
@@ -389,6 +392,9 @@ export class Gateway {
       providerId !== undefined &&
       (principal.kind === 'root' || setCoversPath(principal.scopes, providerId));
     const status = record?.status ?? 'deleted';
+    if (providerId !== undefined) {
+      this.#o.observe({ kind: 'gateway', provider: providerId, outcome: 'consent_required' });
+    }
     if (id === undefined || !mayAuthorize || providerId === undefined) {
       throw isKeywayError(cause) && cause.code === 'reauthorization_required' && status === 'active'
         ? cause
@@ -405,7 +411,6 @@ export class Gateway {
       ...(challenged.length > 0 ? { scopes: [...new Set([...granted, ...challenged])] } : {}),
     });
     const message = `Keyway needs your consent to use ${providerId} for ${connectionId}: open the link to authorize it, then retry.`;
-    this.#o.observe({ kind: 'gateway', provider: providerId, outcome: 'consent_required' });
     return new Response(
       JSON.stringify({
         jsonrpc: '2.0',
