@@ -1,6 +1,6 @@
 import { type Broker, type ConnectionTokens, createBroker, type Storage } from '@keyway/core';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   connectThroughConsent,
   Harness,
@@ -48,6 +48,30 @@ describe.each(storageFactories)('credentials and refresh ($name storage)', (fact
     expect(h.errors).toEqual([]);
     for (const broker of extraBrokers.splice(0)) await broker.close();
     await h.broker.close();
+  });
+
+  it('opens each sealed entry once, and never serves an opened token for another ciphertext (a moved row is refused)', async () => {
+    await setup();
+    // Two connections: the second's sealed row is copied over the first's once the first
+    // was handed out (its opened tokens are then in memory).
+    expect((await connectThroughConsent(h, world, 'acme/users/bob/linear')).status).toBe(200);
+    const opens = vi.spyOn(h.broker.vault, 'open');
+    const first = await credentials();
+    expect(first.status).toBe(200);
+    expect((await credentials()).body.access_token).toBe(first.body.access_token);
+    expect((await credentials()).body.access_token).toBe(first.body.access_token);
+    // Three hand-outs, one open at most (none when an earlier read opened them).
+    expect(opens.mock.calls.length).toBeLessThanOrEqual(1);
+    opens.mockRestore();
+    const bob = await h.storage.getVaultEntry('connection_tokens', 'acme/users/bob/linear');
+    if (bob === null) throw new Error('bob has no tokens');
+    const { version: _version, createdAt: _created, updatedAt: _updated, ...sealed } = bob;
+    await h.storage.putVaultEntry({ ...sealed, key: CONNECTION }, h.now);
+    const moved = await credentials();
+    expect(moved.status).toBe(500);
+    expect(moved.text).not.toContain(first.body.access_token);
+    expect(h.errors).toHaveLength(1);
+    h.errors.length = 0;
   });
 
   it('answers the current token with no-store when it is not about to expire', async () => {

@@ -29,6 +29,9 @@ export const PKCE_VERIFIER_KIND = 'pkce_verifier';
 /** Vault kind of the tokens a user-verification flow holds. */
 export const VERIFICATION_TOKENS_KIND = 'verification_tokens';
 
+/** Opened tokens a broker keeps, by connection (see `ConnectionRecords.tokensOf`). */
+const OPENED_LIMIT = 10_000;
+
 /** How long an authorization may take from authorize to callback. */
 export const PENDING_AUTHORIZATION_TTL_MS = 10 * 60 * 1000;
 
@@ -128,18 +131,42 @@ export class ConnectionRecords {
     );
   }
 
+  /**
+   * Tokens opened, by connection, with the ciphertext they were opened from: the same sealed
+   * entry is opened once (a new ciphertext — a refresh, a re-wrap, a tampered row — is
+   * opened again). The vault keys of a broker never change, so an entry it could open once
+   * it can open again. At most {@link OPENED_LIMIT}, the oldest dropped first.
+   */
+  readonly #opened = new Map<string, { ciphertext: string; tokens: ConnectionTokens }>();
+
   /** The tokens of a connection, from the vault, or `null`. */
   async tokensOf(record: ConnectionRecord): Promise<ConnectionTokens | null> {
     const entry = await this.o.storage.getVaultEntry(CONNECTION_TOKENS_KIND, record.id);
     if (entry === null) return null;
+    const opened = this.#opened.get(record.id);
+    if (opened !== undefined && opened.ciphertext === entry.ciphertext) {
+      return { ...opened.tokens, scope: [...opened.tokens.scope] };
+    }
     const stored = readSealed(
       SealedTokensSchema,
       await this.o.vault().open(entry),
       `tokens of connection ${record.id}`,
     );
     const { issuer, client_id, party, ...tokens } = stored;
-    if (party !== undefined) return { ...tokens, party };
-    return { ...tokens, party: await this.#legacyParty(record.providerId, issuer, client_id) };
+    if (party === undefined) {
+      // Tokens stored before parties were kept: their party depends on the provider's
+      // current state, so it is worked out at each read.
+      return { ...tokens, party: await this.#legacyParty(record.providerId, issuer, client_id) };
+    }
+    this.#opened.delete(record.id);
+    if (this.#opened.size >= OPENED_LIMIT) {
+      this.#opened.delete(this.#opened.keys().next().value as string);
+    }
+    this.#opened.set(record.id, {
+      ciphertext: entry.ciphertext,
+      tokens: { ...tokens, party, scope: [...tokens.scope] },
+    });
+    return { ...tokens, party };
   }
 
   /** The current tokens of a connection, read again, or `null` when it has none. */
