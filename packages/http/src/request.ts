@@ -70,7 +70,8 @@ function isJsonMediaType(contentType: string | null): boolean {
   return mediaType === 'application/json';
 }
 
-const tooLarge = (limit: number) =>
+/** The `413` of a body over `limit` bytes. */
+export const tooLarge = (limit: number) =>
   new KeywayError('payload_too_large', `the request body is larger than ${limit} bytes`);
 
 /**

@@ -1,4 +1,4 @@
-import type { KeywayError } from '@keyway/core';
+import { InsufficientScopeError, type KeywayError } from '@keyway/core';
 
 /* The answers every Keyway route and guard gives (docs/api.md §1.2, §1.3). */
 
@@ -66,8 +66,10 @@ export function errorReply(
       : 'Bearer realm="keyway"';
   } else if (error.code === 'insufficient_scope') {
     // An MCP server's step-up through the gateway (docs/api.md §13) names the scope it needs.
-    const scopes = (error as { scopes?: unknown }).scopes;
-    const scope = Array.isArray(scopes) && scopes.length > 0 ? `, scope="${scopes.join(' ')}"` : '';
+    const scope =
+      error instanceof InsufficientScopeError && error.scopes.length > 0
+        ? `, scope="${error.scopes.join(' ')}"`
+        : '';
     headers['www-authenticate'] = `Bearer realm="keyway", error="insufficient_scope"${scope}`;
   }
   if (error.retryAfter !== undefined) headers['retry-after'] = String(error.retryAfter);

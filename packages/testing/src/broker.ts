@@ -5,6 +5,7 @@ import {
   connectionFetch,
   createBroker,
   type Principal,
+  resourcePathFromUrl,
   rootPrincipal,
 } from '@keyway/core';
 import { memoryStorage } from '@keyway/store-memory';
@@ -104,11 +105,6 @@ export function gatewayFetch(options: {
     const path = new URL(request.url).pathname;
     const at = path.indexOf('/mcp/');
     if (at < 0) return new Response(null, { status: 404 });
-    const connectionId = path
-      .slice(at + 5)
-      .split('/')
-      .map((segment) => decodeURIComponent(segment))
-      .join('/');
-    return options.broker.gateway.mcp(principal, connectionId, request);
+    return options.broker.gateway.mcp(principal, resourcePathFromUrl(path.slice(at + 5)), request);
   };
 }

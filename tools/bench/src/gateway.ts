@@ -9,7 +9,7 @@ import { startBrokerProcess } from '@keyway/test-support/processes';
 import { createTestBroker, createTestWorld } from '@keyway/testing';
 import { activeConnection, ROOT_KEY } from './fixtures.js';
 import { median } from './measure.js';
-import { benchDir, type Load, load, memoryOf } from './processes.js';
+import { benchDir, type Load, load, memoryOf, pickLoad } from './processes.js';
 
 const CONNECTION = 'acme/alice/demo';
 const CALL = JSON.stringify({
@@ -175,12 +175,6 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
         );
       }
     }
-    const pick = (all: Load[]): Load => ({
-      requestsPerSecond: median(all.map((l) => l.requestsPerSecond)),
-      p50: median(all.map((l) => l.p50)),
-      p99: median(all.map((l) => l.p99)),
-      failures: all.reduce((sum, l) => sum + l.failures, 0),
-    });
 
     // Idle event streams, held open through the gateway.
     const streamHeaders = {
@@ -239,9 +233,9 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       },
       throughput: {
         connections: options.connections,
-        direct: pick(loads.direct),
-        proxy: pick(loads.proxy),
-        gateway: pick(loads.gateway),
+        direct: pickLoad(loads.direct),
+        proxy: pickLoad(loads.proxy),
+        gateway: pickLoad(loads.gateway),
       },
       idle: { streams: options.streams, before, after },
       slow: {

@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServerProcess } from '@keyway/test-support/examples';
 import autocannon from 'autocannon';
+import { median } from './measure.js';
 
 export const benchDir = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -27,6 +28,14 @@ export interface Load {
   /** Answers that were not 2xx, and socket errors and timeouts. */
   failures: number;
 }
+
+/** The median of several load runs (failures summed). */
+export const pickLoad = (all: Load[]): Load => ({
+  requestsPerSecond: median(all.map((l) => l.requestsPerSecond)),
+  p50: median(all.map((l) => l.p50)),
+  p99: median(all.map((l) => l.p99)),
+  failures: all.reduce((sum, l) => sum + l.failures, 0),
+});
 
 /** Runs autocannon against one URL. */
 export async function load(options: {

@@ -8,8 +8,7 @@ import { sqliteStorage } from '@keyway/store-sqlite';
 import { bundleCli, startBrokerProcess } from '@keyway/test-support/processes';
 import { createTestBroker, createTestWorld } from '@keyway/testing';
 import { activeConnection, ROOT_KEY } from './fixtures.js';
-import { median } from './measure.js';
-import { type Load, load, memoryOf, startReferenceServer } from './processes.js';
+import { type Load, load, memoryOf, pickLoad, startReferenceServer } from './processes.js';
 
 const CONNECTION = 'acme/alice/demo';
 
@@ -42,13 +41,6 @@ export interface ServeResult {
 
 /** Headers the server writes itself; the reference servers write their own. */
 const TRANSPORT_HEADERS = new Set(['date', 'connection', 'keep-alive', 'content-length']);
-
-const pickLoad = (all: Load[]): Load => ({
-  requestsPerSecond: median(all.map((l) => l.requestsPerSecond)),
-  p50: median(all.map((l) => l.p50)),
-  p99: median(all.map((l) => l.p99)),
-  failures: all.reduce((sum, l) => sum + l.failures, 0),
-});
 
 /**
  * `keyway serve` with its standard output in a file, as an operator would redirect it: the

@@ -1,5 +1,5 @@
 import { parseDuration } from '@keyway/core/config';
-import { type AdminIo, type client, UsageError } from '../admin-client.js';
+import { type AdminIo, type client, EXIT, UsageError } from '../admin-client.js';
 
 /*
  * One declaration per command: its name, how it is written, what it does, the options it
@@ -104,3 +104,30 @@ export function seconds(text: string): number {
 /** `{ expires_in }` of `--expires-in`, or nothing. */
 export const lifetime = (values: OptionValues) =>
   values['expires-in'] === undefined ? {} : { expires_in: seconds(values['expires-in']) };
+
+/**
+ * A command that deletes the resource its one argument names, and says what it did: the
+ * same shape for tokens, providers, connections and secrets.
+ */
+export function deleting(spec: {
+  name: string;
+  /** The argument's name, in the usage (`<id>`) and its error. */
+  argument: string;
+  summary: string;
+  /** The API path of the resource. */
+  path: (value: string) => string;
+  /** The line printed without `--json`. */
+  said: (value: string) => string;
+}): Command {
+  return {
+    name: spec.name,
+    usage: `<${spec.argument}>`,
+    summary: spec.summary,
+    async run({ api, arg, show }) {
+      const value = arg(0, spec.argument);
+      await api('DELETE', spec.path(value));
+      show({ deleted: value }, () => spec.said(value));
+      return EXIT.ok;
+    },
+  };
+}

@@ -1,6 +1,6 @@
 import { EXIT, Refused, table } from '../admin-client.js';
 import { clean } from '../terminal.js';
-import { type Command, encodePath, query } from './command.js';
+import { type Command, deleting, encodePath, query } from './command.js';
 
 /* Connections (docs/api.md §5) and the connect flow from a terminal. */
 
@@ -77,18 +77,11 @@ export const CONNECTION_COMMANDS: Command[] = [
       return EXIT.ok;
     },
   },
-  {
+  deleting({
     name: 'connection delete',
-    usage: '<id>',
+    argument: 'id',
     summary: 'deletes a connection; its tokens are revoked where the server allows',
-    async run({ api, arg, show }) {
-      const id = arg(0, 'id');
-      await api('DELETE', `/api/oauth/connections/${encodePath(id)}`);
-      show(
-        { deleted: id },
-        () => `deleted connection ${id} (its tokens revoked where the server allows)`,
-      );
-      return EXIT.ok;
-    },
-  },
+    path: (id) => `/api/oauth/connections/${encodePath(id)}`,
+    said: (id) => `deleted connection ${id} (its tokens revoked where the server allows)`,
+  }),
 ];

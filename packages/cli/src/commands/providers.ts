@@ -1,6 +1,6 @@
 import { EXIT, nameValues, providerLine, table, UsageError } from '../admin-client.js';
 import { clean } from '../terminal.js';
-import { type Command, encodePath, query } from './command.js';
+import { type Command, deleting, encodePath, query } from './command.js';
 
 /* Providers (docs/api.md §4) and discovery (§6). */
 
@@ -101,17 +101,13 @@ export const PROVIDER_COMMANDS: Command[] = [
       return EXIT.ok;
     },
   },
-  {
+  deleting({
     name: 'provider delete',
-    usage: '<id>',
+    argument: 'id',
     summary: 'deletes a provider',
-    async run({ api, arg, show }) {
-      const id = arg(0, 'id');
-      await api('DELETE', `/api/admin/providers/${encodePath(id)}`);
-      show({ deleted: id }, () => `deleted provider ${id}`);
-      return EXIT.ok;
-    },
-  },
+    path: (id) => `/api/admin/providers/${encodePath(id)}`,
+    said: (id) => `deleted provider ${id}`,
+  }),
   {
     name: 'discover',
     usage: '<resource-url>',

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { type AdminIo, EXIT, table, UsageError } from '../admin-client.js';
 import { clean } from '../terminal.js';
-import { type Command, encodePath, type OptionValues, query } from './command.js';
+import { type Command, deleting, encodePath, type OptionValues, query } from './command.js';
 
 /* Secrets in the namespace (docs/api.md §7). A value never goes on the command line. */
 
@@ -92,15 +92,11 @@ export const SECRET_COMMANDS: Command[] = [
       return EXIT.ok;
     },
   },
-  {
+  deleting({
     name: 'secret delete',
-    usage: '<path>',
+    argument: 'path',
     summary: 'deletes a secret',
-    async run({ api, arg, show }) {
-      const path = arg(0, 'path');
-      await api('DELETE', `/api/vault/secrets/${encodePath(path)}`);
-      show({ deleted: path }, () => `deleted ${path}`);
-      return EXIT.ok;
-    },
-  },
+    path: (path) => `/api/vault/secrets/${encodePath(path)}`,
+    said: (path) => `deleted ${path}`,
+  }),
 ];

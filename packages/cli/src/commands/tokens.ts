@@ -1,6 +1,6 @@
 import { EXIT, table } from '../admin-client.js';
 import { clean } from '../terminal.js';
-import { type Command, lifetime, query } from './command.js';
+import { type Command, deleting, lifetime, query } from './command.js';
 
 /* Broker tokens (docs/api.md §3) and the broker's status (§16). */
 
@@ -62,17 +62,13 @@ export const TOKEN_COMMANDS: Command[] = [
       return EXIT.ok;
     },
   },
-  {
+  deleting({
     name: 'token revoke',
-    usage: '<name>',
+    argument: 'name',
     summary: 'revokes a token and every token minted under it',
-    async run({ api, arg, show }) {
-      const name = arg(0, 'name');
-      await api('DELETE', `/api/admin/tokens/${encodeURIComponent(name)}`);
-      show({ deleted: name }, () => `revoked ${name} and its descendants`);
-      return EXIT.ok;
-    },
-  },
+    path: (name) => `/api/admin/tokens/${encodeURIComponent(name)}`,
+    said: (name) => `revoked ${name} and its descendants`,
+  }),
   {
     name: 'status',
     usage: '',

@@ -13,7 +13,6 @@ import type { Observer } from '../telemetry/observation.js';
 import type { AuthorizeResult } from './authorization.js';
 import { InsufficientScopeError } from './connection-fetch.js';
 import type { GatewayLimits, StreamSlots } from './gateway-limits.js';
-import { partyResourceUrl } from './party.js';
 import type { Refresher } from './refresh.js';
 import type { ConnectionRecords } from './state.js';
 import { usableTokens } from './tokens.js';
@@ -191,10 +190,9 @@ export class Gateway {
       throw error;
     }
     const { record } = current;
-    const { state } = await records.o.providers.resolve(record.providerId);
     // The token goes to the endpoint it was authorized for, never to the provider's
     // current one: a provider re-pointed by whoever manages it must not receive it.
-    const target = partyResourceUrl(current.tokens.party, state.configuration.resource_url);
+    const target = await records.resourceUrlOf(record.providerId, current.tokens.party);
     if (target === null) {
       const error = await records.requireReauthorization(
         connectionId,

@@ -15,7 +15,6 @@ import { parseQuery } from '../contract/validation.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
 import { createConnectionFetch } from './connection-fetch.js';
-import { partyResourceUrl } from './party.js';
 import { type ProbeResult, probeMcp } from './probe.js';
 import { Refresher } from './refresh.js';
 import { type RevocationOutcome, revoke } from './revocation.js';
@@ -228,8 +227,7 @@ export class ConnectionService {
     const providerId = first.record.providerId;
     // The token goes to the endpoint it was authorized for, never to the provider's
     // current one: a provider re-pointed by whoever manages it must not receive it.
-    const { state } = await this.#records.o.providers.resolve(providerId);
-    const target = partyResourceUrl(first.tokens.party, state.configuration.resource_url);
+    const target = await this.#records.resourceUrlOf(providerId, first.tokens.party);
     if (target === null) {
       throw await this.#records.requireReauthorization(
         connectionId,

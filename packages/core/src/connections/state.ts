@@ -15,7 +15,12 @@ import {
 } from '../storage/states.js';
 import type { Observer } from '../telemetry/observation.js';
 import type { Vault } from '../vault/vault.js';
-import { clientAuthentication, currentParty, providerKeepsParty } from './party.js';
+import {
+  clientAuthentication,
+  currentParty,
+  partyResourceUrl,
+  providerKeepsParty,
+} from './party.js';
 import {
   type ConnectionFailure,
   connectionFailure,
@@ -167,6 +172,16 @@ export class ConnectionRecords {
       tokens: { ...tokens, party, scope: [...tokens.scope] },
     });
     return { ...tokens, party };
+  }
+
+  /**
+   * Where a party's token may be sent (`partyResourceUrl`): the endpoint it was authorized
+   * for, read from the provider only for a party written before that was kept.
+   */
+  async resourceUrlOf(providerId: string, party: OAuthParty): Promise<string | null> {
+    if (party.resource_url !== undefined) return party.resource_url;
+    const { state } = await this.o.providers.resolve(providerId);
+    return partyResourceUrl(party, state.configuration.resource_url);
   }
 
   /** The current tokens of a connection, read again, or `null` when it has none. */

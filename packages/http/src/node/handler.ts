@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KeywayError } from '@keyway/core';
 import { dispatchOf, type KeywayHandler } from '../handler.js';
 import type { Forwarded, Incoming } from '../incoming.js';
-import { DEFAULT_MAX_BODY_BYTES, setRawTarget } from '../request.js';
+import { DEFAULT_MAX_BODY_BYTES, setRawTarget, tooLarge } from '../request.js';
 import { errorReply, type Reply } from '../responses.js';
 import { streamOf } from './streams.js';
 
@@ -154,17 +154,26 @@ class NodeIncoming implements Incoming {
   }
 
   request(): Request {
-    if (this.made === undefined) {
-      // Aborted when the client goes away before its answer is written (the gateway then
-      // closes its upstream request).
+    this.made ??= webRequestOf(this.#req, this.#urlOf(), this.#gone());
+    return this.made;
+  }
+
+  #goneSignal: AbortSignal | undefined;
+
+  /**
+   * Aborted when the client goes away before its answer is written (the gateway then closes
+   * its upstream request). Made once, when first asked.
+   */
+  #gone(): AbortSignal {
+    if (this.#goneSignal === undefined) {
       const gone = new AbortController();
       this.#res.once('close', () => {
         if (!this.#res.writableFinished)
           gone.abort(new DOMException('the client went away', 'AbortError'));
       });
-      this.made = webRequestOf(this.#req, this.#urlOf(), gone.signal);
+      this.#goneSignal = gone.signal;
     }
-    return this.made;
+    return this.#goneSignal;
   }
 
   clientAddress(): string | null {
@@ -172,18 +181,10 @@ class NodeIncoming implements Incoming {
   }
 
   async forwarded(limit: number): Promise<Forwarded> {
-    // Aborted when the client goes away before its answer is written.
-    const gone = new AbortController();
-    this.#res.once('close', () => {
-      if (!this.#res.writableFinished)
-        gone.abort(new DOMException('the client went away', 'AbortError'));
-    });
-    const method = this.method;
-    const headers = this.#req.headers;
-    if (method === 'GET' || method === 'HEAD') {
-      return { method, headers, body: null, signal: gone.signal };
-    }
-    return { method, headers, body: await readNodeBody(this.#req, limit), signal: gone.signal };
+    const { method } = this;
+    const body =
+      method === 'GET' || method === 'HEAD' ? null : await readNodeBody(this.#req, limit);
+    return { method, headers: this.#req.headers, body, signal: this.#gone() };
   }
 }
 
@@ -193,9 +194,7 @@ class NodeIncoming implements Incoming {
  * by the adapter after the answer).
  */
 function readNodeBody(req: NodeRequest, limit: number): Promise<Uint8Array> {
-  const tooLarge = () =>
-    new KeywayError('payload_too_large', `the request body is larger than ${limit} bytes`);
-  if (Number(req.headers['content-length'] ?? 0) > limit) return Promise.reject(tooLarge());
+  if (Number(req.headers['content-length'] ?? 0) > limit) return Promise.reject(tooLarge(limit));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -203,7 +202,7 @@ function readNodeBody(req: NodeRequest, limit: number): Promise<Uint8Array> {
       size += chunk.byteLength;
       if (size > limit) {
         cleanup();
-        reject(tooLarge());
+        reject(tooLarge(limit));
         return;
       }
       chunks.push(chunk);
