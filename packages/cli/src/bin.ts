@@ -2,7 +2,12 @@
 import { ADMIN_COMMANDS, ADMIN_USAGE, runAdmin } from './admin.js';
 import { inOperatorWords, serveOptionsFromEnv } from './environment.js';
 import { startTracing } from './observability.js';
-import { serve } from './serve.js';
+import { type RunningServer, serve } from './serve.js';
+import { isWorkerProcess, startPrimary, startWorker, workersFromEnv } from './workers.js';
+
+/** A configuration error in the operator's words (the variables), anything else as is. */
+const inOperatorTerms = (error: unknown): unknown =>
+  error instanceof TypeError ? new TypeError(inOperatorWords(error.message)) : error;
 
 const USAGE = `Usage: keyway serve | keyway <command> (below)
 
@@ -12,6 +17,9 @@ Starts the Keyway broker. Environment:
                     0.0.0.0 or :: to listen publicly)
   KEYWAY_ROOT_KEY   the root key, at least 32 characters (default: generated, printed once)
   KEYWAY_DATABASE   a SQLite file path or a postgres:// URL (default: keyway.sqlite)
+  KEYWAY_WORKERS    processes sharing the port and the database: a number, or auto
+                    for one per CPU (default 1); rate limits are then counted in the
+                    database, and the metrics port serves every worker's
   KEYWAY_VAULT_KEYS comma-separated base64url 32-byte keys, the first encrypts
                     (default: generated once, kept in <database>.vault-keys; required
                     with PostgreSQL)
@@ -27,7 +35,7 @@ Starts the Keyway broker. Environment:
                     and host from X-Forwarded-Proto/-Host (behind a proxy you run)
   KEYWAY_RATE_LIMITS  on, off, or auth=20/60,mint=60/60,discover=30/60 (count per window
                     in seconds; name=off turns one off). Default on; shared through
-                    PostgreSQL
+                    PostgreSQL, and through the database with KEYWAY_WORKERS
   KEYWAY_WEBHOOK_URL, KEYWAY_WEBHOOK_SECRET  a webhook endpoint and its whsec_ secret
                     (both or neither); KEYWAY_WEBHOOK_TYPES: only these event types
   KEYWAY_AUDIT_RETENTION_DAYS  days the audit log keeps an event (default 90)
@@ -83,16 +91,28 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const options = serveOptionsFromEnv(process.env);
+  const workers = workersFromEnv(process.env);
+  if (workers > 1 && !isWorkerProcess()) {
+    const primary = await startPrimary(options, workers, {
+      out: (line) => console.log(line),
+      err: (line) => console.error(line),
+    }).catch((error: unknown) => Promise.reject(inOperatorTerms(error)));
+    process.once('SIGINT', primary.stop);
+    process.once('SIGTERM', primary.stop);
+    primary.exited.then((code) => process.exit(code));
+    return -1;
+  }
   const tracing = await startTracing(process.env);
-  const running = await serve(options).catch(async (error: unknown) => {
-    await tracing?.shutdown();
-    if (!(error instanceof TypeError)) throw error;
-    throw new TypeError(inOperatorWords(error.message));
-  });
-  if (tracing !== null)
-    console.log('Traces go to the OpenTelemetry exporter the OTEL_* variables name');
+  let stopping = false;
+  let running: RunningServer | null = null;
+  // Once, whichever comes first: a signal, or (in a worker) the primary asking or gone.
   const stop = () => {
-    running
+    stopping = true;
+    if (running === null) return; // still starting: stopped as soon as it runs
+    stopping = false;
+    const closing = running;
+    running = null;
+    closing
       .close()
       .then(() => tracing?.shutdown())
       .then(
@@ -100,8 +120,17 @@ async function main(argv: string[]): Promise<number> {
         () => process.exit(1),
       );
   };
+  running = await (isWorkerProcess() ? startWorker(options, stop) : serve(options)).catch(
+    async (error: unknown) => {
+      await tracing?.shutdown();
+      throw inOperatorTerms(error);
+    },
+  );
+  if (tracing !== null)
+    console.log('Traces go to the OpenTelemetry exporter the OTEL_* variables name');
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+  if (stopping) stop();
   return -1;
 }
 

@@ -57,6 +57,7 @@ const GATEWAY_VARIABLES: [string, string, number, number][] = [
 export const SERVE_VARIABLES: readonly string[] = [
   'KEYWAY_ROOT_KEY',
   'KEYWAY_DATABASE',
+  'KEYWAY_WORKERS',
   'KEYWAY_VAULT_KEYS',
   'KEYWAY_BASE_URL',
   'KEYWAY_ALLOWED_HOSTS',

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { RequestRecord } from '@keyway/http';
-import type { KeywayMetrics } from '@keyway/http/metrics';
+import type { MetricsExposition } from '@keyway/http/metrics';
 import { type DestinationStream, pino } from 'pino';
 
 /*
@@ -43,19 +43,28 @@ function errorFields(error: unknown): { type: string; message: string; stack?: s
  * request's fields (`request_id`, `method`, `route`, `operation`, `status`, `duration_ms`,
  * `principal`, `client_address`, `trace_id`). Only a route's template is logged, never the
  * path or query, and never a header: no credential, token, code or secret can reach it.
+ * `fields` are added to every line (a worker's `pid`).
  */
-export function serverLog(level: LogLevel, destination?: DestinationStream): ServerLog {
-  // Standard output in batches of 4 KiB (one write per a dozen lines, not one per request),
-  // and at least every second, so a quiet broker's lines are not held back; written out
-  // whole at close and at exit.
+export function serverLog(
+  level: LogLevel,
+  destination?: DestinationStream,
+  fields: Record<string, string | number> | null = null,
+): ServerLog {
+  // Standard output in batches of 3–4 KiB (one write per a dozen lines, not one per
+  // request), and at least every second, so a quiet broker's lines are not held back;
+  // written out whole at close and at exit. No write is longer than a pipe takes at once
+  // (PIPE_BUF, 4 KiB on Linux): the workers of KEYWAY_WORKERS share the pipe, and their
+  // lines must not cut into each other.
   const stdout =
-    destination === undefined ? pino.destination({ dest: 1, sync: false, minLength: 4096 }) : null;
+    destination === undefined
+      ? pino.destination({ dest: 1, sync: false, minLength: 3072, maxWrite: 4096 })
+      : null;
   const flushing = stdout === null ? undefined : setInterval(() => stdout.flush(), 1000);
   flushing?.unref();
   const logger = pino(
     {
       level,
-      base: null,
+      base: fields,
       messageKey: 'msg',
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
@@ -102,7 +111,7 @@ export interface MetricsServer {
  * on its public port.
  */
 export async function serveMetrics(
-  metrics: KeywayMetrics,
+  metrics: MetricsExposition,
   host: string,
   port: number,
 ): Promise<MetricsServer> {

@@ -11,7 +11,7 @@ import {
   type Storage,
 } from '@keyway/core';
 import { createHandler } from '@keyway/http';
-import { createMetrics } from '@keyway/http/metrics';
+import { createMetrics, type KeywayMetrics } from '@keyway/http/metrics';
 import { toNodeHandler } from '@keyway/http/node';
 import { memoryStorage } from '@keyway/store-memory';
 import { postgresStorage } from '@keyway/store-postgres';
@@ -136,10 +136,17 @@ export interface ServeOptions {
   logLevel?: LogLevel;
   /** Where request log lines go (JSON, one per line); default standard output. */
   logDestination?: DestinationStream;
+  /** Fields added to every request log line (a worker's `pid`). */
+  logFields?: Record<string, string | number>;
   /** Serves Prometheus metrics at `/metrics` on this port (`KEYWAY_METRICS_PORT`). Default off. */
   metricsPort?: number;
   /** The metrics listener's address (`KEYWAY_METRICS_HOST`). Default `127.0.0.1`. */
   metricsHost?: string;
+  /**
+   * Collects the metrics without serving them (a worker of `keyway serve` with
+   * `KEYWAY_WORKERS`: its primary serves every worker's at `KEYWAY_METRICS_PORT`).
+   */
+  collectMetrics?: boolean;
 }
 
 /** Limits of the Node HTTP server against slow or too many clients. */
@@ -178,9 +185,21 @@ export interface RunningServer {
   readonly url: string;
   /** Whether the root key was generated (and printed) at start. */
   readonly generatedRootKey: boolean;
-  /** Where the metrics are served, or `null` when they are off. */
+  /** Where the metrics are served, or `null` when they are off or served by a primary. */
   readonly metricsUrl: string | null;
+  /** The metrics collected, or `null` when they are off. */
+  readonly metrics: KeywayMetrics | null;
   close(): Promise<void>;
+}
+
+/** What `keyway serve` says, once, of a root key it generated. */
+export function generatedRootKeyLines(rootKey: string): string[] {
+  return [
+    'No KEYWAY_ROOT_KEY was set, so a root key was generated. It is shown only this once:',
+    `  KEYWAY_ROOT_KEY=${rootKey}`,
+    'Broker tokens minted with it stop working when the broker restarts with another key;',
+    'set KEYWAY_ROOT_KEY to keep them.',
+  ];
 }
 
 /** A fresh root key: 32 random bytes, base64url (43 characters). */
@@ -203,20 +222,15 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   const generatedRootKey = options.rootKey === undefined;
   const rootKey = options.rootKey ?? generateRootKey();
   const database = options.database ?? DEFAULT_DATABASE;
-  // Checked in full before anything is written (the database, a .vault-keys file).
-  await createBroker(
-    brokerConfig(options, {
-      rootKey,
-      storage: memoryStorage(),
-      vaultKeys: options.vaultKeys ?? [generateVaultKey()],
-      baseUrl: options.baseUrl ?? `http://localhost:${options.port || 8787}`,
-      database,
-      dryRun: true,
-    }),
-  ).close();
+  await checkServeOptions(options, rootKey);
   const vaultKeys = options.vaultKeys ?? defaultVaultKeys(database, log);
-  const serverLogger = serverLog(options.logLevel ?? 'info', options.logDestination);
-  const metrics = options.metricsPort === undefined ? null : createMetrics();
+  const serverLogger = serverLog(
+    options.logLevel ?? 'info',
+    options.logDestination,
+    options.logFields ?? null,
+  );
+  const metrics =
+    options.metricsPort === undefined && options.collectMetrics !== true ? null : createMetrics();
   const storage = await openStorage(database);
   // The broker is built once the port is known: the default base URL contains it.
   let handle: ReturnType<typeof toNodeHandler> | null = null;
@@ -261,7 +275,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
     throw error;
   }
   let metricsServer: MetricsServer | null = null;
-  if (metrics !== null) {
+  if (metrics !== null && options.metricsPort !== undefined) {
     try {
       metricsServer = await serveMetrics(
         metrics,
@@ -290,18 +304,14 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   const mismatch = baseUrlMismatch(baseUrl, listening);
   if (mismatch !== null) log(`Warning: ${mismatch}`);
   if (metricsServer !== null) log(`Metrics at ${metricsServer.url}`);
-  if (generatedRootKey) {
-    log('No KEYWAY_ROOT_KEY was set, so a root key was generated. It is shown only this once:');
-    log(`  KEYWAY_ROOT_KEY=${rootKey}`);
-    log('Broker tokens minted with it stop working when the broker restarts with another key;');
-    log('set KEYWAY_ROOT_KEY to keep them.');
-  }
+  if (generatedRootKey) for (const line of generatedRootKeyLines(rootKey)) log(line);
   return {
     server,
     broker,
     url,
     generatedRootKey,
     metricsUrl: metricsServer?.url ?? null,
+    metrics,
     async close() {
       // Stops accepting, lets requests in flight finish (each connection is closed once
       // idle), and cuts what is left after the shutdown timeout; then background work
@@ -322,6 +332,25 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       serverLogger.flush();
     },
   };
+}
+
+/**
+ * Checks `options` in full before anything is written (the database, a `.vault-keys` file):
+ * the broker's configuration on throwaway storage, with no background work.
+ *
+ * @throws {TypeError} naming the option that is wrong.
+ */
+export async function checkServeOptions(options: ServeOptions, rootKey: string): Promise<void> {
+  await createBroker(
+    brokerConfig(options, {
+      rootKey,
+      storage: memoryStorage(),
+      vaultKeys: options.vaultKeys ?? [generateVaultKey()],
+      baseUrl: options.baseUrl ?? `http://localhost:${options.port || 8787}`,
+      database: options.database ?? DEFAULT_DATABASE,
+      dryRun: true,
+    }),
+  ).close();
 }
 
 const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);

@@ -67,6 +67,9 @@ try {
   log(
     `request log and metrics: ${Math.round(serve.observed.quiet.requestsPerSecond)} req/s quiet, ${Math.round(serve.observed.logged.requestsPerSecond)} logged, ${Math.round(serve.observed.metered.requestsPerSecond)} logged and metered`,
   );
+  log(
+    `workers: ${Math.round(serve.workers.one.requestsPerSecond)} req/s with 1 process, ${Math.round(serve.workers.many.requestsPerSecond)} with ${serve.workers.count} workers`,
+  );
   log(`minting: ${Math.round(serve.mint.requestsPerSecond)} tokens/s`);
   const prefixList = await benchPrefixList({
     cacheDir,

@@ -7,14 +7,18 @@ import { median } from './measure.js';
 
 export const benchDir = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-/** Starts a reference server (`bare` or `hono`) answering the given canned responses. */
+/**
+ * Starts a reference server (`bare`, `hono`, or `floor` with `env` naming its SQLite file and
+ * root key) answering the given canned responses.
+ */
 export function startReferenceServer(
-  kind: 'bare' | 'hono',
+  kind: 'bare' | 'hono' | 'floor',
   routes: Record<string, { status: number; headers: Record<string, string>; body: string }>,
+  env: Record<string, string> = {},
 ): Promise<{ base: string; stop: () => Promise<void> }> {
   return startServerProcess(process.execPath, ['.build/reference-server.js', kind], {
     cwd: benchDir,
-    env: { BENCH_ROUTES: JSON.stringify(routes) },
+    env: { ...env, BENCH_ROUTES: JSON.stringify(routes) },
     listening: /listening on (http:\/\/127\.0\.0\.1:\d+)/,
   });
 }

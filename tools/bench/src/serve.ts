@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateVaultKey } from '@keyway/core';
 import { sqliteStorage } from '@keyway/store-sqlite';
@@ -25,6 +25,8 @@ export interface LoopbackRow {
   keyway: Load;
   bare: Load;
   hono: Load;
+  /** node:http with the floor of a token check (HMAC, id hash, one point read) first. */
+  floor: Load;
 }
 
 export interface ServeResult {
@@ -35,6 +37,11 @@ export interface ServeResult {
    */
   observed: { quiet: Load; logged: Load; metered: Load };
   mint: Load;
+  /**
+   * The first read on `keyway serve` with one process (as above) and with `KEYWAY_WORKERS`
+   * set to the CPU count, on the same file, rounds interleaved.
+   */
+  workers: { count: number; one: Load; many: Load };
   /** `keyway serve`'s memory, bytes: idle after start, and at its peak after the load. */
   memory: { idleRss: number; peakRss: number; rssAfterLoad: number };
 }
@@ -85,6 +92,36 @@ async function seed(file: string, vaultKey: string): Promise<void> {
   const broker = createTestBroker(world, { rootKey: ROOT_KEY, storage, vaultKeys: [vaultKey] });
   await activeConnection(world, broker, CONNECTION);
   await broker.close();
+}
+
+/**
+ * Loads each server in `bases` with the same GET of `path`, in alternating rounds, and keeps
+ * the median round of each (so a drift of the machine falls on all of them alike).
+ */
+async function interleaved<K extends string>(
+  options: ServeOptions,
+  bases: Record<K, string>,
+  path: string,
+  headers: Record<string, string>,
+): Promise<Record<K, Load>> {
+  const names = Object.keys(bases) as K[];
+  const runs = new Map<K, Load[]>(names.map((name) => [name, []]));
+  for (let round = 0; round < options.rounds; round++) {
+    for (const name of names) {
+      runs.get(name)?.push(
+        await load({
+          url: bases[name] + path,
+          connections: options.connections,
+          seconds: options.seconds,
+          headers,
+        }),
+      );
+    }
+  }
+  return Object.fromEntries(names.map((name) => [name, pickLoad(runs.get(name) ?? [])])) as Record<
+    K,
+    Load
+  >;
 }
 
 /**
@@ -139,31 +176,18 @@ export async function benchServe(options: ServeOptions): Promise<ServeResult> {
     stops.push(() => bare.stop());
     const hono = await startReferenceServer('hono', canned);
     stops.push(() => hono.stop());
+    const floor = await startReferenceServer('floor', canned, {
+      BENCH_FLOOR_DB: file,
+      BENCH_FLOOR_ROOT_KEY: ROOT_KEY,
+    });
+    stops.push(() => floor.stop());
 
     const reads: LoopbackRow[] = [];
     for (const path of paths) {
-      const runs = { keyway: [] as Load[], bare: [] as Load[], hono: [] as Load[] };
-      for (let round = 0; round < options.rounds; round++) {
-        for (const [name, base] of [
-          ['bare', bare.base],
-          ['hono', hono.base],
-          ['keyway', keyway.url],
-        ] as const) {
-          runs[name].push(
-            await load({
-              url: base + path,
-              connections: options.connections,
-              seconds: options.seconds,
-              headers: authorization,
-            }),
-          );
-        }
-      }
+      const bases = { bare: bare.base, hono: hono.base, floor: floor.base, keyway: keyway.url };
       reads.push({
         route: `GET ${path.replace(CONNECTION, '<path>').replace('/bench', '/<name>')}`,
-        keyway: pickLoad(runs.keyway),
-        bare: pickLoad(runs.bare),
-        hono: pickLoad(runs.hono),
+        ...(await interleaved(options, bases, path, authorization)),
       });
     }
 
@@ -192,28 +216,36 @@ export async function benchServe(options: ServeOptions): Promise<ServeResult> {
         headers: authorization,
       });
     }
-    const watched = { quiet: [] as Load[], logged: [] as Load[], metered: [] as Load[] };
-    for (let round = 0; round < options.rounds; round++) {
-      for (const [name, base] of [
-        ['quiet', keyway.url],
-        ['logged', logged.url],
-        ['metered', metered.url],
-      ] as const) {
-        watched[name].push(
-          await load({
-            url: base + paths[0],
-            connections: options.connections,
-            seconds: options.seconds,
-            headers: authorization,
-          }),
-        );
-      }
-    }
-    const observed = {
-      quiet: pickLoad(watched.quiet),
-      logged: pickLoad(watched.logged),
-      metered: pickLoad(watched.metered),
-    };
+    const observed = await interleaved(
+      options,
+      { quiet: keyway.url, logged: logged.url, metered: metered.url },
+      paths[0] as string,
+      authorization,
+    );
+
+    // Every core: the same read on N workers (rate-limit counters then in the database).
+    const count = availableParallelism();
+    const many = await startBrokerProcess({
+      KEYWAY_ROOT_KEY: ROOT_KEY,
+      KEYWAY_DATABASE: file,
+      KEYWAY_LOG_LEVEL: 'silent',
+      KEYWAY_WORKERS: String(count),
+    });
+    stops.push(() => many.stop());
+    await load({
+      url: many.url + paths[0],
+      connections: options.connections,
+      seconds: options.seconds * paths.length,
+      headers: authorization,
+    });
+    const scaled = await interleaved(
+      options,
+      { one: keyway.url, many: many.url },
+      paths[0] as string,
+      authorization,
+    );
+    await many.stop();
+    const workers = { count, ...scaled };
 
     let counter = 0;
     const mint = await load({
@@ -229,6 +261,7 @@ export async function benchServe(options: ServeOptions): Promise<ServeResult> {
     return {
       reads,
       observed,
+      workers,
       mint,
       memory: { idleRss, peakRss: after.peak, rssAfterLoad: after.rss },
     };

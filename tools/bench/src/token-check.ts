@@ -1,4 +1,4 @@
-import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Broker } from '@keyway/core';
 import { memoryStorage } from '@keyway/store-memory';
 import { postgresStorage } from '@keyway/store-postgres';
@@ -6,6 +6,7 @@ import { sqliteStorage } from '@keyway/store-sqlite';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { benchBroker, postgresTokens, ROOT_KEY, SAMPLE_TOKENS, sqliteTokens } from './fixtures.js';
+import { type FloorRow, floorCheck, idHashOf, tagKeyOf } from './floor.js';
 import { type Budget, type Compared, compare } from './measure.js';
 
 export type Engine = 'memory' | 'sqlite' | 'postgres';
@@ -16,44 +17,7 @@ export interface TokenCheckRow extends Compared {
   size: number;
 }
 
-/** What the floor reads of a token row. */
-interface FloorRow {
-  scopes: string;
-  expires_at: number | string;
-}
-
-/** The tag key, derived as Keyway derives it (HKDF-SHA-256 of the root key). */
-const TAG_KEY = Buffer.from(
-  hkdfSync('sha256', ROOT_KEY, 'keyway/v1', 'keyway/v1/broker-token-tag', 32),
-);
-
-/**
- * The bare floor of a token check, written directly on node:crypto and the engine's
- * driver: parse, HMAC-SHA-256, constant-time compare, SHA-256 of the id, one point read,
- * expiry, scope match. No validation beyond that, no error objects, no abstractions.
- */
-function floorCheck(
-  read: (idHash: string) => FloorRow | undefined | Promise<FloorRow | undefined>,
-) {
-  return async (token: string, path: string): Promise<void> => {
-    if (token.length !== 68 || !token.startsWith('kw1_')) throw new Error('format');
-    const body = Buffer.from(token.slice(4), 'base64url');
-    const id = body.subarray(0, 16);
-    const tag = createHmac('sha256', TAG_KEY).update(id).digest();
-    if (!timingSafeEqual(tag, body.subarray(16))) throw new Error('tag');
-    const row = await read(createHash('sha256').update(id).digest('hex'));
-    if (row === undefined || Number(row.expires_at) <= Date.now()) throw new Error('unknown');
-    const scopes = JSON.parse(row.scopes) as string[];
-    if (!scopes.some((scope) => `${path}/`.startsWith(scope.slice(0, -2))))
-      throw new Error('scope');
-  };
-}
-
-/** The identifier hash of a token, as storage keys it. */
-const idHashOf = (token: string) =>
-  createHash('sha256')
-    .update(Buffer.from(token.slice(4), 'base64url').subarray(0, 16))
-    .digest('hex');
+const TAG_KEY = tagKeyOf(ROOT_KEY);
 
 /** Checks `tokens` in turn: each call authenticates one and authorizes a path under its scope. */
 function subjects(broker: Broker, floor: ReturnType<typeof floorCheck>, tokens: string[]) {
@@ -104,7 +68,7 @@ async function onMemory(size: number, budget: Budget): Promise<Compared> {
   }
   const run = subjects(
     broker,
-    floorCheck((idHash) => floorRows.get(idHash)),
+    floorCheck(TAG_KEY, (idHash) => floorRows.get(idHash)),
     tokens,
   );
   try {
@@ -122,7 +86,7 @@ async function onSqlite(dir: string, size: number, budget: Budget): Promise<Comp
   const find = bare.prepare('SELECT scopes, expires_at FROM keyway_tokens WHERE id_hash = ?');
   const run = subjects(
     broker,
-    floorCheck((idHash) => find.get(idHash) as FloorRow | undefined),
+    floorCheck(TAG_KEY, (idHash) => find.get(idHash) as FloorRow | undefined),
     tokens,
   );
   try {
@@ -146,6 +110,7 @@ async function onPostgres(
   const run = subjects(
     broker,
     floorCheck(
+      TAG_KEY,
       async (idHash) =>
         (
           await client.query<FloorRow>({

@@ -6,6 +6,8 @@ export const MAX_TOKEN_NAME_LENGTH = 255;
 export const MAX_TOKEN_LABEL_LENGTH = 64;
 
 const LABEL = /^[A-Za-z0-9_-]+$/;
+/** A whole valid name (its length checked apart): the labels' rule at once. */
+const VALID_NAME = /^[A-Za-z0-9_-]{1,64}(?:\.[A-Za-z0-9_-]{1,64})*$/;
 
 function invalidName(message: string): KeywayError {
   return new KeywayError('invalid_name', message, { details: [{ path: 'name', message }] });
@@ -27,6 +29,9 @@ export function parseTokenName(input: unknown): string {
       `the name has ${input.length} characters; at most ${MAX_TOKEN_NAME_LENGTH} are allowed`,
     );
   }
+  // Every request naming a token passes here: one match for a valid name, the labels one by
+  // one only to say what is wrong with another.
+  if (VALID_NAME.test(input)) return input;
   const shown = JSON.stringify(input);
   const labels = input.split('.');
   for (let i = 0; i < labels.length; i++) {

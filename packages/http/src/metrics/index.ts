@@ -14,6 +14,11 @@
  *   res.setHeader('content-type', metrics.contentType).end(await metrics.text());
  * }).listen(9464, '127.0.0.1');
  *
+ * Under `node:cluster` (`keyway serve` with `KEYWAY_WORKERS`), each worker calls
+ * {@link shareWithPrimary} and the primary serves {@link clusterMetrics}: one scrape, the
+ * workers' figures summed.
+ *
  * @module
  */
+export { clusterMetrics, type MetricsExposition, shareWithPrimary } from './cluster.js';
 export { createMetrics, type KeywayMetrics, type MetricsOptions } from './metrics.js';
