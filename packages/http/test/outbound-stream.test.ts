@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createStreamingFetch, OutboundError } from '@keyway/core/outbound';
+import { createStreamingFetch, OutboundError, whenBodySettled } from '@keyway/core/outbound';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /*
@@ -95,6 +95,51 @@ describe('createStreamingFetch', () => {
     caller.abort();
     expect(await pending).toBe('failed');
     await requests.at(-1)?.closed;
+  });
+
+  it('tells a relay once when a body is over: read to its end, cancelled, failed or aborted', async () => {
+    const seen: string[] = [];
+    const watch = (answer: Response, name: string) =>
+      whenBodySettled(answer.body as ReadableStream<Uint8Array>, () => seen.push(name));
+
+    handle = (_req, res) => res.end('whole');
+    const ended = await stream(`${base}/end`);
+    expect(watch(ended, 'ended')).toBe(true);
+    expect(seen).toEqual([]);
+    expect(await ended.text()).toBe('whole');
+    // Already over: told at once, and only the new hook.
+    expect(watch(ended, 'ended late')).toBe(true);
+    expect(seen).toEqual(['ended', 'ended late']);
+
+    handle = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': open\n\n');
+    };
+    const cancelled = await stream(`${base}/cancel-watched`);
+    watch(cancelled, 'cancelled');
+    await cancelled.body?.cancel();
+    await cancelled.body?.cancel();
+    expect(seen).toEqual(['ended', 'ended late', 'cancelled']);
+
+    const idle = await stream(`${base}/idle-watched`);
+    watch(idle, 'idle');
+    expect(await idle.text().then(String, (error: OutboundError) => error.code)).toBe('timeout');
+
+    const caller = new AbortController();
+    const aborted = await stream(`${base}/abort-watched`, { signal: caller.signal });
+    watch(aborted, 'aborted');
+    const reading = aborted.text().then(String, () => 'failed');
+    caller.abort();
+    expect(await reading).toBe('failed');
+    expect(seen).toEqual(['ended', 'ended late', 'cancelled', 'idle', 'aborted']);
+
+    // A body from elsewhere: nothing registered, nothing run.
+    expect(
+      whenBodySettled(new Response('other').body as ReadableStream<Uint8Array>, () =>
+        seen.push('other'),
+      ),
+    ).toBe(false);
+    expect(seen).toHaveLength(5);
   });
 
   it('never follows a redirect, and refuses what the address policy refuses', async () => {

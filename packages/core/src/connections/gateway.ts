@@ -6,6 +6,7 @@ import { isKeywayError, KeywayError } from '../contract/errors.js';
 import { OutboundError } from '../outbound/errors.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import { oauthFetch } from '../outbound/oauth-fetch.js';
+import { whenBodySettled } from '../outbound/stream.js';
 import { readBounded, toBase64Url } from '../platform/bytes.js';
 import type { ConnectionRecord } from '../storage/contract.js';
 import type { ConnectionTokens } from '../storage/states.js';
@@ -345,29 +346,13 @@ export class Gateway {
       release();
       return new Response(null, { status: response.status, headers });
     }
-    const reader = response.body.getReader();
-    const body = new ReadableStream<Uint8Array>(
-      {
-        async pull(controller) {
-          try {
-            const { done, value } = await reader.read();
-            if (done) {
-              release();
-              controller.close();
-            } else controller.enqueue(value);
-          } catch (error) {
-            release();
-            controller.error(error);
-          }
-        },
-        cancel(reason) {
-          release();
-          return reader.cancel(reason);
-        },
-      },
-      { highWaterMark: 0 },
-    );
-    return new Response(body, { status: response.status, headers });
+    // The upstream body itself goes to the caller (no stream of the gateway's own between):
+    // the streaming fetch says when it is over, and the slot is released then.
+    if (!whenBodySettled(response.body, release)) {
+      release();
+      throw new Error('the gateway relays only answers of the streaming fetch');
+    }
+    return new Response(response.body, { status: response.status, headers });
   }
 
   /**

@@ -20,7 +20,7 @@ export {
   type OutboundOptions,
 } from './fetch.js';
 export { normalizeHost } from './hosts.js';
-export { createStreamingFetch, type StreamingFetchOptions } from './stream.js';
+export { createStreamingFetch, type StreamingFetchOptions, whenBodySettled } from './stream.js';
 export type { Transport } from './transport.js';
 export {
   createNodeFetch,

@@ -49,12 +49,26 @@ export function createStreamingFetch(options: StreamingFetchOptions = {}): Outbo
     const url = outboundUrl(input);
     assertOutboundUrl(url, allowedHosts);
     const origin = url.origin;
-    // Ours: aborted by a timeout, by the body's cancellation, or with the caller's signal.
+    // Ours: aborted by a timeout, by the body's cancellation, or with the caller's signal
+    // (forwarded by a listener rather than `AbortSignal.any`, which costs more per call).
     const upstream = new AbortController();
-    const signal = init.signal ? AbortSignal.any([init.signal, upstream.signal]) : upstream.signal;
+    const signal = upstream.signal;
+    const callerSignal = init.signal ?? null;
+    const forward = () => upstream.abort(callerSignal?.reason);
+    if (callerSignal?.aborted) forward();
+    else callerSignal?.addEventListener('abort', forward, { once: true });
     const aborted = abortion(signal);
     const timedOut = (what: string) =>
       new OutboundError('timeout', `${origin}: ${what}`, { cause: signal.reason });
+    let settled = false;
+    const hooks: (() => void)[] = [];
+    /** Once: the exchange is over (body ended, failed or cancelled, or no body). */
+    const settle = () => {
+      if (settled) return;
+      settled = true;
+      callerSignal?.removeEventListener('abort', forward);
+      for (const hook of hooks.splice(0)) hook();
+    };
     let expired = false;
     const head = setTimeout(() => {
       expired = true;
@@ -67,13 +81,17 @@ export function createStreamingFetch(options: StreamingFetchOptions = {}): Outbo
         aborted,
       ]);
     } catch (cause) {
+      settle();
       if (expired) throw timedOut(`no answer within ${timeoutMs} ms`);
       if (cause instanceof OutboundError || signal.aborted) throw cause;
       throw new OutboundError('network', `${origin}: the request failed`, { cause });
     } finally {
       clearTimeout(head);
     }
-    if (response.body === null) return response;
+    if (response.body === null) {
+      settle();
+      return response;
+    }
     const reader = response.body.getReader();
     const body = new ReadableStream<Uint8Array>(
       {
@@ -88,9 +106,12 @@ export function createStreamingFetch(options: StreamingFetchOptions = {}): Outbo
             // A transport may end the body on the abort instead of failing it: the idle
             // limit is still a failure, never a clean end.
             if (idle) throw new DOMException('the stream went idle', 'TimeoutError');
-            if (done) controller.close();
-            else controller.enqueue(value);
+            if (done) {
+              settle();
+              controller.close();
+            } else controller.enqueue(value);
           } catch (cause) {
+            settle();
             controller.error(
               idle
                 ? timedOut(`no data for ${idleTimeoutMs} ms`)
@@ -104,6 +125,7 @@ export function createStreamingFetch(options: StreamingFetchOptions = {}): Outbo
           }
         },
         cancel(reason) {
+          settle();
           upstream.abort(reason);
           return reader.cancel(reason).catch(() => {});
         },
@@ -111,10 +133,32 @@ export function createStreamingFetch(options: StreamingFetchOptions = {}): Outbo
       // Nothing is read ahead of the reader: backpressure reaches the upstream socket.
       { highWaterMark: 0 },
     );
+    settleHooks.set(body, (hook) => {
+      if (settled) hook();
+      else hooks.push(hook);
+    });
     return new Response(body, {
       status: response.status,
       statusText: response.statusText,
       headers: response.headers,
     });
   };
+}
+
+/** How to be told when a body of {@link createStreamingFetch} is over, by body. */
+const settleHooks = new WeakMap<ReadableStream<Uint8Array>, (hook: () => void) => void>();
+
+/**
+ * Runs `hook` once when `body`, the body of an answer of {@link createStreamingFetch}, is
+ * over: read to its end, failed (idle limit, network, the caller's abort) or cancelled; at
+ * once if it is over already. Lets a relay hand the same body on, with no stream of its own
+ * between, and still learn when it ends.
+ *
+ * @returns `false` (and runs nothing) for a body that did not come from a streaming fetch.
+ */
+export function whenBodySettled(body: ReadableStream<Uint8Array>, hook: () => void): boolean {
+  const register = settleHooks.get(body);
+  if (register === undefined) return false;
+  register(hook);
+  return true;
 }
