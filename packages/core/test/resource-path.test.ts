@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  checkedResourcePath,
   compareCodePoints,
   parseResourcePath,
   resourcePathFromUrl,
@@ -138,5 +139,71 @@ describe('compareCodePoints()', () => {
     ]);
     // The default sort puts the emoji (surrogates 0xD83D…) before U+FF5E.
     expect([...values].sort()[4]).toBe('\u{1F600}');
+  });
+});
+
+describe('the shortcut for plain paths', () => {
+  /** The answer, or the rule of the refusal. */
+  const outcome = (parse: () => string) => {
+    try {
+      return `ok ${parse()}`;
+    } catch (error) {
+      return `refused ${JSON.stringify((error as KeywayError).details)}`;
+    }
+  };
+
+  it('answers exactly as the rule-by-rule check, for 20,000 paths made of the tricky parts', () => {
+    const parts = [
+      'a',
+      'Z',
+      '9',
+      '-',
+      '.',
+      '..',
+      '/',
+      '//',
+      '%',
+      '%2e',
+      '%2F',
+      '*',
+      '\\',
+      ' ',
+      '~',
+      'é',
+      'e\u0301',
+      '\u0001',
+      '@',
+      ':',
+    ];
+    // A fixed linear congruential sequence: the same 20,000 paths on every run.
+    let seed = 27;
+    const next = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    let plain = 0;
+    for (let i = 0; i < 20_000; i++) {
+      let path = '';
+      const length = 1 + next(8);
+      for (let j = 0; j < length; j++) path += parts[next(parts.length)];
+      if (i % 1000 === 0) path = 'a/'.repeat(300).slice(0, 513 - (i % 3));
+      const fast = outcome(() => parseResourcePath(path));
+      expect(fast, path).toBe(outcome(() => checkedResourcePath(path)));
+      if (/^[\x21-\x7e]+$/.test(path) && fast.startsWith('ok')) plain++;
+    }
+    // The shortcut was taken often enough to mean something.
+    expect(plain).toBeGreaterThan(2_000);
+  });
+
+  it('leaves to the full check what it cannot vouch for', () => {
+    expect(parseResourcePath('acme/users/alice')).toBe('acme/users/alice');
+    expect(parseResourcePath('cafe\u0301/x')).toBe('café/x');
+    expect(outcome(() => parseResourcePath('a/./b'))).toContain('dot_segment');
+    expect(outcome(() => parseResourcePath('a/..'))).toContain('dot_segment');
+    expect(outcome(() => parseResourcePath('../a'))).toContain('dot_segment');
+    expect(outcome(() => parseResourcePath('a/.../b'))).toBe('ok a/.../b');
+    expect(outcome(() => parseResourcePath('a/**'))).toContain('reserved_segment');
+    expect(outcome(() => parseResourcePath(`${'a'.repeat(512)}`))).toBe(`ok ${'a'.repeat(512)}`);
+    expect(outcome(() => parseResourcePath(`${'a'.repeat(513)}`))).toContain('"rule":"length"');
   });
 });
