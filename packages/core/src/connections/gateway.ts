@@ -58,6 +58,18 @@ export interface GatewayRequest {
   signal?: AbortSignal;
 }
 
+/**
+ * The gateway's answer before it becomes a Web `Response`: what a server adapter writes
+ * directly (the Node adapter pipes `body` to its socket).
+ */
+export interface GatewayAnswer {
+  status: number;
+  /** Lower-case names. */
+  headers: Record<string, string>;
+  /** The upstream's body as it streams, a JSON text, or nothing. */
+  body: ReadableStream<Uint8Array> | string | null;
+}
+
 /** The caller's headers, as name and value pairs (lower-case names). */
 function headerEntries(headers: GatewayRequest['headers']): [string, string][] {
   if (headers instanceof Headers) return [...headers];
@@ -157,6 +169,21 @@ export class Gateway {
     id: string,
     request: Request | GatewayRequest,
   ): Promise<Response> {
+    const answer = await this.forward(principal, id, request);
+    return new Response(answer.body, { status: answer.status, headers: answer.headers });
+  }
+
+  /**
+   * {@link Gateway.mcp} answering a {@link GatewayAnswer} rather than a Web `Response`: for a
+   * server adapter that writes status, headers and body itself (one object less per call).
+   *
+   * @throws {KeywayError} as {@link Gateway.mcp}.
+   */
+  async forward(
+    principal: Principal,
+    id: string,
+    request: Request | GatewayRequest,
+  ): Promise<GatewayAnswer> {
     const connectionId = parseResourcePath(id);
     assertCoversPath(principal, connectionId);
     const { records, refresher, limits } = this.#o;
@@ -332,7 +359,7 @@ export class Gateway {
   }
 
   /** The upstream's answer as the caller gets it: its body streamed, its slot held until it ends. */
-  #relay(response: Response, release: () => void): Response {
+  #relay(response: Response, release: () => void): GatewayAnswer {
     const headers: Record<string, string> = { 'cache-control': 'no-store' };
     for (const name of RETURNED) {
       const value = response.headers.get(name);
@@ -344,7 +371,7 @@ export class Gateway {
     }
     if (response.body === null) {
       release();
-      return new Response(null, { status: response.status, headers });
+      return { status: response.status, headers, body: null };
     }
     // The upstream body itself goes to the caller (no stream of the gateway's own between):
     // the streaming fetch says when it is over, and the slot is released then.
@@ -352,7 +379,7 @@ export class Gateway {
       release();
       throw new Error('the gateway relays only answers of the streaming fetch');
     }
-    return new Response(response.body, { status: response.status, headers });
+    return { status: response.status, headers, body: response.body };
   }
 
   /**
@@ -366,7 +393,7 @@ export class Gateway {
     body: Uint8Array | null,
     cause: unknown,
     challenged: string[] = [],
-  ): Promise<Response> {
+  ): Promise<GatewayAnswer> {
     const { records } = this.#o;
     const record = await records.get(connectionId);
     const id = body === null ? undefined : requestIdOf(body);
@@ -394,8 +421,10 @@ export class Gateway {
       ...(challenged.length > 0 ? { scopes: [...new Set([...granted, ...challenged])] } : {}),
     });
     const message = `Keyway needs your consent to use ${providerId} for ${connectionId}: open the link to authorize it, then retry.`;
-    return new Response(
-      JSON.stringify({
+    return {
+      status: 200,
+      headers: { ...JSON_ANSWER },
+      body: JSON.stringify({
         jsonrpc: '2.0',
         id,
         error: {
@@ -417,7 +446,6 @@ export class Gateway {
           },
         },
       }),
-      { status: 200, headers: JSON_ANSWER },
-    );
+    };
   }
 }

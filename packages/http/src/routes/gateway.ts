@@ -18,18 +18,10 @@ const GATEWAY_ERRORS: KeywayErrorCode[] = [
   'upstream_error',
 ];
 
-/** A Web `Response` as a {@link Reply}: its headers copied, its body left a stream. */
-function replyOf(response: Response): Reply {
-  const headers: Record<string, string> = {};
-  response.headers.forEach((value, name) => {
-    headers[name] = value;
-  });
-  return { status: response.status, headers, body: response.body };
-}
-
+/** Core's answer is already a {@link Reply}'s shape: no Web `Response` between. */
 async function forward({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
   const request = await incoming.forwarded(broker.gateway.limits.maxBodyBytes);
-  return replyOf(await broker.gateway.mcp(principal, resourcePathFromUrl(param), request));
+  return broker.gateway.forward(principal, resourcePathFromUrl(param), request);
 }
 
 const gatewayRoute = (method: Method, id: string, summary: string, ok: string): Route => ({
