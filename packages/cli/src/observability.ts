@@ -50,14 +50,18 @@ export function serverLog(
   destination?: DestinationStream,
   fields: Record<string, string | number> | null = null,
 ): ServerLog {
-  // Standard output in batches of 3–4 KiB (one write per a dozen lines, not one per
+  // Alone, standard output in batches of 4 KiB (one write per a dozen lines, not one per
   // request), and at least every second, so a quiet broker's lines are not held back;
-  // written out whole at close and at exit. No write is longer than a pipe takes at once
-  // (PIPE_BUF, 4 KiB on Linux): the workers of KEYWAY_WORKERS share the pipe, and their
-  // lines must not cut into each other.
+  // written out whole at close and at exit. A worker of KEYWAY_WORKERS (which has `fields`)
+  // shares the pipe with the others: each line is then one write of its own, which a pipe
+  // takes whole (below PIPE_BUF), so the workers' lines never cut into each other. (A batch
+  // split into 4 KiB writes instead fell behind under load and held the backlog in memory:
+  // the 1,000,000-request soak found it.)
   const stdout =
     destination === undefined
-      ? pino.destination({ dest: 1, sync: false, minLength: 3072, maxWrite: 4096 })
+      ? fields === null
+        ? pino.destination({ dest: 1, sync: false, minLength: 4096 })
+        : pino.destination({ dest: 1, sync: true })
       : null;
   const flushing = stdout === null ? undefined : setInterval(() => stdout.flush(), 1000);
   flushing?.unref();

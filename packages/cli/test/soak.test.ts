@@ -273,9 +273,14 @@ describe('soak: keyway serve on SQLite under 200 connections of mixed traffic', 
         measuring = true;
         const samples: Memory[] = [warm];
         const enough = () => latencies.length >= REQUESTS && world.stats.refreshes >= MIN_REFRESHES;
+        // Requests a second in each stretch between samples (the pauses left out): flat
+        // from the first to the last, or something grows with the work done (#27).
+        const rates: number[] = [];
         while (!enough() && errors.length === 0 && Date.now() - startedAt < LIMIT_MS) {
-          const next = latencies.length + SAMPLE_REQUESTS;
+          const [from, count] = [performance.now(), latencies.length];
+          const next = count + SAMPLE_REQUESTS;
           await until(() => latencies.length >= next || enough());
+          rates.push(((latencies.length - count) * 1000) / (performance.now() - from));
           if (!enough()) samples.push(await idleMemory());
         }
         measuring = false;
@@ -292,7 +297,8 @@ describe('soak: keyway serve on SQLite under 200 connections of mixed traffic', 
             `p50 ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, ` +
             `${world.stats.refreshes} refreshes, errors ${errors.length}; ` +
             `heap after GC ${mib(warm.heapUsed)} → ${mib(end.heapUsed)} MiB, RSS ${mib(warm.rss)} → ${mib(end.rss)} MiB ` +
-            `(heap every ${SAMPLE_REQUESTS} requests: ${[...samples, end].map((m) => mib(m.heapUsed)).join(', ')})\n`,
+            `(heap every ${SAMPLE_REQUESTS} requests: ${[...samples, end].map((m) => mib(m.heapUsed)).join(', ')}); ` +
+            `requests/s in each stretch: ${rates.map((rate) => Math.round(rate)).join(', ')}\n`,
         );
         expect(errors.slice(0, 5)).toEqual([]);
         // The work was done (not a rate: the harness waited for it).
