@@ -373,8 +373,7 @@ export class Gateway {
       release();
       return { status: response.status, headers, body: null };
     }
-    // The upstream body itself goes to the caller (no stream of the gateway's own between):
-    // the streaming fetch says when it is over, and the slot is released then.
+    // The upstream body itself goes on; the streaming fetch says when it is over (slot freed).
     if (!whenBodySettled(response.body, release)) {
       release();
       throw new Error('the gateway relays only answers of the streaming fetch');
