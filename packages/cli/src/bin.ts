@@ -103,13 +103,15 @@ async function main(argv: string[]): Promise<number> {
     return -1;
   }
   const tracing = await startTracing(process.env);
-  let stopping = false;
   let running: RunningServer | null = null;
+  /** Asked while still starting: stopped as soon as it runs. */
+  let stopAsked = false;
   // Once, whichever comes first: a signal, or (in a worker) the primary asking or gone.
   const stop = () => {
-    stopping = true;
-    if (running === null) return; // still starting: stopped as soon as it runs
-    stopping = false;
+    if (running === null) {
+      stopAsked = true;
+      return;
+    }
     const closing = running;
     running = null;
     closing
@@ -130,7 +132,7 @@ async function main(argv: string[]): Promise<number> {
     console.log('Traces go to the OpenTelemetry exporter the OTEL_* variables name');
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
-  if (stopping) stop();
+  if (stopAsked) stop();
   return -1;
 }
 
