@@ -30,8 +30,10 @@ import {
   putVaultParams,
   putVaultResult,
   type SqlQuery,
+  subtreePageQuery,
   TOKEN_BY_ID_HASH,
   TREE,
+  tokenSubtree,
   treeParams,
   UPDATE_CONNECTION,
   UPDATE_PROVIDER,
@@ -107,17 +109,22 @@ export function sqlStorage(
     listLiveTokens({ treeOf, after, limit, now }) {
       const where = ['expires_at > ?'];
       const params: unknown[] = [now];
-      if (treeOf !== undefined) {
-        where.push(TREE);
-        params.push(...treeParams(treeOf));
-      }
       if (after !== undefined) {
         where.push('name > ?');
         params.push(after);
       }
-      params.push(limit);
+      if (treeOf !== undefined) {
+        const query = subtreePageQuery(
+          'tokens',
+          'name',
+          [tokenSubtree(treeOf)],
+          { where, params },
+          limit,
+        );
+        return list(TOKENS, query);
+      }
       const sql = `SELECT * FROM {tokens} WHERE ${where.join(' AND ')} ORDER BY name LIMIT ?`;
-      return list(TOKENS, { sql, params });
+      return list(TOKENS, { sql, params: [...params, limit] });
     },
 
     updateTokenTree: (name, now, plan) =>

@@ -127,6 +127,26 @@ function pathListCases(
     ]);
   });
 
+  it('gives each row once where subtrees overlap, and cuts the merged page at its limit', async () => {
+    const storage = await open();
+    for (const key of ORDER_KEYS) await insert(storage, key);
+    expect(await ids(list(storage, { within: ['a', 'a/b', 'a/b/c'], limit: 100 }))).toEqual([
+      'a',
+      'a/b',
+      'a/b/c',
+      'a/c',
+    ]);
+    expect(await ids(list(storage, { within: ['a/b', 'a'], limit: 3 }))).toEqual([
+      'a',
+      'a/b',
+      'a/b/c',
+    ]);
+    expect(await ids(list(storage, { within: ['a', 'a!'], after: 'a', limit: 2 }))).toEqual([
+      'a!',
+      'a!/x',
+    ]);
+  });
+
   it('pages with after and limit', async () => {
     const storage = await open();
     for (const key of ORDER_KEYS) await insert(storage, key);

@@ -77,6 +77,13 @@ describe('postgresStorage()', () => {
       expect(detail).not.toMatch(/Seq Scan/);
     });
 
+    it('pages a subtree from an index read cut at the page', async () => {
+      const { sql, params } = storage.listConnectionsSql({ within: ['tenant-7'], limit: 10 });
+      const detail = await plan(sql, params);
+      expect(detail).toMatch(/Limit[\s\S]*Index (Only )?Scan using keyway_connections_pkey/);
+      expect(detail).not.toMatch(/Seq Scan/);
+    });
+
     it('reads a connection by id and a token by id hash as index point reads', async () => {
       expect(
         await plan(`SELECT * FROM "${storage.schema}".keyway_connections WHERE id = $1`, ['x']),

@@ -96,6 +96,23 @@ describe('sqliteStorage()', () => {
       expect(detail).not.toMatch(/SCAN keyway_connections/);
     });
 
+    it('pages a subtree in key order, reading a page and not the whole subtree', () => {
+      const { sql, params } = storage.listConnectionsSql({ within: ['tenant-7'], limit: 10 });
+      const lines = plan(sql, params).split('\n');
+      // The root: one point read. Its descendants: one primary-key range read in key order,
+      // cut at the page (no sort inside). The only sort is of the merged page, after.
+      expect(lines).toEqual([
+        'MERGE (UNION)',
+        'LEFT',
+        'SEARCH keyway_connections USING PRIMARY KEY (id=?)',
+        'RIGHT',
+        'CO-ROUTINE below0',
+        'SEARCH keyway_connections USING PRIMARY KEY (id>? AND id<?)',
+        'SCAN below0',
+        'USE TEMP B-TREE FOR ORDER BY',
+      ]);
+    });
+
     it('reads a token by id hash and a connection by id as primary-key point reads', () => {
       expect(plan('SELECT * FROM keyway_tokens WHERE id_hash = ?', ['x'])).toMatch(
         /SEARCH keyway_tokens USING PRIMARY KEY \(id_hash=\?\)/,
