@@ -59,7 +59,7 @@ describe('compile()', () => {
 });
 
 describe('pathListQuery()', () => {
-  it('selects each subtree with two ranges, then the cursor, the filters and the limit', () => {
+  it('reads each subtree as its root and one range of descendants cut at the limit, merged and cut again', () => {
     expect(
       pathListQuery(
         'connections',
@@ -71,15 +71,34 @@ describe('pathListQuery()', () => {
         },
       ),
     ).toEqual({
-      sql: 'SELECT * FROM {connections} WHERE (id = ? OR (id >= ? AND id < ?) OR id = ? OR (id >= ? AND id < ?)) AND id > ? AND status = ? ORDER BY id LIMIT ?',
-      params: ['a', 'a/', 'a0', 'b/c', 'b/c/', 'b/c0', 'a/x', 'active', 3],
+      sql:
+        'SELECT * FROM {connections} WHERE id = ? AND id > ? AND status = ?' +
+        ' UNION SELECT * FROM (SELECT * FROM {connections} WHERE id >= ? AND id < ? AND id > ? AND status = ? ORDER BY id LIMIT ?) AS below0' +
+        ' UNION SELECT * FROM {connections} WHERE id = ? AND id > ? AND status = ?' +
+        ' UNION SELECT * FROM (SELECT * FROM {connections} WHERE id >= ? AND id < ? AND id > ? AND status = ? ORDER BY id LIMIT ?) AS below1' +
+        ' ORDER BY id LIMIT ?',
+      params: [
+        ...['a', 'a/x', 'active'],
+        ...['a/', 'a0', 'a/x', 'active', 3],
+        ...['b/c', 'a/x', 'active'],
+        ...['b/c/', 'b/c0', 'a/x', 'active', 3],
+        3,
+      ],
+    });
+  });
+
+  it('lists a whole table in key order when no subtree is named', () => {
+    expect(pathListQuery('providers', 'id', { after: 'm', limit: 5 })).toEqual({
+      sql: 'SELECT * FROM {providers} WHERE id > ? ORDER BY id LIMIT ?',
+      params: ['m', 5],
     });
   });
 
   it('selects nothing for an empty list of subtrees', () => {
-    expect(pathListQuery('providers', 'id', { within: [], limit: 5 }).sql).toBe(
-      'SELECT * FROM {providers} WHERE FALSE ORDER BY id LIMIT ?',
-    );
+    expect(pathListQuery('providers', 'id', { within: [], limit: 5 })).toEqual({
+      sql: 'SELECT * FROM {providers} WHERE FALSE LIMIT ?',
+      params: [5],
+    });
   });
 });
 
