@@ -111,13 +111,19 @@ export function table(rows: Record<string, unknown>[], columns: string[]): strin
   return [line(columns.map((column) => column.toUpperCase())), ...cells.map(line)].join('\n');
 }
 
-/** One line per provider: id, resource, server, client. */
+/** One line per provider: id, resource (or profile), server, client. */
 export function providerLine(view: {
   id: string;
-  configuration: { resource_url: string };
+  template?: string;
+  profile?: string | null;
+  configuration: { resource_url?: string };
   authorization_server: { issuer: string };
   credentials: { client_id: string; registration: string };
   hand_out?: boolean;
 }): string {
-  return `${clean(view.id)}: ${clean(view.configuration.resource_url)} via ${clean(view.authorization_server.issuer)} (client ${clean(view.credentials.client_id)}, ${clean(view.credentials.registration)}${view.hand_out === false ? ', inject-only' : ''})`;
+  const what =
+    view.template === 'oauth2'
+      ? `oauth2 ${view.profile ? `profile ${clean(view.profile)}` : '(named endpoints)'}`
+      : clean(view.configuration.resource_url ?? '');
+  return `${clean(view.id)}: ${what} via ${clean(view.authorization_server.issuer)} (client ${clean(view.credentials.client_id)}, ${clean(view.credentials.registration)}${view.hand_out === false ? ', inject-only' : ''})`;
 }

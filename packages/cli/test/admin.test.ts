@@ -226,6 +226,66 @@ describe('keyway admin commands, in process against a broker and the test world'
     expect(last()).not.toContain('inject-only');
   });
 
+  it('makes a classic API provider from a profile, its secret from stdin, and lists the catalog (#28)', async () => {
+    io.stdin = async () => new TextEncoder().encode('gh-secret-0123456789\n');
+    expect(
+      await run(
+        'provider',
+        'put',
+        'github',
+        '--profile',
+        'github',
+        '--client-id',
+        'Iv1.cli',
+        '--client-secret-stdin',
+        '--scope',
+        'repo',
+      ),
+    ).toBe(EXIT.ok);
+    expect(last()).toBe(
+      'github: oauth2 profile github via https://github.com (client Iv1.cli, manual)',
+    );
+    expect(io.lines.join('\n')).not.toContain('gh-secret-0123456789');
+    expect(await run('provider', 'get', 'github', '--json')).toBe(EXIT.ok);
+    expect(JSON.parse(last())).toMatchObject({
+      template: 'oauth2',
+      profile: 'github',
+      configuration: { scopes: ['repo'] },
+      credentials: { client_id: 'Iv1.cli', client_secret_set: true },
+    });
+    expect(
+      await run(
+        'provider',
+        'put',
+        'zd',
+        '--profile',
+        'zendesk',
+        '--param',
+        'subdomain=acme',
+        '--client-id',
+        'z',
+      ),
+    ).toBe(EXIT.ok);
+    expect(last()).toBe(
+      'zd: oauth2 profile zendesk via https://acme.zendesk.com (client z, manual)',
+    );
+    expect(
+      await run('provider', 'put', 'x', '--profile', 'github', '--resource-url', world.resourceUrl),
+    ).toBe(EXIT.usage);
+    expect(io.errors.at(-1)?.split('\n')[0]).toBe(
+      'keyway: give --resource-url (an MCP server) or --profile (a classic API), not both',
+    );
+    expect(
+      await run('provider', 'put', 'x', '--resource-url', world.resourceUrl, '--param', 'a=b'),
+    ).toBe(EXIT.usage);
+    expect(io.errors.at(-1)?.split('\n')[0]).toBe(
+      'keyway: --param fills the placeholders of a --profile',
+    );
+    expect(await run('profile', 'list')).toBe(EXIT.ok);
+    expect(io.lines.join('\n')).toMatch(/^github\s+GitHub\s+repo read:user\s+rotating$/m);
+    expect(io.lines.join('\n')).toMatch(/^microsoft\s+.*\s+tenant\s+/m);
+  });
+
   it('shows whether a connection can refresh (issue 23)', async () => {
     world.set({ issueRefreshTokens: false });
     await run('provider', 'put', 'linear', '--resource-url', world.resourceUrl);

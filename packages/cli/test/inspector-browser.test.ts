@@ -7,7 +7,7 @@ import { freePort } from '@keyway/test-support/examples';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningServer, serve } from '../src/index.js';
-import { close, listen, oidcProvider, serveMcp } from './peers.js';
+import { callApi, close, listen, oidcProvider, serveMcp } from './peers.js';
 
 const ROOT_KEY = 'inspector-root-key-0123456789abcdefghijk';
 const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
@@ -188,6 +188,37 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
     expect([...hosts].sort()).toEqual(['127.0.0.1']);
     expect(errors).toEqual([]);
   }, 90_000);
+
+  it('makes a classic API provider from a profile of the catalog, its parameters filled (#28)', async () => {
+    const { page, hosts, errors } = await open(375);
+    await page.getByLabel('Root key or broker token').fill(ROOT_KEY);
+    await page.getByRole('button', { name: 'Use it' }).click();
+    await expect.poll(() => page.locator('#status').textContent()).toContain('Credential accepted');
+    await page.getByLabel('Provider id').first().fill('inspect/ms');
+    await page.getByLabel('Kind').selectOption('oauth2');
+    await page.getByLabel('Profile').selectOption('microsoft');
+    await page.getByLabel('Parameter tenant').fill('contoso.onmicrosoft.com');
+    await page.getByLabel('Scopes (space-separated)').fill('User.Read');
+    await page.getByLabel('Client id (custom)').fill('ms-client');
+    await page.getByLabel('Client secret (custom, write-only)').fill('ms-secret-0123456789');
+    await page.getByRole('button', { name: 'Save provider' }).click();
+    await expect
+      .poll(() => page.locator('#provider-result').textContent())
+      .toBe('Provider inspect/ms: client ms-client (manual, client_secret_post).');
+    await page.screenshot({ path: join(shots, 'profile-375.png'), fullPage: true });
+    const view = await callApi(keyway.url, ROOT_KEY, 'GET', '/api/admin/providers/inspect/ms');
+    expect(view.body).toMatchObject({
+      template: 'oauth2',
+      profile: 'microsoft',
+      configuration: { scopes: ['User.Read'], params: { tenant: 'contoso.onmicrosoft.com' } },
+      authorization_server: {
+        authorization_endpoint:
+          'https://login.microsoftonline.com/contoso.onmicrosoft.com/oauth2/v2.0/authorize',
+      },
+    });
+    expect([...hosts].sort()).toEqual(['127.0.0.1']);
+    expect(errors).toEqual([]);
+  }, 60_000);
 
   it('shows the failing discovery step and its reason, and refuses a wrong credential clearly', async () => {
     const { page, errors } = await open(375);

@@ -133,6 +133,7 @@ $('credential-form').addEventListener('submit', async (event) => {
   input.value = '';
   try {
     await api('GET', '/api/oauth/connections?limit=1');
+    await loadProfiles();
     $('flow').hidden = false;
     $('lists').hidden = false;
     say('Credential accepted. It stays in this page’s memory until you close it.');
@@ -170,6 +171,69 @@ $('discover-form').addEventListener('submit', async (event) => {
 });
 
 // ─── 3. provider ─────────────────────────────────────────────────────────────────────────
+/** The catalog's profiles (docs/api.md §15), by id: their parameters' names. */
+const profileParams = new Map<string, string[]>();
+
+/** Fills the profile choice from `GET /api/admin/profiles`. */
+async function loadProfiles(): Promise<void> {
+  const page = await api('GET', '/api/admin/profiles');
+  const select = $<HTMLSelectElement>('profile');
+  select.replaceChildren();
+  profileParams.clear();
+  for (const raw of page.items as Json[]) {
+    profileParams.set(String(raw.id), (raw.params as string[]).map(String));
+    select.append(
+      el('option', `${String(raw.label)} (${String(raw.id)})`, { value: String(raw.id) }),
+    );
+  }
+  showParams();
+}
+
+/** One input per parameter of the chosen profile. */
+function showParams(): void {
+  const params = profileParams.get($<HTMLSelectElement>('profile').value) ?? [];
+  const fields = params.flatMap((name) => {
+    const label = el('label', `Parameter ${name}`, { for: `param-${name}` });
+    const input = el('input', '', { id: `param-${name}`, required: '', 'data-param': name });
+    return [label, input];
+  });
+  $('profile-params').replaceChildren(...fields);
+}
+
+$('profile').addEventListener('change', showParams);
+$('provider-template').addEventListener('change', () => {
+  const classic = $<HTMLSelectElement>('provider-template').value === 'oauth2';
+  $('profile-fields').hidden = !classic;
+  // A classic API's client is always the operator's.
+  if (classic) $<HTMLSelectElement>('provider-mode').value = 'custom';
+  $<HTMLSelectElement>('provider-mode').disabled = classic;
+});
+
+/** The body of the provider PUT for the chosen kind. */
+function providerBody(credentials: Json | undefined): Json {
+  if ($<HTMLSelectElement>('provider-template').value !== 'oauth2') {
+    return {
+      template: 'mcp',
+      configuration: { resource_url: $<HTMLInputElement>('resource-url').value.trim() },
+      ...(credentials === undefined ? {} : { credentials }),
+    };
+  }
+  const params: Record<string, string> = {};
+  for (const input of $('profile-params').querySelectorAll<HTMLInputElement>('input')) {
+    params[String(input.dataset.param)] = input.value.trim();
+  }
+  const scopes = $<HTMLInputElement>('provider-scopes').value.split(/\s+/).filter(Boolean);
+  return {
+    template: 'oauth2',
+    profile: $<HTMLSelectElement>('profile').value,
+    configuration: {
+      ...(scopes.length > 0 ? { scopes } : {}),
+      ...(Object.keys(params).length > 0 ? { params } : {}),
+    },
+    credentials: credentials ?? {},
+  };
+}
+
 $('provider-form').addEventListener('submit', async (event) => {
   event.preventDefault();
   const out = $('provider-result');
@@ -180,19 +244,15 @@ $('provider-form').addEventListener('submit', async (event) => {
   const secret = secretInput.value;
   secretInput.value = ''; // write-only: never shown again
   try {
-    const view = await api('PUT', `/api/admin/providers/${encodePath(id)}`, {
-      template: 'mcp',
-      configuration: { resource_url: $<HTMLInputElement>('resource-url').value.trim() },
-      ...(mode === 'custom'
-        ? {
-            credentials: {
-              mode,
-              client_id: clientId,
-              ...(secret ? { client_secret: secret } : {}),
-            },
-          }
-        : {}),
-    });
+    const view = await api(
+      'PUT',
+      `/api/admin/providers/${encodePath(id)}`,
+      providerBody(
+        mode === 'custom'
+          ? { mode, client_id: clientId, ...(secret ? { client_secret: secret } : {}) }
+          : undefined,
+      ),
+    );
     const credentials = view.credentials as Json;
     out.replaceChildren(
       el(
@@ -394,7 +454,14 @@ $('list-form').addEventListener('submit', async (event) => {
     const list = el('ul', '', { 'aria-label': 'Providers' });
     for (const item of providers.items as Json[])
       list.append(
-        el('li', `${String(item.id)} — ${String((item.configuration as Json).resource_url)}`),
+        el(
+          'li',
+          `${String(item.id)} — ${
+            item.template === 'oauth2'
+              ? `profile ${String(item.profile ?? '(named endpoints)')}`
+              : String((item.configuration as Json).resource_url)
+          }`,
+        ),
       );
     out.replaceChildren(el('h3', 'Providers'), list, table);
     say(`${(connections.items as unknown[]).length} connections listed.`);

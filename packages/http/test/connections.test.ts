@@ -104,6 +104,7 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
         scopes: ['read', 'write', 'offline_access'],
         refreshable: false,
         grant: 'authorization_code',
+        metadata: {},
         token_expires_at: null,
         created_at: iso(START),
         updated_at: iso(START),

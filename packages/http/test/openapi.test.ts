@@ -221,6 +221,16 @@ describe('real answers of every route against the document', () => {
     await call('GET', '/api/admin/providers/missing');
     await call('GET', '/api/admin/providers');
     await call('GET', '/api/admin/providers?limit=x');
+    await call('GET', '/api/admin/profiles');
+    await call('GET', '/api/admin/profiles', noToken);
+    await call('PUT', '/api/admin/providers/github', {
+      body: {
+        template: 'oauth2',
+        profile: 'github',
+        configuration: { scopes: ['repo'] },
+        credentials: { client_id: 'Iv1.example', client_secret: 'example-secret' },
+      },
+    });
     await call('POST', '/api/admin/providers/linear/register');
     await call('POST', '/api/admin/providers/missing/register');
     await call('POST', '/api/admin/discover', { body: { resource_url: world.resourceUrl } });

@@ -90,6 +90,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
       expect(reply.body).toEqual({
         id: 'linear',
         template: 'mcp',
+        profile: null,
         label: 'Linear',
         hand_out: true,
         configuration: { resource_url: 'https://mcp.example.test/mcp', scopes: [] },
@@ -107,6 +108,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
           resource_metadata_url: 'https://mcp.example.test/keyway-test/resource-metadata/mcp',
           scopes_supported: null,
         },
+        api_base_url: null,
         authorization_server: {
           issuer: 'https://auth.example.test',
           authorization_endpoint: 'https://auth.example.test/oauth/authorize',

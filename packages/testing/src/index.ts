@@ -7,6 +7,7 @@ export {
 } from './broker.js';
 export {
   type AuthorizationServerMetadataLocation,
+  type ClassicQuirks,
   createTestWorld,
   type Endpoint,
   type Failure,

@@ -7,6 +7,7 @@ import { createWorldState } from './world/state.js';
 
 export type {
   AuthorizationServerMetadataLocation,
+  ClassicQuirks,
   Endpoint,
   Failure,
   MetadataLocation,
@@ -75,7 +76,7 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
         server.register((await request.json().catch(() => ({}))) as Record<string, unknown>),
       );
     }
-    if (request.method === 'POST' && here === endpoint('token'))
+    if (request.method === 'POST' && (here === endpoint('token') || here === endpoint('refresh')))
       return failing('token', () => server.token(request));
     if (request.method === 'POST' && here === endpoint('revoke'))
       return failing('revocation', () => server.revoke(request));

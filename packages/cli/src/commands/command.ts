@@ -29,6 +29,9 @@ export const OPTIONS = {
   'token-param': { type: 'string', multiple: true },
   register: { type: 'boolean' },
   'inject-only': { type: 'boolean' },
+  profile: { type: 'string' },
+  param: { type: 'string', multiple: true },
+  'client-secret-stdin': { type: 'boolean' },
 } as const;
 
 export type OptionName = keyof typeof OPTIONS;

@@ -1,24 +1,58 @@
-import { EXIT, nameValues, providerLine, table, UsageError } from '../admin-client.js';
+import {
+  type AdminIo,
+  EXIT,
+  nameValues,
+  providerLine,
+  table,
+  UsageError,
+} from '../admin-client.js';
 import { clean } from '../terminal.js';
-import { type Command, deleting, encodePath, query } from './command.js';
+import { type Command, deleting, encodePath, type OptionValues, query } from './command.js';
 
-/* Providers (docs/api.md §4) and discovery (§6). */
+/* Providers (docs/api.md §4), the catalog (§15) and discovery (§6). */
+
+/** The client secret from --client-secret-env or --client-secret-stdin (never an argument). */
+async function clientSecret(values: OptionValues, io: AdminIo): Promise<string | undefined> {
+  const variable = values['client-secret-env'];
+  if (variable !== undefined && values['client-secret-stdin'] === true)
+    throw new UsageError('give --client-secret-env or --client-secret-stdin, not both');
+  if (variable !== undefined) {
+    const secret = io.env[variable];
+    if (secret === undefined) throw new UsageError(`${variable} is not set`);
+    return secret;
+  }
+  if (values['client-secret-stdin'] !== true) return undefined;
+  if (io.stdin === undefined) throw new UsageError('--client-secret-stdin: no standard input here');
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(await io.stdin());
+  } catch {
+    throw new UsageError('--client-secret-stdin: not UTF-8 text');
+  }
+  text = text.replace(/\r?\n$/, '');
+  if (text === '') throw new UsageError('--client-secret-stdin: standard input was empty');
+  return text;
+}
 
 export const PROVIDER_COMMANDS: Command[] = [
   {
     name: 'provider put',
-    usage: `<id> --resource-url <url> [--scope <s>…] [--label <text>]
-      [--client-id <id> [--client-secret-env <VAR>]] [--pkce assume_s256]
-      [--authorization-param <name=value>…] [--token-param <name=value>…] [--register]
-      [--inject-only]`,
+    usage: `<id> (--resource-url <url> | --profile <profile> [--param <name=value>…])
+      [--scope <s>…] [--label <text>]
+      [--client-id <id> [--client-secret-env <VAR> | --client-secret-stdin]]
+      [--pkce assume_s256] [--authorization-param <name=value>…] [--token-param <name=value>…]
+      [--register] [--inject-only]`,
     summary:
-      'creates or replaces an MCP provider (--client-id: your own client; --register: a new client, as "provider register"; --inject-only: its tokens never handed out, used through the gateway only)',
+      'creates or replaces a provider: an MCP server (--resource-url) or a classic API of the catalog (--profile, with your --client-id; "profile list" shows them). --register: a new client, as "provider register"; --inject-only: its tokens never handed out',
     options: [
       'resource-url',
+      'profile',
+      'param',
       'scope',
       'label',
       'client-id',
       'client-secret-env',
+      'client-secret-stdin',
       'pkce',
       'authorization-param',
       'token-param',
@@ -26,44 +60,83 @@ export const PROVIDER_COMMANDS: Command[] = [
       'inject-only',
     ],
     async run({ api, arg, values, io, show }) {
-      const secretEnv = values['client-secret-env'];
-      const secret = secretEnv === undefined ? undefined : io.env[secretEnv];
-      if (secretEnv !== undefined && secret === undefined) {
-        throw new UsageError(`${secretEnv} is not set`);
-      }
       const id = arg(0, 'id');
+      const secret = await clientSecret(values, io);
+      const profile = values.profile;
+      if (profile !== undefined && values['resource-url'] !== undefined)
+        throw new UsageError(
+          'give --resource-url (an MCP server) or --profile (a classic API), not both',
+        );
+      if (profile === undefined && values.param !== undefined)
+        throw new UsageError('--param fills the placeholders of a --profile');
       const authorizationParams = nameValues(
         '--authorization-param',
         values['authorization-param'],
       );
       const tokenParams = nameValues('--token-param', values['token-param']);
-      let body = await api('PUT', `/api/admin/providers/${encodePath(id)}`, {
-        template: 'mcp',
+      const params = nameValues('--param', values.param);
+      const client =
+        values['client-id'] === undefined
+          ? undefined
+          : {
+              mode: 'custom',
+              client_id: values['client-id'],
+              ...(secret === undefined ? {} : { client_secret: secret }),
+            };
+      const extra = {
+        ...(values.scope === undefined ? {} : { scopes: values.scope }),
+        ...(authorizationParams === undefined ? {} : { authorization_params: authorizationParams }),
+        ...(tokenParams === undefined ? {} : { token_params: tokenParams }),
+      };
+      const common = {
         ...(values['inject-only'] === true ? { hand_out: false } : {}),
         ...(values.label === undefined ? {} : { label: values.label }),
-        configuration: {
-          resource_url: values['resource-url'] ?? '',
-          ...(values.scope === undefined ? {} : { scopes: values.scope }),
-          ...(values.pkce === undefined ? {} : { pkce: values.pkce }),
-          ...(authorizationParams === undefined
-            ? {}
-            : { authorization_params: authorizationParams }),
-          ...(tokenParams === undefined ? {} : { token_params: tokenParams }),
-        },
-        ...(values['client-id'] === undefined
-          ? {}
-          : {
-              credentials: {
-                mode: 'custom',
-                client_id: values['client-id'],
-                ...(secret === undefined ? {} : { client_secret: secret }),
+      };
+      let body = await api(
+        'PUT',
+        `/api/admin/providers/${encodePath(id)}`,
+        profile === undefined
+          ? {
+              template: 'mcp',
+              ...common,
+              configuration: {
+                resource_url: values['resource-url'] ?? '',
+                ...(values.pkce === undefined ? {} : { pkce: values.pkce }),
+                ...extra,
               },
-            }),
-      });
+              ...(client === undefined ? {} : { credentials: client }),
+            }
+          : {
+              template: 'oauth2',
+              profile,
+              ...common,
+              configuration: { ...(params === undefined ? {} : { params }), ...extra },
+              credentials: client ?? {},
+            },
+      );
       if (values.register === true) {
         body = await api('POST', `/api/admin/providers/${encodePath(id)}/register`);
       }
       show(body, () => providerLine(body));
+      return EXIT.ok;
+    },
+  },
+  {
+    name: 'profile list',
+    usage: '',
+    summary: 'the profiles of classic OAuth 2 APIs a provider can be made from (--profile)',
+    async run({ api, show }) {
+      const body = await api('GET', '/api/admin/profiles');
+      show(body, () =>
+        table(
+          body.items.map((item: Record<string, unknown>) => ({
+            ...item,
+            params: (item.params as string[]).join(', '),
+            scopes_example: (item.scopes_example as string[]).join(' '),
+          })),
+          ['id', 'label', 'params', 'scopes_example', 'refresh'],
+        ),
+      );
       return EXIT.ok;
     },
   },

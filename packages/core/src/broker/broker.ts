@@ -136,6 +136,7 @@ export function createBroker(config: BrokerConfig): Broker {
     allowedHosts: resolved.allowedHosts,
     profile: resolved.profile,
     declared: resolved.providers,
+    profiles: resolved.profiles,
     events,
     onPartyChanged: (providerId, moved) =>
       records.requireReauthorizationOf(

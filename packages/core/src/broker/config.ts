@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import type { RateLimitsConfig } from '../auth/rate-limit.js';
+import { catalogOf } from '../catalog/index.js';
+import type { Profile, ProfileInput } from '../catalog/schema.js';
 import {
   type GatewayLimits,
   GatewayLimitsSchema,
@@ -27,6 +29,8 @@ const WEAK_ROOT_KEY =
 
 const isFunction = (value: unknown) => typeof value === 'function';
 const FUNCTION = (field: string) => `"${field}" must be a function`;
+/** A value taken as given (an object), checked where it is used. */
+const objectOf = <T>() => z.custom<T>((value) => typeof value === 'object' && value !== null);
 
 const POLL_INTERVAL = '"webhookPollIntervalMs" must be false or an integer from 100 to 3600000';
 const RETENTION = '"auditRetentionDays" must be an integer from 1 to 3650';
@@ -190,13 +194,13 @@ const BrokerConfigSchema = z.object({
     .optional(),
   /** Whether the provider endpoints work (`/api/admin/providers`, discover). Default false. */
   providerManagement: z.boolean({ error: '"providerManagement" must be a boolean' }).optional(),
+  /**
+   * The app's own profiles of the `oauth2` template, beside the built-in catalog (docs/api.md
+   * §15); each checked here, an id of the catalog refused.
+   */
+  profiles: z.array(objectOf<ProfileInput>()).optional(),
   /** Providers declared in code, by id; they work with provider management off. */
-  providers: z
-    .record(
-      z.string(),
-      z.custom<ProviderInput>((value) => typeof value === 'object' && value !== null),
-    )
-    .optional(),
+  providers: z.record(z.string(), objectOf<ProviderInput>()).optional(),
   /**
    * Hosts that outbound requests may reach over plain `http` and on loopback or private
    * addresses: for development and tests only. Default none.
@@ -334,6 +338,7 @@ export interface ResolvedBrokerConfig {
   profile: ClientProfile | null;
   providerManagement: boolean;
   providers: Record<string, ProviderInput>;
+  profiles: ReadonlyMap<string, Profile>;
   allowedRedirects: string[];
   events: EventLog;
   webhooks: WebhookEndpoint[];
@@ -400,6 +405,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     profile: profileOf(parsed.baseUrl, parsed.clientMetadataUrl, parsed.clientName),
     providerManagement: parsed.providerManagement ?? false,
     providers: parsed.providers ?? {},
+    profiles: catalogOf(parsed.profiles),
     allowedRedirects: (parsed.allowedRedirects ?? []).map((url) => new URL(url).origin),
     events: new EventLog({
       storage: parsed.storage,

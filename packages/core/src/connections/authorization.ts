@@ -9,7 +9,6 @@ import { parseShape } from '../contract/validation.js';
 import { quoted } from '../discovery/index.js';
 import { endpointProblem } from '../outbound/fetch.js';
 import { allowedHostSet } from '../outbound/hosts.js';
-import { libraryOptions } from '../outbound/oauth-fetch.js';
 import { toBase64Url } from '../platform/bytes.js';
 import { type ClientProfile, callbackKey, redirectUriOf } from '../providers/registration.js';
 import { noBaseUrl } from '../providers/registry.js';
@@ -24,14 +23,15 @@ import {
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { consentUrl, hashFlowId, hashState, requestedScopes } from './consent.js';
 import {
-  asTokenAnswer,
   currentParty,
   describeOAuthFailure,
   oauthErrorCode,
   oauthPartyOf,
   ResponseRefused,
+  resourceParam,
   tokensFrom,
 } from './party.js';
+import { metadataOf, readTokenAnswer, tokenParamsOf, tokenRequestOptions } from './quirks.js';
 import {
   type ConnectionRecords,
   incarnationOf,
@@ -177,6 +177,7 @@ export class AuthorizationFlow {
     const verifier = oauth.generateRandomCodeVerifier();
     const challenge = await oauth.calculatePKCECodeChallenge(verifier);
     const expiresAt = now + PENDING_AUTHORIZATION_TTL_MS;
+    const tokenParams = tokenParamsOf(providerState);
 
     let connection = existing === null ? null : incarnationOf(existing);
     if (existing === null) {
@@ -235,9 +236,8 @@ export class AuthorizationFlow {
         party: { ...party },
         verify_user: verifyUser,
         started_by: principal.kind === 'token' ? (principal.idHash ?? null) : null,
-        ...(providerState.configuration.token_params === undefined
-          ? {}
-          : { token_params: providerState.configuration.token_params }),
+        ...(tokenParams === undefined ? {} : { token_params: tokenParams }),
+        ...(providerState.oauth2?.pkce === 'none' ? { pkce: 'none' as const } : {}),
         ...(connection === null ? {} : { connection }),
       } satisfies PendingState,
       expiresAt,
@@ -340,6 +340,7 @@ export class AuthorizationFlow {
           `the authorization response's "iss" ${quoted(iss.join(', '))} is not the issuer ${quoted(saved.party.issuer)} exactly (RFC 9207): refused`,
         );
       }
+      const { oauth2: quirks } = (await o.providers.resolve(pending.providerId)).state;
       tokens = await inSpan(
         'keyway.code_exchange',
         { [PROVIDER]: pending.providerId },
@@ -353,18 +354,20 @@ export class AuthorizationFlow {
             params,
             // RFC 6749 §4.1.3: the same redirect_uri as the authorization request.
             saved.redirect_uri,
-            verifier,
+            saved.pkce === 'none' ? oauth.nopkce : verifier,
             {
-              ...libraryOptions(o.outbound),
-              additionalParameters: { ...saved.token_params, resource: saved.party.resource },
+              ...tokenRequestOptions(o.outbound, quirks),
+              additionalParameters: { ...saved.token_params, ...resourceParam(saved.party) },
             },
           );
           const result = await oauth.processAuthorizationCodeResponse(
             as,
             client,
-            await asTokenAnswer(response),
+            await readTokenAnswer(response, quirks),
           );
-          return tokensFrom(result, { refresh_token: null, party: saved.party }, o.now());
+          const metadata = metadataOf(result, query, quirks);
+          const next = tokensFrom(result, { refresh_token: null, party: saved.party }, o.now());
+          return metadata === undefined ? next : { ...next, metadata };
         },
       );
     } catch (error) {

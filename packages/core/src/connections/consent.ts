@@ -41,14 +41,16 @@ export function requestedScopes(
   const chosen = selectScopes(
     asked ?? provider.configuration.scopes,
     provider.challenge_scope,
-    provider.resource.scopes_supported,
+    provider.resource?.scopes_supported ?? null,
     provider.authorization_server.scopes_supported,
   );
   const granted =
     asked === undefined && connection !== null && connection.authorized_at !== null
       ? connection.scopes
       : [];
-  return [...new Set([...chosen, ...granted])];
+  // A profile's scopes every authorization needs (Microsoft's `offline_access`).
+  const always = provider.oauth2?.scopes_always ?? [];
+  return [...new Set([...chosen, ...granted, ...always])];
 }
 
 /** The consent URL at the provider's authorization endpoint (checked by the caller). */
@@ -58,17 +60,28 @@ export function consentUrl(
   request: { redirectUri: string; state: string; challenge: string; scopes: string[] },
 ): string {
   const server = provider.authorization_server;
+  const quirks = provider.oauth2;
   const url = new URL(server.authorization_endpoint);
   url.searchParams.set('response_type', 'code');
   url.searchParams.set('client_id', party.client_id);
   url.searchParams.set('redirect_uri', request.redirectUri);
   url.searchParams.set('state', request.state);
-  url.searchParams.set('code_challenge', request.challenge);
-  url.searchParams.set('code_challenge_method', 'S256');
-  if (request.scopes.length > 0) url.searchParams.set('scope', request.scopes.join(' '));
-  url.searchParams.set('resource', party.resource);
-  // The provider's own parameters (API.md §4): never one of the above, checked at PUT.
-  const extra = provider.configuration.authorization_params ?? {};
+  if (quirks?.pkce !== 'none') {
+    url.searchParams.set('code_challenge', request.challenge);
+    url.searchParams.set('code_challenge_method', 'S256');
+  }
+  if (request.scopes.length > 0) {
+    // A profile may want them comma-separated, or in Slack's `user_scope`.
+    const separator = quirks?.scope_separator ?? ' ';
+    url.searchParams.set(quirks?.scope_param ?? 'scope', request.scopes.join(separator));
+  }
+  if (party.resource !== null) url.searchParams.set('resource', party.resource);
+  // The profile's parameters, then the provider's own (API.md §4): never one of the
+  // above, checked when the catalog loads and at PUT.
+  const extra = {
+    ...quirks?.authorization_params,
+    ...provider.configuration.authorization_params,
+  };
   for (const [name, value] of Object.entries(extra)) url.searchParams.set(name, value);
   // OpenID Connect Core §11: an OpenID provider issues a refresh token for
   // `offline_access` only after an explicit consent (API.md §6 step 5).

@@ -24,9 +24,18 @@ export function currentParty(state: ProviderState): OAuthParty | null {
     client_id: client.client_id,
     token_endpoint_auth_method: client.token_endpoint_auth_method,
     // RFC 8707 `resource`: exactly as the protected-resource metadata publishes it (a
-    // pathless `http://host:port` stays without a `/`), else the configured URL.
-    resource: state.resource.resource || state.configuration.resource_url,
-    resource_url: state.configuration.resource_url,
+    // pathless `http://host:port` stays without a `/`), else the configured URL; none for
+    // an `oauth2` provider, whose API is its `api_base_url`.
+    ...(state.oauth2 === undefined
+      ? {
+          resource: state.resource?.resource || (state.configuration.resource_url ?? null),
+          resource_url: state.configuration.resource_url,
+        }
+      : {
+          resource: null,
+          api_base_url: state.oauth2.api_base_url,
+          refresh_endpoint: state.oauth2.refresh_endpoint,
+        }),
     iss_parameter_supported: server.authorization_response_iss_parameter_supported,
   };
 }
@@ -38,10 +47,13 @@ export function currentParty(state: ProviderState): OAuthParty | null {
  */
 export function providerKeepsParty(state: ProviderState, party: OAuthParty): boolean {
   const issuer = state.authorization_server.issuer;
+  const sameApi =
+    state.oauth2 === undefined
+      ? partyResourceUrl(party, state.configuration.resource_url) ===
+        state.configuration.resource_url
+      : (party.api_base_url ?? null) === state.oauth2.api_base_url;
   return (
-    issuer === party.issuer &&
-    state.registrations[issuer]?.client_id === party.client_id &&
-    partyResourceUrl(party, state.configuration.resource_url) === state.configuration.resource_url
+    issuer === party.issuer && state.registrations[issuer]?.client_id === party.client_id && sameApi
   );
 }
 
@@ -51,20 +63,31 @@ export function providerKeepsParty(state: ProviderState, party: OAuthParty): boo
  * the provider's current URL is taken when that resource still covers it (same origin, a
  * segment-wise path prefix, as discovery checks it), else `null` — the token goes nowhere.
  */
-export function partyResourceUrl(party: OAuthParty, currentUrl: string): string | null {
+export function partyResourceUrl(party: OAuthParty, currentUrl: string | undefined): string | null {
   if (party.resource_url !== undefined) return party.resource_url;
+  if (party.resource === null || currentUrl === undefined) return null;
   return resourceMatches(party.resource, new URL(currentUrl)) ? currentUrl : null;
 }
 
+/** The RFC 8707 `resource` of a party's token requests: none for an `oauth2` provider. */
+export function resourceParam(party: OAuthParty): Record<string, string> {
+  return party.resource === null ? {} : { resource: party.resource };
+}
+
 /** The oauth4webapi view of a party: its server and its client. */
-export function oauthPartyOf(party: OAuthParty): {
+export function oauthPartyOf(
+  party: OAuthParty,
+  refresh = false,
+): {
   as: oauth.AuthorizationServer;
   client: oauth.Client;
 } {
   return {
     as: {
       issuer: party.issuer,
-      token_endpoint: party.token_endpoint,
+      token_endpoint: refresh
+        ? (party.refresh_endpoint ?? party.token_endpoint)
+        : party.token_endpoint,
       ...(party.revocation_endpoint === null
         ? {}
         : { revocation_endpoint: party.revocation_endpoint }),

@@ -1,19 +1,19 @@
 import * as oauth from 'oauth4webapi';
 import { KeywayError } from '../contract/errors.js';
 import { isoTimeOrNull, parseDuration } from '../contract/time.js';
-import { libraryOptions } from '../outbound/oauth-fetch.js';
 import { toBase64Url } from '../platform/bytes.js';
 import type { ConnectionRecord } from '../storage/records.js';
 import type { ConnectionState, ConnectionTokens } from '../storage/states.js';
 import type { RefreshOutcome } from '../telemetry/observation.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import {
-  asTokenAnswer,
   describeOAuthFailure,
   oauthErrorCode,
   oauthPartyOf,
+  resourceParam,
   tokensFrom,
 } from './party.js';
+import { metadataOf, readTokenAnswer, tokenParamsOf, tokenRequestOptions } from './quirks.js';
 import { type ConnectionRecords, notFound } from './state.js';
 import { connectionState, FORGOTTEN_CLIENT, PARTY_CHANGED, partyChangeOf } from './view.js';
 
@@ -185,26 +185,28 @@ export class Refresher {
     const { state: provider } = await o.providers.resolve(record.providerId);
     let next: ConnectionTokens;
     try {
-      const { as, client } = oauthPartyOf(tokens.party);
+      const { as, client } = oauthPartyOf(tokens.party, true);
       const response = await oauth.refreshTokenGrantRequest(
         as,
         client,
         auth,
         tokens.refresh_token,
         {
-          ...libraryOptions(o.outbound),
+          ...tokenRequestOptions(o.outbound, provider.oauth2),
           additionalParameters: {
-            ...provider.configuration.token_params,
-            resource: tokens.party.resource,
+            ...tokenParamsOf(provider),
+            ...resourceParam(tokens.party),
           },
         },
       );
       const result = await oauth.processRefreshTokenResponse(
         as,
         client,
-        await asTokenAnswer(response),
+        await readTokenAnswer(response, provider.oauth2),
       );
+      const metadata = metadataOf(result, null, provider.oauth2, tokens.metadata);
       next = tokensFrom(result, tokens, o.now());
+      if (metadata !== undefined) next.metadata = metadata;
     } catch (error) {
       const code = await oauthErrorCode(error);
       if (
@@ -282,6 +284,7 @@ export class Refresher {
             last_refreshed_at: refreshedAt,
             error: null,
             refreshable: next.refresh_token !== null,
+            ...(next.metadata === undefined ? {} : { metadata: next.metadata }),
           } satisfies ConnectionState,
         },
         tokens: next,

@@ -180,6 +180,12 @@ export class ConnectionRecords {
    */
   async resourceUrlOf(providerId: string, party: OAuthParty): Promise<string | null> {
     if (party.resource_url !== undefined) return party.resource_url;
+    if (party.resource === null) {
+      throw new KeywayError(
+        'invalid_request',
+        `provider ${JSON.stringify(providerId)} is an "oauth2" API, not an MCP server: its connections are used through the API proxy or their credentials`,
+      );
+    }
     const { state } = await this.o.providers.resolve(providerId);
     return partyResourceUrl(party, state.configuration.resource_url);
   }
@@ -210,7 +216,7 @@ export class ConnectionRecords {
       revocation_endpoint: null,
       client_id: clientId ?? '',
       token_endpoint_auth_method: 'none',
-      resource: state.configuration.resource_url,
+      resource: state.configuration.resource_url ?? null,
       iss_parameter_supported: false,
     };
   }
@@ -317,6 +323,7 @@ export class ConnectionRecords {
             generation,
             refreshable: tokens.refresh_token !== null,
             ...(previous.incarnation === undefined ? {} : { incarnation: previous.incarnation }),
+            ...(tokens.metadata === undefined ? {} : { metadata: tokens.metadata }),
           } satisfies ConnectionState,
         },
         tokens: { ...tokens, generation },

@@ -59,6 +59,12 @@ export interface ConnectionView {
   refreshable: boolean;
   /** How the connection obtains its tokens (API.md §5). */
   grant: 'authorization_code';
+  /**
+   * What an `oauth2` provider's profile keeps from the authorization (docs/api.md §15):
+   * Salesforce's `instance_url`, QuickBooks' `realmId`, Slack's `team_id`. Never a secret;
+   * `{}` when none.
+   */
+  metadata: Record<string, string>;
   token_expires_at: string | null;
   created_at: string;
   updated_at: string;
@@ -131,6 +137,7 @@ export function connectionView(record: ConnectionRecord, now: number): Connectio
     scopes: state.scopes,
     refreshable: state.refreshable === true,
     grant: 'authorization_code',
+    metadata: { ...state.metadata },
     token_expires_at: isoTimeOrNull(state.token_expires_at),
     created_at: isoTime(record.createdAt),
     updated_at: isoTime(record.updatedAt),

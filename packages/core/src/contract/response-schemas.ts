@@ -52,13 +52,16 @@ const nullableStrings = z.array(z.string()).nullable();
 /** The provider view (docs/api.md §4): never a secret. */
 export const ProviderViewBody = z.object({
   id: z.string(),
-  template: z.literal('mcp'),
+  template: z.enum(['mcp', 'oauth2']),
+  /** `oauth2`: its catalog profile; `null` for named endpoints, and for `mcp`. */
+  profile: z.string().nullable(),
   label: z.string(),
   /** `false`: inject-only (docs/api.md §13). */
   hand_out: z.boolean(),
   configuration: z.object({
-    resource_url: z.string(),
+    resource_url: z.string().optional(),
     scopes: z.array(z.string()),
+    params: z.record(z.string(), z.string()).optional(),
     authorization_params: z.record(z.string(), z.string()).optional(),
     token_params: z.record(z.string(), z.string()).optional(),
     pkce: z.literal('assume_s256').optional(),
@@ -72,11 +75,15 @@ export const ProviderViewBody = z.object({
     client_secret_expires_at: time.nullable(),
     redirect_uri: z.string().nullable(),
   }),
-  resource: z.object({
-    resource: z.string(),
-    resource_metadata_url: z.string().nullable(),
-    scopes_supported: nullableStrings,
-  }),
+  resource: z
+    .object({
+      resource: z.string(),
+      resource_metadata_url: z.string().nullable(),
+      scopes_supported: nullableStrings,
+    })
+    .nullable(),
+  /** `oauth2`: where the API proxy forwards; `null` when none, and for `mcp`. */
+  api_base_url: z.string().nullable(),
   authorization_server: AuthorizationServerInfoSchema.pick({
     issuer: true,
     authorization_endpoint: true,
@@ -96,6 +103,18 @@ export const ProviderViewBody = z.object({
     .nullable(),
   created_at: time,
   updated_at: time,
+});
+
+/** A profile of the `oauth2` template's catalog (docs/api.md §15). */
+export const ProfileViewBody = z.object({
+  id: z.string(),
+  label: z.string(),
+  docs_url: z.string(),
+  scopes_example: z.array(z.string()),
+  /** The names of its parameters, given in `configuration.params`. */
+  params: z.array(z.string()),
+  api_base_url: z.string().nullable(),
+  refresh: z.enum(['rotating', 'stable', 'none']),
 });
 
 /** One step of a discovery trace (docs/api.md §6, §8). */
@@ -132,6 +151,8 @@ export const ConnectionViewBody = z.object({
   scopes: z.array(z.string()),
   refreshable: z.boolean(),
   grant: z.literal('authorization_code'),
+  /** `oauth2`: what the profile keeps from the authorization; `{}` when none. */
+  metadata: z.record(z.string(), z.string()),
   token_expires_at: time.nullable(),
   created_at: time,
   updated_at: time,

@@ -114,18 +114,30 @@ const extraParams = z
   .refine((params) => Object.keys(params).length <= MAX_EXTRA_PARAMS, { error: EXTRA_PARAMS })
   .optional();
 
+/** A provider's client at its server, as the operator registered it (mode `custom`). */
+const clientFields = {
+  client_id: z.string().min(1).max(2048).optional(),
+  client_secret: z.string().min(1).max(4096).optional(),
+};
+
+/** The OAuth scopes a provider asks for by default. */
+const providerScopes = z.array(z.string().min(1).max(200)).max(64).optional();
+
+/**
+ * `false`: inject-only — its connections' tokens are never handed out, only used by the
+ * gateway and the proxy (docs/api.md §13). Default `true`.
+ */
+const handOut = z.boolean().optional();
+const providerLabel = z.string().min(1).max(200).optional();
+
 /** Body of `PUT /api/admin/providers/<id>` (docs/api.md §4), template `mcp`. */
-export const ProviderBody = z.strictObject({
-  template: z.string(),
-  /**
-   * `false`: inject-only — its connections' tokens are never handed out, only used by the
-   * gateway and the proxy (docs/api.md §13). Default `true`.
-   */
-  hand_out: z.boolean().optional(),
-  label: z.string().min(1).max(200).optional(),
+export const McpProviderBody = z.strictObject({
+  template: z.literal('mcp'),
+  hand_out: handOut,
+  label: providerLabel,
   configuration: z.strictObject({
     resource_url: z.string(),
-    scopes: z.array(z.string().min(1).max(200)).max(64).optional(),
+    scopes: providerScopes,
     /** Added to the authorization URL (`prompt`, `access_type`, `audience`, …). */
     authorization_params: extraParams,
     /** Added to every token request: the code exchange and each refresh. */
@@ -139,8 +151,7 @@ export const ProviderBody = z.strictObject({
   credentials: z
     .strictObject({
       mode: z.enum(['register', 'custom']).optional(),
-      client_id: z.string().min(1).max(2048).optional(),
-      client_secret: z.string().min(1).max(4096).optional(),
+      ...clientFields,
       /**
        * Mode `custom`: the redirect URI the operator registered: `shared`
        * (`{base}/api/oauth/callback`, the default) or `per_server` (the server's own, shown
@@ -150,6 +161,46 @@ export const ProviderBody = z.strictObject({
     })
     .optional(),
 });
+
+/** An endpoint of an `oauth2` provider without a profile: checked like discovered ones. */
+const endpointText = z.string().min(1).max(2048);
+
+/**
+ * Body of `PUT /api/admin/providers/<id>` (docs/api.md §4), template `oauth2`: a classic
+ * OAuth 2 API, from a catalog profile (docs/api.md §15) or with its endpoints named.
+ */
+export const OAuth2ProviderBody = z.strictObject({
+  template: z.literal('oauth2'),
+  /** A profile of the catalog (`GET /api/admin/profiles`); absent: the endpoints below. */
+  profile: z.string().min(1).max(64).optional(),
+  hand_out: handOut,
+  label: providerLabel,
+  configuration: z
+    .strictObject({
+      scopes: providerScopes,
+      /** Values of the profile's placeholders (a Microsoft `tenant`, a Zendesk `subdomain`). */
+      params: z.record(z.string().min(1).max(64), z.string().max(253)).optional(),
+      authorization_params: extraParams,
+      token_params: extraParams,
+      // Without a profile: the server as the operator knows it.
+      authorization_endpoint: endpointText.optional(),
+      token_endpoint: endpointText.optional(),
+      revocation_endpoint: endpointText.optional(),
+      /** The issuer an `iss` in the redirect back must equal (RFC 9207). */
+      issuer: endpointText.optional(),
+      scope_separator: z.enum([' ', ',']).optional(),
+      /** `none` only for a server that cannot do PKCE. Default `S256`. */
+      pkce: z.enum(['S256', 'none']).optional(),
+      token_endpoint_auth_method: z.enum(['client_secret_basic', 'client_secret_post']).optional(),
+      /** Where the API proxy forwards (docs/api.md §13). */
+      api_base_url: endpointText.optional(),
+    })
+    .optional(),
+  credentials: z.strictObject({ mode: z.literal('custom').optional(), ...clientFields }),
+});
+
+/** Body of `PUT /api/admin/providers/<id>` (docs/api.md §4): one of the templates. */
+export const ProviderBody = z.discriminatedUnion('template', [McpProviderBody, OAuth2ProviderBody]);
 
 /** Body of `POST /api/admin/discover` (docs/api.md §6). */
 export const DiscoverBody = z.strictObject({
@@ -229,6 +280,7 @@ export type NarrowTokenInput = Omit<z.input<typeof NarrowTokenBody>, 'expires_in
  * @see [docs/api.md §4](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#4-providers), §6
  */
 export type ProviderInput = z.input<typeof ProviderBody>;
+export type OAuth2ProviderInput = z.output<typeof OAuth2ProviderBody>;
 /**
  * The resource URL to run discovery for, without storing anything.
  *

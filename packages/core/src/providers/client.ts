@@ -14,29 +14,32 @@ export function invalid(path: string, message: string): KeywayError {
 }
 
 /**
- * Validates a resource URL: absolute https, no fragment or user info (plain http only for
- * allowed hosts).
+ * Validates an endpoint an operator gives (an MCP `resource_url`, an `oauth2` endpoint):
+ * absolute https, no fragment or user info (plain http only for allowed hosts).
  *
+ * @param field The body's field, named in the error.
  * @returns the URL as WHATWG serializes it.
  */
-export function checkResourceUrl(text: string, allowedHosts: readonly string[]): string {
+export function checkResourceUrl(
+  text: string,
+  allowedHosts: readonly string[],
+  field = 'configuration.resource_url',
+): string {
+  const name = `"${field.slice(field.lastIndexOf('.') + 1)}"`;
   let url: URL;
   try {
     url = new URL(text);
   } catch {
-    throw invalid('configuration.resource_url', '"resource_url" must be an absolute URL');
+    throw invalid(field, `${name} must be an absolute URL`);
   }
   const allowed = allowedHosts.map(normalizeHost).includes(normalizeHost(url.hostname));
   if (url.protocol !== 'https:' && !(url.protocol === 'http:' && allowed)) {
-    throw invalid(
-      'configuration.resource_url',
-      '"resource_url" must use https (plain http only for allowed hosts)',
-    );
+    throw invalid(field, `${name} must use https (plain http only for allowed hosts)`);
   }
   if (url.hash !== '' || text.includes('#'))
-    throw invalid('configuration.resource_url', '"resource_url" must not have a fragment');
+    throw invalid(field, `${name} must not have a fragment`);
   if (url.username !== '' || url.password !== '') {
-    throw invalid('configuration.resource_url', '"resource_url" must not contain user info');
+    throw invalid(field, `${name} must not contain user info`);
   }
   return url.href;
 }

@@ -1,35 +1,21 @@
-import { ProviderBody, type ProviderInput } from '../contract/schemas.js';
+import {
+  type EndpointCheck,
+  explicitProfile,
+  ProfileProblem,
+  type ResolvedProfile,
+  reservedParam,
+  resolveProfile,
+} from '../catalog/resolve.js';
+import type { Profile } from '../catalog/schema.js';
+import { type OAuth2ProviderInput, ProviderBody, type ProviderInput } from '../contract/schemas.js';
 import { parseShape } from '../contract/validation.js';
 import type { AuthorizationServerInfo, StoredRegistration } from '../storage/states.js';
 import { invalid } from './client.js';
 import { customAuthMethod } from './registration.js';
 
 /**
- * The parameters Keyway sends itself in authorization and token requests: a provider's
- * extra parameters can never set or override one (API.md §4), in any letter case.
- */
-export const RESERVED_PARAMS: readonly string[] = [
-  'response_type',
-  'client_id',
-  'redirect_uri',
-  'state',
-  'code_challenge',
-  'code_challenge_method',
-  'scope',
-  'resource',
-  'grant_type',
-  'code',
-  'code_verifier',
-  'refresh_token',
-  'client_secret',
-  'client_assertion',
-  'client_assertion_type',
-];
-const RESERVED = new Set(RESERVED_PARAMS);
-
-/**
- * Checks a provider's extra parameters (already shaped by the schema): none may be one of
- * {@link RESERVED_PARAMS}, nor start with `code_challenge` or `client_assertion`.
+ * Checks a provider's extra parameters (already shaped by the schema): none may be one
+ * Keyway sends itself ({@link reservedParam}).
  *
  * @throws {KeywayError} `invalid_request` naming the parameter.
  */
@@ -39,12 +25,7 @@ function checkExtraParams(
 ): Record<string, string> | undefined {
   if (params === undefined) return undefined;
   for (const name of Object.keys(params)) {
-    const lower = name.toLowerCase();
-    if (
-      RESERVED.has(lower) ||
-      lower.startsWith('code_challenge') ||
-      lower.startsWith('client_assertion')
-    ) {
+    if (reservedParam(name)) {
       throw invalid(
         `${field}.${name}`,
         `"${field}" cannot set ${JSON.stringify(name)}: Keyway sends that parameter itself`,
@@ -59,8 +40,10 @@ export interface ProviderSpec {
   label: string | undefined;
   /** `false`: inject-only (docs/api.md §13). */
   handOut: boolean;
-  /** The MCP endpoint, as `checkUrl` answered it. */
-  resourceUrl: string;
+  /** `mcp`: the MCP endpoint, as `checkUrl` answered it. */
+  resourceUrl: string | undefined;
+  /** `oauth2`: the endpoints and quirks of its profile, resolved. */
+  oauth2: ResolvedProfile | undefined;
   configuredScopes: string[];
   authorizationParams: Record<string, string> | undefined;
   tokenParams: Record<string, string> | undefined;
@@ -71,30 +54,107 @@ export interface ProviderSpec {
   callback: StoredRegistration['callback'] | undefined;
 }
 
+/** The fields of an `oauth2` provider's configuration that only a profile-less one names. */
+const EXPLICIT_FIELDS = [
+  'authorization_endpoint',
+  'token_endpoint',
+  'revocation_endpoint',
+  'issuer',
+  'scope_separator',
+  'pkce',
+  'token_endpoint_auth_method',
+  'api_base_url',
+] as const;
+
 /**
- * Parses a provider to create or replace (API.md §4): the `mcp` template only, its
- * endpoint checked by `checkUrl`, credentials that fit their mode, extra parameters that
- * set none of Keyway's own.
+ * The endpoints and quirks of an `oauth2` provider: its catalog profile with `params`
+ * filled, or the endpoints its configuration names.
+ *
+ * @throws {KeywayError} `invalid_request` naming the field.
+ */
+function oauth2Of(
+  shape: OAuth2ProviderInput,
+  check: EndpointCheck,
+  profiles: ReadonlyMap<string, Profile>,
+): ResolvedProfile {
+  const configuration = shape.configuration ?? {};
+  try {
+    if (shape.profile === undefined) {
+      if (configuration.params !== undefined)
+        throw new ProfileProblem(
+          'configuration.params',
+          '"params" fill a profile\'s placeholders: name a "profile"',
+        );
+      return explicitProfile(configuration, check);
+    }
+    const profile = profiles.get(shape.profile);
+    if (profile === undefined) {
+      throw new ProfileProblem(
+        'profile',
+        `no profile ${JSON.stringify(shape.profile.slice(0, 64))} in the catalog (GET /api/admin/profiles lists them)`,
+      );
+    }
+    const named = EXPLICIT_FIELDS.find((field) => configuration[field] !== undefined);
+    if (named !== undefined) {
+      throw new ProfileProblem(
+        `configuration.${named}`,
+        `profile ${JSON.stringify(profile.id)} sets "${named}"; without a profile, name the endpoints yourself`,
+      );
+    }
+    return resolveProfile(profile, configuration.params ?? {}, check, profile.id);
+  } catch (error) {
+    if (error instanceof ProfileProblem) throw invalid(error.path, error.message);
+    throw error;
+  }
+}
+
+/**
+ * Parses a provider to create or replace (API.md §4): an `mcp` provider with its endpoint
+ * checked by `checkUrl`, or an `oauth2` one with its profile resolved (endpoints checked
+ * the same way); credentials that fit their mode; extra parameters that set none of
+ * Keyway's own.
  *
  * @throws {KeywayError} `invalid_request` naming the field.
  */
 export function parseProviderInput(
   input: ProviderInput,
-  checkUrl: (text: string) => string,
+  checkUrl: EndpointCheck,
+  profiles: ReadonlyMap<string, Profile>,
 ): ProviderSpec {
   const shape = parseShape(ProviderBody, input);
-  if (shape.template !== 'mcp')
-    throw invalid(
-      'template',
-      `unknown template ${JSON.stringify(shape.template.slice(0, 40))}; the only one is "mcp"`,
-    );
-  const resourceUrl = checkUrl(shape.configuration.resource_url);
+  const common = {
+    label: shape.label,
+    handOut: shape.hand_out ?? true,
+    configuredScopes: shape.configuration?.scopes ?? [],
+    authorizationParams: checkExtraParams(
+      'configuration.authorization_params',
+      shape.configuration?.authorization_params,
+    ),
+    tokenParams: checkExtraParams('configuration.token_params', shape.configuration?.token_params),
+    clientSecret: shape.credentials?.client_secret,
+  };
+  if (shape.template === 'oauth2') {
+    if (shape.credentials.client_id === undefined)
+      throw invalid(
+        'credentials.client_id',
+        'an "oauth2" provider needs the "client_id" its API issued',
+      );
+    return {
+      ...common,
+      resourceUrl: undefined,
+      oauth2: oauth2Of(shape, checkUrl, profiles),
+      pkce: undefined,
+      mode: 'custom',
+      clientId: shape.credentials.client_id,
+      callback: undefined,
+    };
+  }
+  const resourceUrl = checkUrl(shape.configuration.resource_url, 'configuration.resource_url');
   const mode = shape.credentials?.mode ?? 'register';
   const clientId = shape.credentials?.client_id;
-  const clientSecret = shape.credentials?.client_secret;
   if (mode === 'custom' && clientId === undefined)
     throw invalid('credentials.client_id', 'mode "custom" needs a "client_id"');
-  if (mode === 'register' && (clientId !== undefined || clientSecret !== undefined)) {
+  if (mode === 'register' && (clientId !== undefined || common.clientSecret !== undefined)) {
     throw invalid(
       'credentials',
       'mode "register" takes no client_id or client_secret; use mode "custom"',
@@ -108,19 +168,12 @@ export function parseProviderInput(
     );
   }
   return {
-    label: shape.label,
-    handOut: shape.hand_out ?? true,
+    ...common,
     resourceUrl,
-    configuredScopes: shape.configuration.scopes ?? [],
-    authorizationParams: checkExtraParams(
-      'configuration.authorization_params',
-      shape.configuration.authorization_params,
-    ),
-    tokenParams: checkExtraParams('configuration.token_params', shape.configuration.token_params),
+    oauth2: undefined,
     pkce: shape.configuration.pkce,
     mode,
     clientId,
-    clientSecret,
     callback,
   };
 }

@@ -35,8 +35,10 @@ async function rediscover(
   state: ProviderState,
 ): Promise<ProviderState> {
   const next: ProviderState = { ...state, registrations: { ...state.registrations } };
-  if (state.legacy === true) return next;
-  const found = await discoverResource(outbound, state.configuration.resource_url);
+  // An `oauth2` provider has no discovery: its endpoints are its profile's.
+  const { resource_url: resourceUrl } = state.configuration;
+  if (state.legacy === true || state.resource === null || resourceUrl === undefined) return next;
+  const found = await discoverResource(outbound, resourceUrl);
   if (resourceMismatched(found)) throwUnlessDiscovered(found);
   if (found.resource === null || found.legacy) return next;
   next.resource = found.resource;

@@ -1,14 +1,14 @@
 import { actorOf, assertCoversPath, type Principal, rootPrincipal } from '../auth/principal.js';
+import type { Profile } from '../catalog/schema.js';
 import { KeywayError } from '../contract/errors.js';
 import type { ProviderInput } from '../contract/schemas.js';
-import { discoverOrThrow } from '../discovery/index.js';
 import type { EventLog } from '../events/log.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { ProviderRecord, Storage, VaultKey, VaultWrite } from '../storage/contract.js';
 import type { AuthorizationServerInfo, ProviderState } from '../storage/states.js';
 import type { Vault } from '../vault/vault.js';
 import { checkResourceUrl, registerAt } from './client.js';
-import { customRegistration, parseProviderInput } from './input.js';
+import { type ProviderSpec, parseProviderInput } from './input.js';
 import { rediscovered } from './rediscovery.js';
 import type { ClientProfile } from './registration.js';
 import {
@@ -21,6 +21,7 @@ import {
   registrationUsable,
   secretKey,
 } from './state.js';
+import { declaredUnchanged, mcpWrite, oauth2Write } from './templates.js';
 
 /** Options of the provider registry, supplied by `createBroker`. */
 export interface ProviderRegistryOptions {
@@ -32,6 +33,8 @@ export interface ProviderRegistryOptions {
   /** The deployment as authorization servers see it; `null` when `baseUrl` is not set. */
   profile: ClientProfile | null;
   declared: Record<string, ProviderInput>;
+  /** The `oauth2` profiles: the built-in catalog and the app's own. */
+  profiles: ReadonlyMap<string, Profile>;
   events: EventLog;
   /**
    * Called after a provider moved to another authorization server or client: puts its
@@ -61,6 +64,8 @@ export function noBaseUrl(): KeywayError {
 export class ProviderRegistry {
   readonly #o: ProviderRegistryOptions;
   readonly #ensuring = new Map<string, Promise<unknown>>();
+  /** The declared providers, parsed once (their inputs do not change). */
+  readonly #declaredSpecs = new Map<string, ProviderSpec>();
 
   constructor(options: ProviderRegistryOptions) {
     this.#o = options;
@@ -71,9 +76,23 @@ export class ProviderRegistry {
     return this.#o.profile;
   }
 
-  /** Validates a resource URL (see {@link checkResourceUrl}). */
-  resourceUrl(text: string): string {
-    return checkResourceUrl(text, this.#o.allowedHosts);
+  /** Validates a resource URL or an endpoint (see {@link checkResourceUrl}). */
+  resourceUrl(text: string, field?: string): string {
+    return checkResourceUrl(text, this.#o.allowedHosts, field);
+  }
+
+  /** The `oauth2` profiles: the built-in catalog and the app's own. */
+  profiles(): ReadonlyMap<string, Profile> {
+    return this.#o.profiles;
+  }
+
+  /** Parses a provider's input (see {@link parseProviderInput}). */
+  parse(input: ProviderInput): ProviderSpec {
+    return parseProviderInput(
+      input,
+      (text, field) => this.resourceUrl(text, field),
+      this.#o.profiles,
+    );
   }
 
   /** The stored provider, a declared one stored first; `null` when there is none. */
@@ -93,75 +112,39 @@ export class ProviderRegistry {
     input: ProviderInput,
     declared: boolean,
   ): Promise<{ record: ProviderRecord; created: boolean }> {
-    const spec = parseProviderInput(input, (text) => this.resourceUrl(text));
+    const spec = this.parse(input);
     assertCoversPath(principal, providerId);
     this.profile();
 
     const existing = await this.#o.storage.getProvider(providerId);
     const previous = existing === null ? null : providerState(existing);
-
-    const discovery = await discoverOrThrow(this.#o.outbound, spec.resourceUrl, {
-      scopes: spec.configuredScopes,
-      allowedHosts: this.#o.allowedHosts,
-      providerId,
-      ...(spec.pkce === undefined ? {} : { pkce: spec.pkce }),
-    });
-    const issuer = discovery.authorization_server.issuer;
+    const { state, puts, deletes } =
+      spec.oauth2 !== undefined && spec.clientId !== undefined
+        ? await oauth2Write(
+            providerId,
+            { ...spec, oauth2: spec.oauth2, clientId: spec.clientId },
+            previous,
+            declared,
+            this.#o.vault(),
+          )
+        : await mcpWrite(
+            {
+              outbound: this.#o.outbound,
+              allowedHosts: this.#o.allowedHosts,
+              now: this.#o.now(),
+              vault: this.#o.vault(),
+              register: (server) => this.#register(providerId, server),
+            },
+            providerId,
+            spec,
+            previous,
+            declared,
+          );
     const now = this.#o.now();
-    const vault = this.#o.vault();
-    const puts: VaultWrite[] = [];
-    const deletes: VaultKey[] = [];
-    const registrations: ProviderState['registrations'] = { ...(previous?.registrations ?? {}) };
-    const key = secretKey(providerId, issuer);
-
-    if (spec.mode === 'custom' && spec.clientId !== undefined) {
-      const before = previous?.mode === 'custom' ? previous.registrations[issuer] : undefined;
-      const custom = customRegistration(
-        { ...spec, clientId: spec.clientId },
-        before,
-        discovery.authorization_server,
-      );
-      if (spec.clientSecret !== undefined)
-        puts.push(await vault.seal({ kind: CLIENT_SECRET_KIND, key }, spec.clientSecret));
-      else if (!custom.client_secret_set) deletes.push({ kind: CLIENT_SECRET_KIND, key });
-      registrations[issuer] = custom;
-    } else {
-      const before = previous?.mode === 'register' ? previous.registrations[issuer] : undefined;
-      const reusable =
-        before !== undefined &&
-        previous?.configuration.resource_url === spec.resourceUrl &&
-        registrationUsable(before, now);
-      if (!reusable) {
-        const registered = await this.#register(providerId, discovery.authorization_server);
-        puts.push(...registered.puts);
-        deletes.push(...registered.deletes);
-        registrations[issuer] = registered.registration;
-      }
-    }
-
-    const state: ProviderState = {
-      label: spec.label ?? previous?.label ?? providerId,
-      ...(spec.handOut ? {} : { hand_out: false }),
-      configuration: {
-        resource_url: spec.resourceUrl,
-        scopes: spec.configuredScopes,
-        ...(spec.authorizationParams && { authorization_params: spec.authorizationParams }),
-        ...(spec.tokenParams === undefined ? {} : { token_params: spec.tokenParams }),
-        ...(spec.pkce === undefined ? {} : { pkce: spec.pkce }),
-      },
-      mode: spec.mode,
-      resource: discovery.resource,
-      authorization_server: discovery.authorization_server,
-      challenge_scope: discovery.challenge_scope,
-      registrations,
-      declared,
-      last_party_change: previous?.last_party_change ?? null,
-      ...(discovery.legacy ? { legacy: true } : {}),
-    };
     const moved = notePartyChange(previous, state, now);
     const record: ProviderRecord = {
       id: providerId,
-      template: 'mcp',
+      template: state.template ?? 'mcp',
       state,
       version: (existing?.version ?? 0) + 1,
       createdAt: existing?.createdAt ?? now,
@@ -176,7 +159,11 @@ export class ProviderRegistry {
         type: existing === null ? 'provider.created' : 'provider.updated',
         actor: actorOf(principal),
         resource: providerId,
-        data: { template: 'mcp', mode: spec.mode, issuer: discovery.authorization_server.issuer },
+        data: {
+          template: record.template,
+          mode: spec.mode,
+          issuer: state.authorization_server.issuer,
+        },
       },
       (events) =>
         existing === null
@@ -426,17 +413,17 @@ export class ProviderRegistry {
     return Object.keys(this.#o.declared);
   }
 
-  /** Stores a provider declared in code the first time it is needed. */
+  /** Stores a provider declared in code the first time it is needed, or as it changed. */
   async ensureDeclared(id: string): Promise<void> {
     const input = this.#o.declared[id];
     if (input === undefined) return;
+    let wanted = this.#declaredSpecs.get(id);
+    if (wanted === undefined) {
+      wanted = this.parse(input);
+      this.#declaredSpecs.set(id, wanted);
+    }
     const existing = await this.#o.storage.getProvider(id);
-    const state = existing === null ? undefined : providerState(existing);
-    if (
-      state !== undefined &&
-      state.configuration.resource_url === new URL(input.configuration.resource_url).href
-    )
-      return;
+    if (existing !== null && declaredUnchanged(providerState(existing), wanted)) return;
     let pending = this.#ensuring.get(id);
     if (pending === undefined) {
       pending = this.write(rootPrincipal(), id, input, true).finally(() =>

@@ -1,6 +1,7 @@
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import type { RateLimiter } from '../auth/rate-limit.js';
 import { parseResourcePath } from '../auth/resource-path.js';
+import { type ProfileView, profileView } from '../catalog/index.js';
 import { KeywayError } from '../contract/errors.js';
 import { listPage, listScope, type Page } from '../contract/pagination.js';
 import {
@@ -137,6 +138,19 @@ export class ProviderService {
       (record) => record.id,
       (record) => providerView(record, this.#o.profile),
     );
+  }
+
+  /**
+   * The profiles of the `oauth2` template (the built-in catalog and the app's own), by id,
+   * for any valid credential: they are public facts about public APIs.
+   *
+   * @see [docs/api.md §15](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#15-provider-catalog)
+   */
+  profiles(_principal: Principal): Page<ProfileView> {
+    const items = [...this.#o.registry.profiles().values()]
+      .sort((a, b) => (a.id < b.id ? -1 : 1))
+      .map(profileView);
+    return { items, next_cursor: null };
   }
 
   /**

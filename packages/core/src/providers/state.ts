@@ -24,7 +24,9 @@ export const secretKey = (providerId: string, issuer: string): string => `${prov
  */
 export interface ProviderView {
   id: string;
-  template: 'mcp';
+  template: 'mcp' | 'oauth2';
+  /** `oauth2`: its catalog profile (docs/api.md §15); `null` for endpoints named in the configuration, and for `mcp`. */
+  profile: string | null;
   label: string;
   /**
    * `false`: inject-only — `GET /api/oauth/credentials/…` answers `403
@@ -32,8 +34,11 @@ export interface ProviderView {
    */
   hand_out: boolean;
   configuration: {
-    resource_url: string;
+    /** `mcp`: the MCP endpoint. */
+    resource_url?: string;
     scopes: string[];
+    /** `oauth2`: the values of its profile's placeholders; absent when it has none. */
+    params?: Record<string, string>;
     /** Added to the authorization URL (docs/api.md §4); absent when none. */
     authorization_params?: Record<string, string>;
     /** Added to every token request; absent when none. */
@@ -55,11 +60,14 @@ export interface ProviderView {
      */
     redirect_uri: string | null;
   };
+  /** `mcp`: the protected resource; `null` for `oauth2`. */
   resource: {
     resource: string;
     resource_metadata_url: string | null;
     scopes_supported: string[] | null;
-  };
+  } | null;
+  /** `oauth2`: where the API proxy forwards (docs/api.md §13); `null` when none, and for `mcp`. */
+  api_base_url: string | null;
   authorization_server: Pick<
     AuthorizationServerInfo,
     | 'issuer'
@@ -116,10 +124,16 @@ export function providerView(record: ProviderRecord, profile: ClientProfile | nu
   const change = state.last_party_change;
   return {
     id: record.id,
-    template: 'mcp',
+    template: state.template ?? 'mcp',
+    profile: state.oauth2?.profile ?? null,
     label: state.label,
     hand_out: state.hand_out !== false,
-    configuration: state.configuration,
+    configuration: {
+      ...state.configuration,
+      ...(state.oauth2 !== undefined && Object.keys(state.oauth2.params).length > 0
+        ? { params: state.oauth2.params }
+        : {}),
+    },
     credentials: {
       mode: state.mode,
       client_id: client.client_id,
@@ -132,11 +146,15 @@ export function providerView(record: ProviderRecord, profile: ClientProfile | nu
           ? null
           : redirectUriOf(profile, server.issuer, client.callback ?? 'shared'),
     },
-    resource: {
-      resource: state.resource.resource,
-      resource_metadata_url: state.resource.resource_metadata_url,
-      scopes_supported: state.resource.scopes_supported,
-    },
+    resource:
+      state.resource === null
+        ? null
+        : {
+            resource: state.resource.resource,
+            resource_metadata_url: state.resource.resource_metadata_url,
+            scopes_supported: state.resource.scopes_supported,
+          },
+    api_base_url: state.oauth2?.api_base_url ?? null,
     authorization_server: {
       issuer: server.issuer,
       authorization_endpoint: server.authorization_endpoint,
@@ -181,7 +199,8 @@ export function notePartyChange(
     at: now,
     previous_issuer: before.issuer,
     previous_client_id: before.client_id,
-    previous_resource_url: before.resource_url ?? before.resource,
+    previous_resource_url:
+      before.resource_url ?? before.api_base_url ?? before.resource ?? undefined,
     connections_reauthorization_required: 0,
   };
   const issuer = next.authorization_server.issuer;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { TokenResponseSchema } from '../catalog/schema.js';
 import { KeywayError } from '../contract/errors.js';
 
 /**
@@ -65,13 +66,46 @@ export const StoredRegistrationSchema = z.object({
   stale: z.boolean().optional(),
 });
 
+const stringRecord = z.record(z.string(), z.string());
+
+/**
+ * What an `oauth2` provider keeps of its profile (docs/api.md §15), placeholders filled: how
+ * its requests are written and its answers read. The endpoints are in the provider's
+ * `authorization_server`, as discovered ones are for `mcp` providers.
+ */
+export const OAuth2QuirksSchema = z.object({
+  /** The catalog profile, or `null` for endpoints named by the operator. */
+  profile: z.string().nullable(),
+  /** The values of the profile's placeholders, defaults included. */
+  params: stringRecord,
+  scopes_always: z.array(z.string()),
+  scope_separator: z.enum([' ', ',']),
+  scope_param: z.enum(['scope', 'user_scope']),
+  pkce: z.enum(['S256', 'none']),
+  token_request_format: z.enum(['form', 'json']),
+  token_request_headers: stringRecord,
+  /** The profile's own extra parameters; the operator's are in `configuration`. */
+  authorization_params: stringRecord,
+  token_params: stringRecord,
+  token_response: TokenResponseSchema,
+  redirect_params: z.array(z.string()),
+  refresh_endpoint: z.string().nullable(),
+  api_base_url: z.string().nullable(),
+  api_headers: stringRecord,
+});
+
 /** What `state` of a provider record holds (secrets live in the vault). */
 export const ProviderStateSchema = z.object({
   label: z.string(),
+  /** Absent: `mcp` (records written before there was another template). */
+  template: z.literal('oauth2').optional(),
+  /** `oauth2` only: its profile, resolved. */
+  oauth2: OAuth2QuirksSchema.optional(),
   /** `false`: inject-only (docs/api.md §13). Absent: tokens may be handed out. */
   hand_out: z.boolean().optional(),
   configuration: z.object({
-    resource_url: z.string(),
+    /** The MCP endpoint; absent for `oauth2` providers. */
+    resource_url: z.string().optional(),
     scopes: z.array(z.string()),
     /** Added to the authorization URL (docs/api.md §4); never a parameter Keyway sends itself. */
     authorization_params: z.record(z.string(), z.string()).optional(),
@@ -84,7 +118,8 @@ export const ProviderStateSchema = z.object({
     pkce: z.literal('assume_s256').optional(),
   }),
   mode: z.enum(['register', 'custom']),
-  resource: ResourceInfoSchema,
+  /** The protected resource of an `mcp` provider; `null` for `oauth2` (no RFC 8707 `resource`). */
+  resource: ResourceInfoSchema.nullable(),
   authorization_server: AuthorizationServerInfoSchema,
   challenge_scope: z.string().nullable(),
   /** Registrations by issuer: a resource that moves to another server registers again there. */
@@ -118,14 +153,24 @@ export const OAuthPartySchema = z.object({
   revocation_endpoint: z.string().nullable(),
   client_id: z.string(),
   token_endpoint_auth_method: AuthMethodSchema,
-  /** The RFC 8707 `resource` of the authorization, repeated on every refresh. */
-  resource: z.string(),
+  /**
+   * The RFC 8707 `resource` of the authorization, repeated on every refresh; `null` for an
+   * `oauth2` provider, which sends none.
+   */
+  resource: z.string().nullable(),
   /**
    * The MCP endpoint the connection was authorized for (the provider's `resource_url` at
    * authorize time): the probe and the gateway send the token there only (docs/api.md §8, §13).
    * Absent in parties written before it was kept.
    */
   resource_url: z.string().optional(),
+  /**
+   * `oauth2`: the API the token is for (the profile's `api_base_url`, filled): the proxy
+   * sends it there only (docs/api.md §13); `null` when the provider has none.
+   */
+  api_base_url: z.string().nullable().optional(),
+  /** `oauth2`: where the refresh grant goes when not to the token endpoint (Figma). */
+  refresh_endpoint: z.string().nullable().optional(),
   /** RFC 9207: the server promised `iss` in its authorization responses. */
   iss_parameter_supported: z.boolean(),
 });
@@ -157,6 +202,11 @@ export const ConnectionStateSchema = z.object({
    * authorizations. Absent in connections created before it was kept.
    */
   incarnation: z.string().optional(),
+  /**
+   * `oauth2`: values the profile keeps from the token response and the redirect back
+   * (Salesforce's `instance_url`, QuickBooks' `realmId`). Absent: none.
+   */
+  metadata: z.record(z.string(), z.string()).optional(),
 });
 
 /** What a connection's vault entry holds (sealed), as written before parties were kept too. */
@@ -170,6 +220,8 @@ export const SealedTokensSchema = z.object({
   generation: z.number().int().nonnegative().default(0),
   /** The server and client they came from: refresh and revocation go there only. */
   party: OAuthPartySchema.optional(),
+  /** `oauth2`: what the profile keeps from the answers (the connection state's `metadata`). */
+  metadata: z.record(z.string(), z.string()).optional(),
   // Written before the party was kept: only the issuer and client id.
   issuer: z.string().optional(),
   client_id: z.string().optional(),
@@ -186,6 +238,8 @@ export const PendingStateSchema = z.object({
   kind: z.literal('authorization').optional(),
   /** The PKCE verifier, sealed. */
   verifier: z.string(),
+  /** `none`: an `oauth2` server that cannot do PKCE; the verifier is not sent. */
+  pkce: z.literal('none').optional(),
   /** The redirect_uri of the authorization request: the code exchange must repeat it. */
   redirect_uri: z.string(),
   /**
@@ -228,6 +282,7 @@ export type AuthorizationServerInfo = z.infer<typeof AuthorizationServerInfoSche
 export type StoredRegistration = z.infer<typeof StoredRegistrationSchema>;
 export type ProviderState = z.infer<typeof ProviderStateSchema>;
 export type OAuthParty = z.infer<typeof OAuthPartySchema>;
+export type OAuth2Quirks = z.infer<typeof OAuth2QuirksSchema>;
 export type ConnectionState = z.infer<typeof ConnectionStateSchema>;
 /**
  * What a connection's vault entry holds (sealed): its OAuth tokens and the party they came from.

@@ -116,6 +116,16 @@ export const TOKEN_ROUTES: Route[] = [
 export const PROVIDER_ROUTES: Route[] = [
   {
     method: 'GET',
+    path: '/api/admin/profiles',
+    id: 'listProfiles',
+    summary: "List the profiles of the oauth2 template: the built-in catalog and the app's own.",
+    see: '§15',
+    ok: { 200: { description: 'Every profile, by id, in one page.', schema: 'ProfilePage' } },
+    errors: [],
+    handle: async ({ broker, principal }) => json(200, broker.providers.profiles(principal)),
+  },
+  {
+    method: 'GET',
     path: '/api/admin/providers',
     id: 'listProviders',
     summary: 'List the providers the credential covers.',

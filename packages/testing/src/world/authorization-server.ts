@@ -1,4 +1,5 @@
 import { sha256 } from '@noble/hashes/sha2.js';
+import { classicAnswer, classicConsent, classicError, readTokenRequest } from './classic.js';
 import { b64url, ISSUED_CLIENT_PREFIX, json, oauthError, random } from './http.js';
 import type { RegisteredClient, TestWorld } from './options.js';
 import type { WorldState } from './state.js';
@@ -197,11 +198,14 @@ export function createAuthorizationServer(world: WorldState) {
       seen.add(body.id_token as string);
     }
     delete body.client_id;
-    return json(200, body);
+    const classic = world.options.classic;
+    return classic === undefined ? json(200, body) : classicAnswer(body, classic);
   }
 
   /** An OAuth error, with status 200 when the options ask for that quirk. */
   function tokenError(status: number, error: string, description?: string): Response {
+    const classic = classicError(error, description, world.options.classic);
+    if (classic !== null) return classic;
     return world.options.tokenResponse?.errorsWithStatus200 === true
       ? oauthError(200, error, description)
       : oauthError(status, error, description);
@@ -250,7 +254,9 @@ export function createAuthorizationServer(world: WorldState) {
   }
 
   async function token(request: Request): Promise<Response> {
-    const form = new URLSearchParams(await request.text());
+    const read = await readTokenRequest(request, world.options.classic);
+    if (read instanceof Response) return read;
+    const form = read;
     world.tokenRequests.push(Object.fromEntries(form));
     const client = authenticateClient(request, form);
     if (client instanceof Response) return client;
@@ -266,7 +272,8 @@ export function createAuthorizationServer(world: WorldState) {
         return tokenError(400, 'invalid_grant', 'redirect_uri mismatch');
       const verifier = form.get('code_verifier') ?? '';
       seen.add(verifier);
-      if (b64url(sha256(new TextEncoder().encode(verifier))) !== code.challenge) {
+      const pkce = world.options.classic?.pkce !== 'ignored';
+      if (pkce && b64url(sha256(new TextEncoder().encode(verifier))) !== code.challenge) {
         return tokenError(400, 'invalid_grant', 'PKCE verification failed');
       }
       if (code.resource !== null && form.get('resource') !== code.resource) {
@@ -382,7 +389,13 @@ export function createAuthorizationServer(world: WorldState) {
       return back.href;
     };
     if (params.get('response_type') !== 'code') return fault('unsupported_response_type');
-    if (params.get('code_challenge_method') !== 'S256' || !params.get('code_challenge'))
+    const classic = world.options.classic;
+    const read = classicConsent(params, classic);
+    if (read.fault !== null) return fault(read.fault);
+    if (
+      classic?.pkce !== 'ignored' &&
+      (params.get('code_challenge_method') !== 'S256' || !params.get('code_challenge'))
+    )
       return fault('invalid_request');
     const resource = params.get('resource');
     // The audience is the resource exactly as the metadata publishes it.
@@ -393,13 +406,15 @@ export function createAuthorizationServer(world: WorldState) {
     codes.set(code, {
       clientId: client.client_id,
       redirectUri,
-      challenge: params.get('code_challenge') as string,
+      challenge: params.get('code_challenge') ?? '',
       resource,
-      scope: params.get('scope') ?? '',
+      scope: read.scope,
       used: false,
       consentPrompt: params.get('prompt')?.split(' ').includes('consent') === true,
     });
     back.searchParams.set('code', code);
+    for (const [name, value] of Object.entries(classic?.redirectExtra ?? {}))
+      back.searchParams.set(name, value);
     return back.href;
   }
 

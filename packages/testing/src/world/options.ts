@@ -32,6 +32,40 @@ export interface TokenResponseQuirks {
   idToken?: boolean;
 }
 
+/**
+ * Quirks of classic OAuth 2 APIs, as the `oauth2` template's profiles describe them
+ * (docs/api.md §15): each switch reproduces how some real server behaves.
+ */
+export interface ClassicQuirks {
+  /** The endpoints at other URLs than the issuer's (a profile's own). */
+  endpoints?: { authorize?: string; token?: string; refresh?: string; revoke?: string };
+  /** `ignored`: no PKCE — no challenge needed at consent, no verifier checked. Default `required`. */
+  pkce?: 'required' | 'ignored';
+  /** How the authorization request separates its scopes. Default a space. */
+  scopeSeparator?: ' ' | ',';
+  /** The parameter the scopes come in: `user_scope` for Slack's user tokens. Default `scope`. */
+  scopeParam?: 'scope' | 'user_scope';
+  /** Authorization parameters the server requires, with their values (`access_type=offline`). */
+  requiredAuthorizationParams?: Record<string, string>;
+  /** The token request's body: a body of the other format is refused. Default `form`. */
+  tokenRequestFormat?: 'form' | 'json';
+  /** Headers every token request must carry, with their values. */
+  requiredTokenHeaders?: Record<string, string>;
+  /** Answers (errors too, with status 200) form-encoded, as GitHub's without `Accept: application/json`. */
+  formEncodedAnswers?: boolean;
+  /** `ok: true` on every answer and `ok: false` with status 200 on every error, as Slack. */
+  okField?: boolean;
+  /**
+   * The connection's tokens nested under this key, while the top level holds another
+   * access token (Slack's `authed_user` beside its bot token).
+   */
+  nestTokensUnder?: string;
+  /** Fields added to every token answer (`instance_url`, `team: { id }`). */
+  answerExtra?: Record<string, unknown>;
+  /** Parameters added to the redirect back (QuickBooks' `realmId`). */
+  redirectExtra?: Record<string, string>;
+}
+
 /** What a faulty endpoint does. */
 export type Failure =
   /** `500` with an OAuth error body. */
@@ -134,6 +168,8 @@ export interface TestWorldOptions {
    * RFC 6749 §2.3.1 says; `raw` compares them undecoded, as some servers do. Default `form`.
    */
   basicCredentials?: 'form' | 'raw';
+  /** Quirks of a classic OAuth 2 API (the `oauth2` template). */
+  classic?: ClassicQuirks;
   /** Endpoints that fail, and how. */
   failures?: Partial<Record<Endpoint, Failure>>;
   /** A scope `tools/call` requires; without it the MCP server answers 403 insufficient_scope. */

@@ -17,8 +17,10 @@ export function createWorldState(initial: TestWorldOptions) {
     legacy === undefined ? opt('issuer', 'https://auth.example.test') : resourceUrl.origin,
   );
   const issuerString = issuer.pathname === '/' ? issuer.origin : issuer.href.replace(/\/$/, '');
+  const moved = initial.classic?.endpoints ?? {};
   const endpoint = (name: string) =>
-    legacy === 'defaults' ? `${issuerString}/${name}` : `${issuerString}/oauth/${name}`;
+    moved[name as keyof typeof moved] ??
+    (legacy === 'defaults' ? `${issuerString}/${name}` : `${issuerString}/oauth/${name}`);
   const now = () => (options.now ?? Date.now)();
 
   /** The form of every token request, in order (secrets included: a test kit's record). */

@@ -1,0 +1,327 @@
+import type { AuthorizationServerInfo, OAuth2Quirks } from '../storage/states.js';
+import {
+  PLACEHOLDER,
+  type Profile,
+  ProfileSchema,
+  placeholdersOf,
+  TokenResponseSchema,
+  UNSAFE_VALUE,
+} from './schema.js';
+
+/*
+ * A profile made concrete for one provider (docs/api.md §15): its placeholders filled from
+ * the operator's `configuration.params`, each value checked so that it fills its own place
+ * only, and the endpoints that result checked like discovered ones.
+ */
+
+/** A profile's problem, naming the field of the provider body (or of the profile) at fault. */
+export class ProfileProblem extends Error {
+  override readonly name = 'ProfileProblem';
+  constructor(
+    readonly path: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The endpoints and the quirks of an `oauth2` provider. */
+export interface ResolvedProfile {
+  server: AuthorizationServerInfo;
+  quirks: OAuth2Quirks;
+}
+
+/** An endpoint checker: the URL as WHATWG writes it, or a throw naming `field`. */
+export type EndpointCheck = (text: string, field: string) => string;
+
+/**
+ * The parameters Keyway sends itself in authorization and token requests: a provider's
+ * extra parameters can never set or override one (API.md §4), in any letter case.
+ */
+export const RESERVED_PARAMS: readonly string[] = [
+  'response_type',
+  'client_id',
+  'redirect_uri',
+  'state',
+  'code_challenge',
+  'code_challenge_method',
+  'scope',
+  'resource',
+  'grant_type',
+  'code',
+  'code_verifier',
+  'refresh_token',
+  'client_secret',
+  'client_assertion',
+  'client_assertion_type',
+];
+const RESERVED = new Set(RESERVED_PARAMS);
+
+/** Whether an extra parameter's name is one Keyway sends itself (any letter case). */
+export function reservedParam(name: string): boolean {
+  const lower = name.toLowerCase();
+  return (
+    RESERVED.has(lower) ||
+    lower.startsWith('code_challenge') ||
+    lower.startsWith('client_assertion')
+  );
+}
+
+/** The texts of a profile that may hold placeholders, by field. */
+function templated(profile: Profile): [string, string][] {
+  const fields: [string, string | null | undefined][] = [
+    ['issuer', profile.issuer],
+    ['authorization_endpoint', profile.authorization_endpoint],
+    ['token_endpoint', profile.token_endpoint],
+    ['refresh_endpoint', profile.refresh_endpoint],
+    ['revocation_endpoint', profile.revocation_endpoint],
+    ['api_base_url', profile.api_base_url],
+  ];
+  return fields.filter((field): field is [string, string] => typeof field[1] === 'string');
+}
+
+/**
+ * Checks what the schema cannot: every placeholder is a declared parameter and every
+ * parameter is used, patterns compile and take their defaults, placeholders sit inside a
+ * host label or a path segment, and no extra parameter is one of Keyway's own.
+ *
+ * @throws {ProfileProblem} naming the profile's field.
+ */
+export function checkProfile(input: unknown): Profile {
+  const parsed = ProfileSchema.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ProfileProblem(issue?.path.join('.') ?? '', issue?.message ?? 'not a profile');
+  }
+  const profile = parsed.data;
+  const declared = new Map(profile.params.map((param) => [param.name, param]));
+  if (declared.size !== profile.params.length)
+    throw new ProfileProblem('params', 'a parameter is declared twice');
+  const used = new Set<string>();
+  for (const [field, text] of templated(profile)) {
+    for (const name of placeholdersOf(text)) {
+      if (!declared.has(name))
+        throw new ProfileProblem(field, `{${name}} is not a declared parameter`);
+      used.add(name);
+    }
+    // A placeholder fills a whole path segment or part of a host label, nothing else.
+    const url = new URL(text.replace(PLACEHOLDER, 'x'));
+    const bare = text.replace(PLACEHOLDER, '');
+    if (/[{}]/.test(bare) || url.search !== '' || url.hash !== '')
+      throw new ProfileProblem(field, 'a placeholder is malformed, or the URL has a query');
+  }
+  for (const param of profile.params) {
+    if (!used.has(param.name))
+      throw new ProfileProblem('params', `"${param.name}" is used by no endpoint`);
+    let pattern: RegExp;
+    try {
+      pattern = anchored(param.pattern);
+    } catch {
+      throw new ProfileProblem(`params.${param.name}.pattern`, 'not a regular expression');
+    }
+    if (param.default !== undefined && !pattern.test(param.default))
+      throw new ProfileProblem(`params.${param.name}.default`, 'does not match its pattern');
+  }
+  for (const field of ['authorization_params', 'token_params'] as const) {
+    for (const name of Object.keys(profile[field])) {
+      if (reservedParam(name))
+        throw new ProfileProblem(`${field}.${name}`, 'Keyway sends this parameter itself');
+    }
+  }
+  return profile;
+}
+
+/** A text checked by `check`, kept as written (an issuer is compared byte for byte). */
+function asWritten(text: string, check: (text: string) => unknown): string {
+  check(text);
+  return text;
+}
+
+/** An API base without its last `/`: the proxy joins `<base>/<rest>` (docs/api.md §13). */
+const withoutSlash = (url: string) => url.replace(/\/$/, '');
+
+const anchored = (pattern: string) => new RegExp(`^(?:${pattern})$`, 'u');
+
+/**
+ * The values of a profile's parameters: each given one checked, defaults filled.
+ *
+ * @throws {ProfileProblem} naming `configuration.params.<name>`.
+ */
+function paramValues(profile: Profile, given: Record<string, string>): Record<string, string> {
+  const values: Record<string, string> = {};
+  for (const name of Object.keys(given)) {
+    if (!profile.params.some((param) => param.name === name)) {
+      const known = profile.params.map((param) => param.name).join(', ') || 'none';
+      throw new ProfileProblem(
+        `configuration.params.${name}`,
+        `profile "${profile.id}" has no parameter "${name}" (its parameters: ${known})`,
+      );
+    }
+  }
+  for (const param of profile.params) {
+    const field = `configuration.params.${param.name}`;
+    const value = given[param.name] ?? param.default;
+    if (value === undefined)
+      throw new ProfileProblem(
+        field,
+        `profile "${profile.id}" needs "${param.name}": ${param.description}`,
+      );
+    if (
+      value === '' ||
+      value === '.' ||
+      value === '..' ||
+      UNSAFE_VALUE.test(value) ||
+      !anchored(param.pattern).test(value)
+    ) {
+      throw new ProfileProblem(
+        field,
+        `"${param.name}" is not a valid value (${param.description}; it must match ${param.pattern})`,
+      );
+    }
+    values[param.name] = value;
+  }
+  return values;
+}
+
+/**
+ * A profile made concrete: placeholders filled from `params` and every endpoint checked.
+ *
+ * @throws {ProfileProblem} naming the provider body's field; what `check` throws.
+ */
+export function resolveProfile(
+  profile: Profile,
+  given: Record<string, string>,
+  check: EndpointCheck,
+  source: string | null,
+): ResolvedProfile {
+  const values = paramValues(profile, given);
+  const fill = (text: string) => text.replace(PLACEHOLDER, (_, name: string) => values[name] ?? '');
+  const at = (field: string, text: string) =>
+    check(fill(text), source === null ? `configuration.${field}` : `profile ${field}`);
+  const authorization = at('authorization_endpoint', profile.authorization_endpoint);
+  // Compared byte for byte with an `iss` (RFC 9207): kept as filled, once checked.
+  const issuer =
+    profile.issuer === undefined
+      ? new URL(authorization).origin
+      : asWritten(fill(profile.issuer), (text) => at('issuer', text));
+  const revocation =
+    profile.revocation_endpoint === undefined
+      ? null
+      : at('revocation_endpoint', profile.revocation_endpoint);
+  return {
+    server: {
+      issuer,
+      authorization_endpoint: authorization,
+      token_endpoint: at('token_endpoint', profile.token_endpoint),
+      registration_endpoint: null,
+      revocation_endpoint: revocation,
+      scopes_supported: null,
+      code_challenge_methods_supported: profile.pkce === 'S256' ? ['S256'] : [],
+      token_endpoint_auth_methods_supported: [profile.token_endpoint_auth_method],
+      client_id_metadata_document_supported: false,
+      authorization_response_iss_parameter_supported: false,
+    },
+    quirks: {
+      profile: source,
+      params: values,
+      scopes_always: profile.scopes_always,
+      scope_separator: profile.scope_separator,
+      scope_param: profile.scope_param,
+      pkce: profile.pkce,
+      token_request_format: profile.token_request_format,
+      token_request_headers: profile.token_request_headers,
+      authorization_params: profile.authorization_params,
+      token_params: profile.token_params,
+      token_response: profile.token_response,
+      redirect_params: profile.redirect_params,
+      refresh_endpoint:
+        profile.refresh_endpoint === undefined
+          ? null
+          : at('refresh_endpoint', profile.refresh_endpoint),
+      api_base_url:
+        profile.api_base_url === null
+          ? null
+          : withoutSlash(at('api_base_url', profile.api_base_url)),
+      api_headers: profile.api_headers,
+    },
+  };
+}
+
+/** The configuration of an `oauth2` provider without a profile (docs/api.md §4). */
+export interface ExplicitOAuth2 {
+  authorization_endpoint?: string | undefined;
+  token_endpoint?: string | undefined;
+  revocation_endpoint?: string | undefined;
+  issuer?: string | undefined;
+  scope_separator?: ' ' | ',' | undefined;
+  pkce?: 'S256' | 'none' | undefined;
+  token_endpoint_auth_method?: 'client_secret_basic' | 'client_secret_post' | undefined;
+  api_base_url?: string | undefined;
+}
+
+/**
+ * An `oauth2` provider whose operator names its endpoints: a profile of its own, every
+ * quirk at its default. Endpoints are checked by `check` (http only for allowed hosts).
+ *
+ * @throws {ProfileProblem} naming the missing endpoint; what `check` throws.
+ */
+export function explicitProfile(
+  configuration: ExplicitOAuth2,
+  check: EndpointCheck,
+): ResolvedProfile {
+  for (const field of ['authorization_endpoint', 'token_endpoint'] as const) {
+    if (configuration[field] === undefined)
+      throw new ProfileProblem(
+        `configuration.${field}`,
+        `an "oauth2" provider without a "profile" names its "${field}"`,
+      );
+  }
+  const authorization = check(
+    configuration.authorization_endpoint ?? '',
+    'configuration.authorization_endpoint',
+  );
+  const revocation =
+    configuration.revocation_endpoint === undefined
+      ? null
+      : check(configuration.revocation_endpoint, 'configuration.revocation_endpoint');
+  const method = configuration.token_endpoint_auth_method ?? 'client_secret_basic';
+  const pkce = configuration.pkce ?? 'S256';
+  return {
+    server: {
+      // Compared byte for byte with an `iss` (RFC 9207): kept as written, once checked.
+      issuer:
+        configuration.issuer === undefined
+          ? new URL(authorization).origin
+          : asWritten(configuration.issuer, (text) => check(text, 'configuration.issuer')),
+      authorization_endpoint: authorization,
+      token_endpoint: check(configuration.token_endpoint ?? '', 'configuration.token_endpoint'),
+      registration_endpoint: null,
+      revocation_endpoint: revocation,
+      scopes_supported: null,
+      code_challenge_methods_supported: pkce === 'S256' ? ['S256'] : [],
+      token_endpoint_auth_methods_supported: [method],
+      client_id_metadata_document_supported: false,
+      authorization_response_iss_parameter_supported: false,
+    },
+    quirks: {
+      profile: null,
+      params: {},
+      scopes_always: [],
+      scope_separator: configuration.scope_separator ?? ' ',
+      scope_param: 'scope',
+      pkce,
+      token_request_format: 'form',
+      token_request_headers: {},
+      authorization_params: {},
+      token_params: {},
+      token_response: TokenResponseSchema.parse({}),
+      redirect_params: [],
+      refresh_endpoint: null,
+      api_base_url:
+        configuration.api_base_url === undefined
+          ? null
+          : withoutSlash(check(configuration.api_base_url, 'configuration.api_base_url')),
+      api_headers: {},
+    },
+  };
+}

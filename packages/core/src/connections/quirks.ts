@@ -1,0 +1,135 @@
+import * as oauth from 'oauth4webapi';
+import type { OutboundFetch } from '../outbound/fetch.js';
+import { editJsonAnswer, libraryOptions, oauthFetch } from '../outbound/oauth-fetch.js';
+import type { OAuth2Quirks, ProviderState } from '../storage/states.js';
+import { asTokenAnswer } from './party.js';
+
+/*
+ * The quirks of an `oauth2` provider's token endpoint (docs/api.md §15), applied around the
+ * one token flow both templates share: its requests written as the server expects them
+ * (extra headers, a JSON body), its answers read into RFC 6749 §5 before oauth4webapi
+ * judges them (a form-encoded body, `ok: false` with status 200, tokens nested under
+ * another key, a `token_type` that is not one). An `mcp` provider has no quirks: its
+ * requests and answers pass as they are.
+ */
+
+/** The extra token parameters of a provider: its profile's, then the operator's. */
+export function tokenParamsOf(state: ProviderState): Record<string, string> | undefined {
+  const merged = { ...state.oauth2?.token_params, ...state.configuration.token_params };
+  return Object.keys(merged).length === 0 ? undefined : merged;
+}
+
+/** oauth4webapi options for a token request: through the guarded fetch, as the server expects. */
+export function tokenRequestOptions(outbound: OutboundFetch, quirks: OAuth2Quirks | undefined) {
+  if (
+    quirks === undefined ||
+    (quirks.token_request_format === 'form' &&
+      Object.keys(quirks.token_request_headers).length === 0)
+  ) {
+    return libraryOptions(outbound);
+  }
+  const send = (url: string, init: RequestInit) => {
+    const headers = new Headers(init.headers);
+    for (const [name, value] of Object.entries(quirks.token_request_headers))
+      headers.set(name, value);
+    let body = init.body;
+    if (quirks.token_request_format === 'json' && body instanceof URLSearchParams) {
+      body = JSON.stringify(Object.fromEntries(body));
+      headers.set('content-type', 'application/json');
+    }
+    return outbound(url, { ...init, headers, body: body ?? null });
+  };
+  return { ...libraryOptions(outbound), [oauth.customFetch]: oauthFetch(send) };
+}
+
+/** The value at a dot-separated path of an object, or `undefined`. */
+function at(body: Record<string, unknown>, path: string): unknown {
+  let value: unknown = body;
+  for (const key of path.split('.')) {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+    value = (value as Record<string, unknown>)[key];
+  }
+  return value;
+}
+
+/** The RFC 6749 fields a profile may read from elsewhere in the answer. */
+const MAPPED = ['access_token', 'refresh_token', 'expires_in', 'scope'] as const;
+
+/** The longest value a connection keeps as metadata; a longer one is dropped. */
+const MAX_METADATA = 512;
+
+/** Where the values a profile keeps from a token answer travel to {@link metadataOf}. */
+const METADATA = 'keyway_metadata';
+
+/**
+ * A token endpoint's answer in RFC 6749 §5's shape, read as the provider's profile says,
+ * then as every answer is ({@link asTokenAnswer}).
+ */
+export async function readTokenAnswer(
+  response: Response,
+  quirks: OAuth2Quirks | undefined,
+): Promise<Response> {
+  if (quirks === undefined) return asTokenAnswer(response);
+  const read = quirks.token_response;
+  let answer = response;
+  const type = response.headers.get('content-type') ?? '';
+  if (read.format === 'form' && !/json/i.test(type)) {
+    const fields = Object.fromEntries(new URLSearchParams(await response.text()));
+    const headers = new Headers(response.headers);
+    headers.set('content-type', 'application/json');
+    headers.delete('content-length');
+    answer = new Response(JSON.stringify(fields), { status: response.status, headers });
+  }
+  answer = await editJsonAnswer(answer, (body, status) => {
+    if (read.ok_field !== undefined && at(body, read.ok_field) === false) {
+      const error =
+        typeof body.error === 'string' && body.error !== '' ? body.error : 'server_error';
+      return {
+        body: { error, error_description: `the server answered ${read.ok_field}: false` },
+        status: 400,
+      };
+    }
+    if (status !== 200) return { body, status };
+    const out: Record<string, unknown> = { ...body };
+    for (const field of MAPPED) {
+      if (read[field] === field) continue;
+      const value = at(body, read[field]);
+      if (value === undefined) delete out[field];
+      else out[field] = value;
+    }
+    if (read.bearer) out.token_type = 'Bearer';
+    const kept: Record<string, string> = {};
+    for (const [name, path] of Object.entries(read.extra)) {
+      const value = at(body, path);
+      if (typeof value === 'string' || typeof value === 'number') kept[name] = String(value);
+    }
+    if (Object.keys(kept).length > 0) out[METADATA] = kept;
+    return { body: out, status };
+  });
+  return asTokenAnswer(answer);
+}
+
+/**
+ * What a connection keeps of an authorization besides its tokens (docs/api.md §15): the
+ * values its profile reads from the token answer and from the redirect back. `undefined`
+ * when there are none.
+ */
+export function metadataOf(
+  result: oauth.TokenEndpointResponse,
+  redirect: URLSearchParams | null,
+  quirks: OAuth2Quirks | undefined,
+  previous?: Record<string, string>,
+): Record<string, string> | undefined {
+  if (quirks === undefined) return undefined;
+  const kept: Record<string, string> = { ...previous };
+  const fromAnswer = result[METADATA];
+  if (typeof fromAnswer === 'object' && fromAnswer !== null && !Array.isArray(fromAnswer)) {
+    for (const [name, value] of Object.entries(fromAnswer))
+      if (typeof value === 'string' && value.length <= MAX_METADATA) kept[name] = value;
+  }
+  for (const name of quirks.redirect_params) {
+    const value = redirect?.get(name);
+    if (value !== null && value !== undefined && value.length <= MAX_METADATA) kept[name] = value;
+  }
+  return Object.keys(kept).length === 0 ? undefined : kept;
+}

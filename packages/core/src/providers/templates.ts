@@ -1,0 +1,190 @@
+import type { z } from 'zod';
+import { discoverOrThrow } from '../discovery/index.js';
+import type { OutboundFetch } from '../outbound/fetch.js';
+import type { VaultKey, VaultWrite } from '../storage/contract.js';
+import {
+  type AuthorizationServerInfo,
+  AuthorizationServerInfoSchema,
+  OAuth2QuirksSchema,
+  type ProviderState,
+  type StoredRegistration,
+} from '../storage/states.js';
+import type { Vault } from '../vault/vault.js';
+import { customRegistration, type ProviderSpec } from './input.js';
+import { CLIENT_SECRET_KIND, registrationUsable, secretKey } from './state.js';
+
+/*
+ * What each template makes of a provider's input (docs/api.md §4). `mcp`: the endpoints
+ * come from discovery, the client is registered or the operator's. `oauth2` (§15): a
+ * classic OAuth 2 API, whose endpoints come from its profile (or its configuration), and
+ * whose client is always the operator's. Both store the same shape — an authorization
+ * server, a client at it, the configuration; `oauth2` adds its quirks — so every flow after
+ * this point is the same for both templates.
+ */
+
+/** What a write of a provider stores: its next state and the vault changes with it. */
+export interface ProviderWrite {
+  state: ProviderState;
+  puts: VaultWrite[];
+  deletes: VaultKey[];
+}
+
+/**
+ * The state of an `oauth2` provider as a PUT makes it, no request sent: the client secret
+ * sealed (or kept, for the same client id), the profile's endpoints as its server.
+ */
+export async function oauth2Write(
+  providerId: string,
+  spec: ProviderSpec & { oauth2: NonNullable<ProviderSpec['oauth2']>; clientId: string },
+  previous: ProviderState | null,
+  declared: boolean,
+  vault: Vault,
+): Promise<ProviderWrite> {
+  const { server, quirks } = spec.oauth2;
+  const client = await customClient(providerId, spec, previous, server, vault);
+  return {
+    state: {
+      label: spec.label ?? previous?.label ?? providerId,
+      template: 'oauth2',
+      oauth2: quirks,
+      ...(spec.handOut ? {} : { hand_out: false }),
+      configuration: {
+        scopes: spec.configuredScopes,
+        ...(spec.authorizationParams && { authorization_params: spec.authorizationParams }),
+        ...(spec.tokenParams && { token_params: spec.tokenParams }),
+      },
+      mode: 'custom',
+      resource: null,
+      authorization_server: server,
+      challenge_scope: null,
+      registrations: { ...(previous?.registrations ?? {}), [server.issuer]: client.registration },
+      declared,
+      last_party_change: previous?.last_party_change ?? null,
+    },
+    puts: client.puts,
+    deletes: client.deletes,
+  };
+}
+
+/**
+ * The operator's client at a server (mode `custom`): its secret sealed, or kept when the
+ * input leaves it out for the same client id, or deleted.
+ */
+export async function customClient(
+  providerId: string,
+  spec: Pick<ProviderSpec, 'clientSecret' | 'callback'> & { clientId: string },
+  previous: ProviderState | null,
+  server: AuthorizationServerInfo,
+  vault: Vault,
+): Promise<{ registration: StoredRegistration; puts: VaultWrite[]; deletes: VaultKey[] }> {
+  const before = previous?.mode === 'custom' ? previous.registrations[server.issuer] : undefined;
+  const registration = customRegistration(spec, before, server);
+  const key = { kind: CLIENT_SECRET_KIND, key: secretKey(providerId, server.issuer) };
+  if (spec.clientSecret !== undefined)
+    return { registration, puts: [await vault.seal(key, spec.clientSecret)], deletes: [] };
+  return { registration, puts: [], deletes: registration.client_secret_set ? [] : [key] };
+}
+
+/**
+ * Whether a provider declared in code is stored as declared: its template, endpoints,
+ * quirks and client unchanged (`mcp`: its resource URL). Otherwise it is written again.
+ */
+export function declaredUnchanged(stored: ProviderState, wanted: ProviderSpec): boolean {
+  if (wanted.oauth2 === undefined)
+    return (
+      stored.template === undefined && stored.configuration.resource_url === wanted.resourceUrl
+    );
+  const { server, quirks } = wanted.oauth2;
+  // Both through their schemas: the same fields in the same order.
+  const same = (schema: z.ZodType, a: unknown, b: unknown) =>
+    JSON.stringify(schema.parse(a)) === JSON.stringify(schema.parse(b));
+  return (
+    stored.template === 'oauth2' &&
+    same(AuthorizationServerInfoSchema, stored.authorization_server, server) &&
+    same(OAuth2QuirksSchema, stored.oauth2, quirks) &&
+    stored.registrations[server.issuer]?.client_id === wanted.clientId
+  );
+}
+
+/** What an `mcp` provider's write needs from the registry. */
+export interface McpWriteDeps {
+  outbound: OutboundFetch;
+  allowedHosts: readonly string[];
+  now: number;
+  vault: Vault;
+  /** Registers a client at a server, with the vault writes of its secrets. */
+  register: (
+    server: AuthorizationServerInfo,
+  ) => Promise<{ registration: StoredRegistration; puts: VaultWrite[]; deletes: VaultKey[] }>;
+}
+
+/**
+ * An `mcp` provider's next state: its resource discovered (docs/api.md §6), its client the
+ * operator's (`custom`) or registered when none can be reused (`register`).
+ */
+export async function mcpWrite(
+  deps: McpWriteDeps,
+  providerId: string,
+  spec: ProviderSpec,
+  previous: ProviderState | null,
+  declared: boolean,
+): Promise<ProviderWrite> {
+  const resourceUrl = spec.resourceUrl ?? '';
+  const discovery = await discoverOrThrow(deps.outbound, resourceUrl, {
+    scopes: spec.configuredScopes,
+    allowedHosts: deps.allowedHosts,
+    providerId,
+    ...(spec.pkce === undefined ? {} : { pkce: spec.pkce }),
+  });
+  const issuer = discovery.authorization_server.issuer;
+  const { now, vault } = deps;
+  const puts: VaultWrite[] = [];
+  const deletes: VaultKey[] = [];
+  const registrations: ProviderState['registrations'] = { ...(previous?.registrations ?? {}) };
+
+  if (spec.mode === 'custom' && spec.clientId !== undefined) {
+    const custom = await customClient(
+      providerId,
+      { ...spec, clientId: spec.clientId },
+      previous,
+      discovery.authorization_server,
+      vault,
+    );
+    puts.push(...custom.puts);
+    deletes.push(...custom.deletes);
+    registrations[issuer] = custom.registration;
+  } else {
+    const before = previous?.mode === 'register' ? previous.registrations[issuer] : undefined;
+    const reusable =
+      before !== undefined &&
+      previous?.configuration.resource_url === resourceUrl &&
+      registrationUsable(before, now);
+    if (!reusable) {
+      const registered = await deps.register(discovery.authorization_server);
+      puts.push(...registered.puts);
+      deletes.push(...registered.deletes);
+      registrations[issuer] = registered.registration;
+    }
+  }
+
+  const state: ProviderState = {
+    label: spec.label ?? previous?.label ?? providerId,
+    ...(spec.handOut ? {} : { hand_out: false }),
+    configuration: {
+      resource_url: resourceUrl,
+      scopes: spec.configuredScopes,
+      ...(spec.authorizationParams && { authorization_params: spec.authorizationParams }),
+      ...(spec.tokenParams === undefined ? {} : { token_params: spec.tokenParams }),
+      ...(spec.pkce === undefined ? {} : { pkce: spec.pkce }),
+    },
+    mode: spec.mode,
+    resource: discovery.resource,
+    authorization_server: discovery.authorization_server,
+    challenge_scope: discovery.challenge_scope,
+    registrations,
+    declared,
+    last_party_change: previous?.last_party_change ?? null,
+    ...(discovery.legacy ? { legacy: true } : {}),
+  };
+  return { state, puts, deletes };
+}
