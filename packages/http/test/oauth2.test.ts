@@ -63,6 +63,9 @@ function worldFor(profile: Profile, now: () => number): ReturnType<typeof create
     requiredTokenHeaders: profile.token_request_headers,
     formEncodedAnswers: read.format === 'form',
     okField: read.ok_field !== undefined,
+    ...(read.error === 'error'
+      ? {}
+      : { errorFields: { error: read.error, description: read.error_description } }),
     ...(nest === undefined ? {} : { nestTokensUnder: nest }),
     answerExtra,
     redirectExtra: Object.fromEntries(profile.redirect_params.map((n) => [n, `${n}-value`])),
@@ -478,6 +481,7 @@ describe('token answers as classic servers write them', () => {
   it.each([
     ['slack', 'ok: false with status 200'],
     ['github', 'a form-encoded error with status 200'],
+    ['notion', 'an error named in `code` and described in `message`'],
   ])('%s: a refused refresh (%s) needs consent again', async (id) => {
     const profile = catalog.get(id) as Profile;
     const world = worldFor(profile, () => Date.UTC(2026, 10, 24, 12));
@@ -560,6 +564,18 @@ describe('the catalog', () => {
       'profiles[0] profile ("acme-crm"): "params.region.default": does not match its pattern',
     ],
     [
+      { ...own, token_response: { extra: { bot: 'access_token' } } },
+      'profiles[0] profile ("acme-crm"): "token_response.extra.bot": a token or a secret is never kept as metadata',
+    ],
+    [
+      { ...own, token_response: { extra: { other: 'authed_user.refresh_token' } } },
+      'profiles[0] profile ("acme-crm"): "token_response.extra.other": a token or a secret is never kept as metadata',
+    ],
+    [
+      { ...own, redirect_params: ['code'] },
+      'profiles[0] profile ("acme-crm"): "redirect_params": "code" is never kept as metadata',
+    ],
+    [
       { ...own, token_endpoint: 'http://eu.acme.example/token' },
       'profiles[0] profile ("acme-crm"): "token_endpoint": an https URL without query or fragment',
     ],
@@ -595,6 +611,8 @@ function profileMarkdown(profile: Profile): string {
     read.format === 'form' && 'form-encoded answers read',
     read.ok_field && `${code(`${read.ok_field}: false`)} with status 200 is a failure`,
     read.bearer && 'its `token_type` is read as Bearer',
+    read.error !== 'error' &&
+      `errors named in ${code(read.error)}, described in ${code(read.error_description)}`,
     ...(['access_token', 'refresh_token', 'expires_in', 'scope'] as const)
       .filter((field) => read[field] !== field)
       .map((field) => `${code(field)} read at ${code(read[field])}`),
@@ -637,7 +655,7 @@ describe('docs/providers.md', () => {
         .join('\n')}<!-- /catalog -->`,
     );
     if (process.env.KEYWAY_UPDATE_DOCS === '1') writeFileSync(file, generated);
-    expect(text).toBe(generated);
+    expect(readFileSync(file, 'utf8')).toBe(generated);
     expect(generated.match(/^### /gm)?.length).toBeGreaterThanOrEqual(profiles.length);
   });
 });

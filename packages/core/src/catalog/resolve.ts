@@ -122,6 +122,18 @@ export function checkProfile(input: unknown): Profile {
     if (param.default !== undefined && !pattern.test(param.default))
       throw new ProfileProblem(`params.${param.name}.default`, 'does not match its pattern');
   }
+  // What a connection keeps as metadata is shown in its view: never a credential.
+  for (const [name, path] of Object.entries(profile.token_response.extra)) {
+    if (SECRET_NAME.test(path.slice(path.lastIndexOf('.') + 1)) || SECRET_NAME.test(name))
+      throw new ProfileProblem(
+        `token_response.extra.${name}`,
+        'a token or a secret is never kept as metadata',
+      );
+  }
+  for (const name of profile.redirect_params) {
+    if (['code', 'state'].includes(name.toLowerCase()) || SECRET_NAME.test(name))
+      throw new ProfileProblem('redirect_params', `"${name}" is never kept as metadata`);
+  }
   for (const field of ['authorization_params', 'token_params'] as const) {
     for (const name of Object.keys(profile[field])) {
       if (reservedParam(name))
@@ -139,6 +151,9 @@ function asWritten(text: string, check: (text: string) => unknown): string {
 
 /** An API base without its last `/`: the proxy joins `<base>/<rest>` (docs/api.md §13). */
 const withoutSlash = (url: string) => url.replace(/\/$/, '');
+
+/** A name that says it holds a credential: never metadata (the view shows metadata). */
+const SECRET_NAME = /token|secret|password|assertion|code_verifier/i;
 
 const anchored = (pattern: string) => new RegExp(`^(?:${pattern})$`, 'u');
 

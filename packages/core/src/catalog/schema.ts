@@ -70,6 +70,10 @@ export const TokenResponseSchema = z.strictObject({
   bearer: z.boolean().default(false),
   /** A field that is `false` on a failure answered with status 200 (Slack's `ok`). */
   ok_field: responsePath.optional(),
+  /** Where an error answer names its OAuth error code (Notion: `code`). */
+  error: responsePath.default('error'),
+  /** Where an error answer describes it (Notion: `message`). */
+  error_description: responsePath.default('error_description'),
   /** Other values kept with the connection, shown in its view (Salesforce's `instance_url`). */
   extra: z.record(name, responsePath).default({}),
 });

@@ -81,12 +81,20 @@ export async function readTokenAnswer(
     answer = new Response(JSON.stringify(fields), { status: response.status, headers });
   }
   answer = await editJsonAnswer(answer, (body, status) => {
-    if (read.ok_field !== undefined && at(body, read.ok_field) === false) {
-      const error =
-        typeof body.error === 'string' && body.error !== '' ? body.error : 'server_error';
+    const code = at(body, read.error);
+    const failed = read.ok_field !== undefined && at(body, read.ok_field) === false;
+    if (failed || (status !== 200 && read.error !== 'error')) {
+      // An error as RFC 6749 §5.2 writes it, from where the profile says it is.
+      const described = at(body, read.error_description);
       return {
-        body: { error, error_description: `the server answered ${read.ok_field}: false` },
-        status: 400,
+        body: {
+          error: typeof code === 'string' && code !== '' ? code : 'server_error',
+          error_description:
+            typeof described === 'string'
+              ? described
+              : `the server answered ${read.ok_field}: false`,
+        },
+        status: failed ? 400 : status,
       };
     }
     if (status !== 200) return { body, status };

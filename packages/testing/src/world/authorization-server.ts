@@ -204,7 +204,7 @@ export function createAuthorizationServer(world: WorldState) {
 
   /** An OAuth error, with status 200 when the options ask for that quirk. */
   function tokenError(status: number, error: string, description?: string): Response {
-    const classic = classicError(error, description, world.options.classic);
+    const classic = classicError(status, error, description, world.options.classic);
     if (classic !== null) return classic;
     return world.options.tokenResponse?.errorsWithStatus200 === true
       ? oauthError(200, error, description)

@@ -72,14 +72,24 @@ export function classicAnswer(body: Record<string, unknown>, quirks: ClassicQuir
 }
 
 /**
- * A token error as the classic server writes it (with status 200), or `null` when it
- * writes them as RFC 6749 does.
+ * A token error as the classic server writes it, or `null` when it writes them as RFC 6749
+ * does.
  */
 export function classicError(
+  status: number,
   error: string,
   description: string | undefined,
   quirks: ClassicQuirks | undefined,
 ): Response | null {
+  const fields = quirks?.errorFields;
+  if (fields !== undefined) {
+    return json(status, {
+      object: 'error',
+      status,
+      [fields.error]: error,
+      [fields.description]: description ?? error,
+    });
+  }
   const body = { error, ...(description ? { error_description: description } : {}) };
   if (quirks?.okField) return json(200, { ok: false, ...body });
   if (quirks?.formEncodedAnswers) return formAnswer(200, body);

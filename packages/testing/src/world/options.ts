@@ -60,6 +60,11 @@ export interface ClassicQuirks {
    * access token (Slack's `authed_user` beside its bot token).
    */
   nestTokensUnder?: string;
+  /**
+   * Errors named and described in other fields than RFC 6749's `error` and
+   * `error_description` (Notion: `code` and `message`), with the error's status.
+   */
+  errorFields?: { error: string; description: string };
   /** Fields added to every token answer (`instance_url`, `team: { id }`). */
   answerExtra?: Record<string, unknown>;
   /** Parameters added to the redirect back (QuickBooks' `realmId`). */
