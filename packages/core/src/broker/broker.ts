@@ -3,6 +3,7 @@ import { RateLimiter } from '../auth/rate-limit.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { Gateway } from '../connections/gateway.js';
 import { StreamSlots } from '../connections/gateway-limits.js';
+import { ApiProxy } from '../connections/proxy.js';
 import { Refresher } from '../connections/refresh.js';
 import { ConnectionService } from '../connections/service.js';
 import { ConnectionRecords } from '../connections/state.js';
@@ -36,6 +37,8 @@ export interface Broker {
   readonly connections: ConnectionService;
   /** The MCP gateway (docs/api.md §13): connections used without their tokens leaving. */
   readonly gateway: Gateway;
+  /** The API proxy (docs/api.md §13): classic APIs called with a connection's token. */
+  readonly proxy: ApiProxy;
   /** The audit log and the webhook outbox (docs/api.md §11). */
   readonly events: EventService;
   /**
@@ -172,16 +175,16 @@ export function createBroker(config: BrokerConfig): Broker {
   });
   const refresher = new Refresher(records);
   const connections = new ConnectionService(records, refresher);
-  const gateway = new Gateway({
+  const gatewayOptions = {
     records,
     refresher,
-    authorize: (principal, providerId, input) =>
-      connections.authorize(principal, providerId, input),
+    authorize: connections.authorize.bind(connections),
     stream: resolved.stream,
     limits: resolved.gateway,
     slots: new StreamSlots(resolved.gateway, resolved.observe),
     observe: resolved.observe,
-  });
+  };
+  const gateway = new Gateway(gatewayOptions);
   // Idle refresh (issue 23): a tenth of the idle time between rounds, 1 s to 1 h.
   let idleRound: Promise<unknown> | null = null;
   let idleTimer: ReturnType<typeof setInterval> | undefined;
@@ -252,6 +255,7 @@ export function createBroker(config: BrokerConfig): Broker {
     providers,
     connections,
     gateway,
+    proxy: new ApiProxy(gatewayOptions),
     events: eventService,
     clientMetadataDocument() {
       return resolved.profile === null ? null : clientMetadataDocument(resolved.profile);

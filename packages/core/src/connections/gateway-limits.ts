@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { KeywayError } from '../contract/errors.js';
+import { whenBodySettled } from '../outbound/stream.js';
+import { readBounded } from '../platform/bytes.js';
 import type { Observer } from '../telemetry/observation.js';
 
 /*
@@ -95,4 +97,91 @@ export class StreamSlots {
     if (left <= 0) counts.delete(key);
     else counts.set(key, left);
   }
+}
+
+/**
+ * The body of a forwarded request (the gateway's, the proxy's), read whole and at most
+ * `limit` bytes; `null` for `GET` and `HEAD`.
+ *
+ * @throws {KeywayError} `payload_too_large`, or `invalid_request` for a body cut short.
+ */
+export async function forwardedBody(
+  request: {
+    method: string;
+    headers: Headers | Readonly<Record<string, string | string[] | undefined>>;
+    body: Uint8Array | ReadableStream<Uint8Array> | null;
+  },
+  limit: number,
+): Promise<Uint8Array | null> {
+  if (request.method === 'GET' || request.method === 'HEAD') return null;
+  const tooLarge = () =>
+    new KeywayError('payload_too_large', `the request body is larger than ${limit} bytes`);
+  const given = request.body;
+  if (given instanceof Uint8Array) {
+    if (given.byteLength > limit) throw tooLarge();
+    return given;
+  }
+  const headers = request.headers instanceof Headers ? request.headers : new Headers();
+  return readBounded({ headers, body: given }, limit, {
+    tooLarge,
+    broken: (cause) =>
+      new KeywayError('invalid_request', 'the request body ended before it was complete', {
+        cause,
+      }),
+  });
+}
+
+/**
+ * An upstream answer as the caller gets it (the gateway's, the proxy's): the `returned`
+ * headers only, with `Cache-Control: no-store` (and `X-Accel-Buffering: no` for an event
+ * stream, so proxies in front do not hold events back); its body streamed on, the slot
+ * `release`d when it is over.
+ */
+export function relay(
+  response: Response,
+  release: () => void,
+  returned: readonly string[],
+): { status: number; headers: Record<string, string>; body: ReadableStream<Uint8Array> | null } {
+  const headers: Record<string, string> = { 'cache-control': 'no-store' };
+  for (const name of returned) {
+    const value = response.headers.get(name);
+    if (value !== null) headers[name] = value;
+  }
+  if (headers['content-type']?.startsWith('text/event-stream')) headers['x-accel-buffering'] = 'no';
+  if (response.body === null) {
+    release();
+    return { status: response.status, headers, body: null };
+  }
+  // The upstream body itself goes on; the streaming fetch says when it is over (slot freed).
+  if (!whenBodySettled(response.body, release)) {
+    release();
+    throw new Error('only answers of the streaming fetch are relayed');
+  }
+  return { status: response.status, headers, body: response.body };
+}
+
+/**
+ * An upstream's answer, checked and relayed: a redirect is refused (neither the gateway nor
+ * the proxy follows one), anything else is counted by its class and {@link relay}ed.
+ *
+ * @param upstream What answered and who does not follow, for the error: `the MCP server`
+ *   and `the gateway`.
+ * @throws {KeywayError} `upstream_error` for a redirect.
+ */
+export async function relayAnswer(
+  response: Response,
+  release: () => void,
+  returned: readonly string[],
+  count: (outcome: string) => void,
+  upstream: [string, string],
+): Promise<ReturnType<typeof relay>> {
+  if (response.status >= 300 && response.status < 400) {
+    await response.body?.cancel().catch(() => {});
+    throw new KeywayError(
+      'upstream_error',
+      `${upstream[0]} answered a redirect (HTTP ${response.status}), which ${upstream[1]} does not follow`,
+    );
+  }
+  count(`${Math.floor(response.status / 100)}xx`);
+  return relay(response, release, returned);
 }

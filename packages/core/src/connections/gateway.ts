@@ -6,14 +6,18 @@ import { isKeywayError, KeywayError } from '../contract/errors.js';
 import { OutboundError } from '../outbound/errors.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import { oauthFetch } from '../outbound/oauth-fetch.js';
-import { whenBodySettled } from '../outbound/stream.js';
-import { readBounded, toBase64Url } from '../platform/bytes.js';
+import { toBase64Url } from '../platform/bytes.js';
 import type { ConnectionRecord } from '../storage/contract.js';
 import type { ConnectionTokens } from '../storage/states.js';
 import type { Observer } from '../telemetry/observation.js';
 import type { AuthorizeResult } from './authorization.js';
 import { InsufficientScopeError } from './connection-fetch.js';
-import type { GatewayLimits, StreamSlots } from './gateway-limits.js';
+import {
+  forwardedBody,
+  type GatewayLimits,
+  relayAnswer,
+  type StreamSlots,
+} from './gateway-limits.js';
 import type { Refresher } from './refresh.js';
 import type { ConnectionRecords } from './state.js';
 import { usableTokens } from './tokens.js';
@@ -188,28 +192,7 @@ export class Gateway {
     assertCoversPath(principal, connectionId);
     const { records, refresher, limits } = this.#o;
     const signal = request.signal ?? new AbortController().signal;
-    const tooLarge = () =>
-      new KeywayError(
-        'payload_too_large',
-        `the request body is larger than ${limits.maxBodyBytes} bytes`,
-      );
-    let body: Uint8Array | null = null;
-    if (request.method !== 'GET' && request.method !== 'HEAD') {
-      const given = request.body;
-      if (given instanceof Uint8Array) {
-        if (given.byteLength > limits.maxBodyBytes) throw tooLarge();
-        body = given;
-      } else {
-        const headers = request.headers instanceof Headers ? request.headers : new Headers();
-        body = await readBounded({ headers, body: given }, limits.maxBodyBytes, {
-          tooLarge,
-          broken: (cause) =>
-            new KeywayError('invalid_request', 'the request body ended before it was complete', {
-              cause,
-            }),
-        });
-      }
-    }
+    const body = await forwardedBody(request, limits.maxBodyBytes);
     let current: { record: ConnectionRecord; tokens: ConnectionTokens };
     try {
       current = await usableTokens(records, refresher, connectionId, false);
@@ -264,19 +247,11 @@ export class Gateway {
       }
       if (answer.kind === 'step_up') throw answer.error;
       const { response } = answer;
-      if (response.status >= 300 && response.status < 400) {
-        await response.body?.cancel().catch(() => {});
-        throw new KeywayError(
-          'upstream_error',
-          `the MCP server answered a redirect (HTTP ${response.status}), which the gateway does not follow`,
-        );
-      }
-      this.#o.observe({
-        kind: 'gateway',
-        provider,
-        outcome: `${Math.floor(response.status / 100)}xx`,
-      });
-      return this.#relay(response, release);
+      const count = (outcome: string) => this.#o.observe({ kind: 'gateway', provider, outcome });
+      return await relayAnswer(response, release, RETURNED, count, [
+        'the MCP server',
+        'the gateway',
+      ]);
     } catch (error) {
       release();
       // A consent asked for was counted where it was asked (#consent).
@@ -356,29 +331,6 @@ export class Gateway {
       // names the upstream's own authorization, not the gateway's).
       return { kind: 'answer', response: error.response };
     }
-  }
-
-  /** The upstream's answer as the caller gets it: its body streamed, its slot held until it ends. */
-  #relay(response: Response, release: () => void): GatewayAnswer {
-    const headers: Record<string, string> = { 'cache-control': 'no-store' };
-    for (const name of RETURNED) {
-      const value = response.headers.get(name);
-      if (value !== null) headers[name] = value;
-    }
-    if (headers['content-type']?.startsWith('text/event-stream')) {
-      // Proxies in front of the broker must not hold events back.
-      headers['x-accel-buffering'] = 'no';
-    }
-    if (response.body === null) {
-      release();
-      return { status: response.status, headers, body: null };
-    }
-    // The upstream body itself goes on; the streaming fetch says when it is over (slot freed).
-    if (!whenBodySettled(response.body, release)) {
-      release();
-      throw new Error('the gateway relays only answers of the streaming fetch');
-    }
-    return { status: response.status, headers, body: response.body };
   }
 
   /**

@@ -1,4 +1,5 @@
 import { builtinModules } from '../platform/builtin.js';
+import { utf8 } from '../platform/bytes.js';
 import { classifyAddress, isIpLiteral } from './address.js';
 import { OutboundError } from './errors.js';
 import { allowedHostSet, normalizeHost } from './hosts.js';
@@ -181,7 +182,11 @@ export function createNodeFetch(options: ResolvingFetchOptions = {}): Transport 
       new Headers(init.headers).forEach((value, name) => {
         headers[name] = value;
       });
-      const body = bodyBytes(init.body);
+      const given = bodyBytes(init.body);
+      const body = typeof given === 'string' ? utf8(given) : given;
+      // Framed always: Node's client sends a DELETE's (or OPTIONS') body without a length
+      // or chunking otherwise, which the server reads as the next request.
+      if (body !== undefined) headers['content-length'] = String(body.byteLength);
       const request = send(
         url,
         { method: init.method ?? 'GET', headers, lookup, signal: init.signal ?? undefined },

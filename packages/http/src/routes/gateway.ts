@@ -60,3 +60,48 @@ export const GATEWAY_ROUTES: Route[] = [
     'The MCP server’s answer.',
   ),
 ];
+
+/** The API proxy's path: what follows `/proxy/`, still encoded, checked and split in core. */
+async function proxy({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
+  const request = await incoming.forwarded(broker.gateway.limits.maxBodyBytes);
+  // The query as parameters, written again (form-encoded): what the API reads is the same.
+  const query = incoming.searchParams().toString();
+  // Its fields one by one: a Web `Request`'s are getters, which a spread would drop.
+  const { method, headers, body, signal } = request;
+  return broker.proxy.forward(principal, {
+    method,
+    headers,
+    body,
+    ...(signal === undefined ? {} : { signal }),
+    path: param,
+    query,
+  });
+}
+
+const PROXY_ERRORS: KeywayErrorCode[] = [
+  ...GATEWAY_ERRORS.filter((code) => code !== 'insufficient_scope'),
+];
+
+const proxyRoute = (method: Method): Route => ({
+  method,
+  path: '/proxy/{connection_path}',
+  id: `proxy${method[0]}${method.slice(1).toLowerCase()}`,
+  summary: `API proxy: ${method} the connection's API (its provider's api_base_url) at the rest of the path.`,
+  see: '§13',
+  param: {
+    name: 'connection_path',
+    description:
+      'A connection id (docs/api.md §2), then the path under the API base: the longest prefix that is a connection the credential covers is the connection.',
+  },
+  passThrough: {
+    request: method === 'GET' || method === 'DELETE' ? [] : ['*/*'],
+    response: ['*/*'],
+  },
+  ok: { 200: { description: "The API's answer as it came, its body streamed.", schema: null } },
+  errors: PROXY_ERRORS,
+  handle: proxy,
+});
+
+export const PROXY_ROUTES: Route[] = (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).map(
+  proxyRoute,
+);

@@ -1,5 +1,5 @@
 import { EVENT_ROUTES, PROVIDER_ROUTES, TOKEN_ROUTES } from './admin.js';
-import { GATEWAY_ROUTES } from './gateway.js';
+import { GATEWAY_ROUTES, PROXY_ROUTES } from './gateway.js';
 import { HEALTH_ROUTES } from './health.js';
 import { INSPECTOR_ROUTES } from './inspector.js';
 import { CONNECTION_ROUTES, OAUTH_ROUTES } from './oauth.js';
@@ -20,6 +20,7 @@ export const OPERATIONS: readonly Route[] = [
   ...CONNECTION_ROUTES,
   ...VAULT_ROUTES,
   ...GATEWAY_ROUTES,
+  ...PROXY_ROUTES,
   ...HEALTH_ROUTES,
 ];
 

@@ -1,0 +1,181 @@
+import { actorOf, type Principal } from '../auth/principal.js';
+import { parseResourcePath } from '../auth/resource-path.js';
+import { setCoversPath } from '../auth/scope.js';
+import { KeywayError } from '../contract/errors.js';
+import { OutboundError } from '../outbound/errors.js';
+import type { GatewayAnswer, GatewayOptions, GatewayRequest } from './gateway.js';
+import { forwardedBody, relayAnswer } from './gateway-limits.js';
+import { usableTokens } from './tokens.js';
+
+/*
+ * The API proxy (docs/api.md §13): `{base}/proxy/<connection>/<rest>` forwarded to the
+ * `api_base_url` the connection's tokens were issued for, with the connection's token in
+ * place of the caller's credential. The path can never leave that base.
+ */
+
+/** The caller's headers the API gets: how to read the body and conditions, nothing else. */
+const FORWARDED = new Set(['accept', 'accept-language', 'content-type']);
+/** The API's headers the caller gets back. */
+const RETURNED = ['content-type', 'etag', 'last-modified', 'link', 'retry-after', 'location'];
+/** The most path segments a connection id is looked for in. */
+const MAX_SEGMENTS = 32;
+
+/** A request for the proxy: the gateway's, with what follows `/proxy/` still encoded. */
+export interface ProxyRequest extends GatewayRequest {
+  /** The path after `/proxy/`, as the request target wrote it (percent-encoded). */
+  path: string;
+  /** The query string, with or without its `?`, as the request target wrote it. */
+  query: string;
+}
+
+const refused = (message: string) =>
+  new KeywayError('invalid_path', `the proxy path ${message}`, {
+    details: [{ path: 'path', message }],
+  });
+
+/**
+ * The segments of a proxied path, decoded, each checked: none empty (but a trailing `/`),
+ * none a dot segment in any spelling, none holding an encoded `/` or a `\`.
+ *
+ * @throws {KeywayError} `invalid_path`.
+ */
+export function proxySegments(path: string): { segments: string[]; trailingSlash: boolean } {
+  const raw = path.split('/');
+  const trailingSlash = raw.length > 1 && raw.at(-1) === '';
+  if (trailingSlash) raw.pop();
+  const segments = raw.map((segment) => {
+    if (segment === '') throw refused('has an empty segment (`//`, or an absolute URL)');
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(segment);
+    } catch {
+      throw refused('has a segment that is not valid percent-encoding');
+    }
+    if (decoded === '.' || decoded === '..') throw refused('has a dot segment');
+    if (/[/\\?#]/.test(decoded)) throw refused('has an encoded `/`, `\\`, `?` or `#`');
+    return decoded;
+  });
+  return { segments, trailingSlash };
+}
+
+/** The API proxy: `broker.proxy`. */
+export class ApiProxy {
+  readonly #o: GatewayOptions;
+
+  constructor(options: GatewayOptions) {
+    this.#o = options;
+  }
+
+  /**
+   * Forwards one request to the API of the connection its path begins with (the longest
+   * prefix that is a connection the caller covers) and answers what the API answered, its
+   * body streamed. A token due is refreshed first; an API `401` refreshes once and retries
+   * once, then passes on. Only `Accept`, `Accept-Language` and `Content-Type` and the
+   * `If-*` conditions go to the API, with the profile's API headers and the connection's
+   * token; only `Content-Type`, `ETag`, `Last-Modified`, `Link`, `Retry-After` and
+   * `Location` come back. Redirects are not followed.
+   *
+   * @throws {KeywayError} `invalid_path`, `not_found`, `invalid_request` (a provider
+   *   without `api_base_url`), `payload_too_large`, `reauthorization_required`,
+   *   `rate_limited`, `upstream_error`.
+   */
+  async forward(principal: Principal, request: ProxyRequest): Promise<GatewayAnswer> {
+    const { records, refresher, limits } = this.#o;
+    const { segments, trailingSlash } = proxySegments(request.path);
+    const found = await this.#connectionOf(principal, segments);
+    const body = await forwardedBody(request, limits.maxBodyBytes);
+    let current = await usableTokens(records, refresher, found.id, false);
+    const base = current.tokens.party.api_base_url;
+    if (base === undefined || base === null) {
+      throw new KeywayError(
+        'invalid_request',
+        `the provider of ${JSON.stringify(found.id)} has no api_base_url: the proxy serves classic APIs (docs/api.md §13)`,
+      );
+    }
+    const rest = found.rest.map(encodeURIComponent).join('/');
+    const query =
+      request.query === '' || request.query === '?' ? '' : `?${request.query.replace(/^\?/, '')}`;
+    const url = new URL(
+      `${base}${rest === '' ? '' : `/${rest}`}${trailingSlash ? '/' : ''}${query}`,
+    );
+    const root = new URL(base);
+    const inside =
+      url.origin === root.origin &&
+      (url.pathname === root.pathname ||
+        url.pathname.startsWith(`${root.pathname.replace(/\/$/, '')}/`));
+    if (!inside) throw refused('leaves the API base');
+    const { state } = await records.o.providers.resolve(current.record.providerId);
+    const headers = new Headers(state.oauth2?.api_headers);
+    const given =
+      request.headers instanceof Headers
+        ? request.headers
+        : new Headers(nodeHeaders(request.headers));
+    for (const [name, value] of given) {
+      if (FORWARDED.has(name) || name.startsWith('if-')) headers.set(name, value);
+    }
+    const release = this.#o.slots.take(found.id, actorOf(principal));
+    const provider = current.record.providerId;
+    const signal = request.signal ?? new AbortController().signal;
+    try {
+      const send = (token: string) => {
+        headers.set('authorization', `Bearer ${token}`);
+        return this.#o.stream(url.href, {
+          method: request.method,
+          headers,
+          body: body as BodyInit | null,
+          signal,
+        });
+      };
+      let response = await send(current.tokens.access_token);
+      if (response.status === 401 && current.tokens.refresh_token !== null) {
+        await response.body?.cancel().catch(() => {});
+        current = await usableTokens(records, refresher, found.id, true);
+        response = await send(current.tokens.access_token);
+      }
+      const count = (outcome: string) => this.#o.observe({ kind: 'gateway', provider, outcome });
+      return await relayAnswer(response, release, RETURNED, count, ['the API', 'the proxy']);
+    } catch (error) {
+      release();
+      if (!(error instanceof KeywayError))
+        this.#o.observe({ kind: 'gateway', provider, outcome: 'upstream_error' });
+      if (error instanceof OutboundError) {
+        throw new KeywayError('upstream_error', `the API: ${error.message}`, { cause: error });
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * The connection a proxied path begins with: the longest prefix of its segments that is a
+   * connection the caller covers (prefixes it does not cover are never looked up).
+   */
+  async #connectionOf(
+    principal: Principal,
+    segments: string[],
+  ): Promise<{ id: string; rest: string[] }> {
+    for (let k = Math.min(segments.length, MAX_SEGMENTS); k >= 1; k--) {
+      let id: string;
+      try {
+        id = parseResourcePath(segments.slice(0, k).join('/'));
+      } catch {
+        continue;
+      }
+      if (principal.kind !== 'root' && !setCoversPath(principal.scopes, id)) continue;
+      if ((await this.#o.records.get(id)) !== null) return { id, rest: segments.slice(k) };
+    }
+    throw new KeywayError(
+      'not_found',
+      'the proxy path begins with no connection this credential covers',
+    );
+  }
+}
+
+/** Node's header object as `Headers` entries (several values joined as `Headers` does). */
+function nodeHeaders(headers: Readonly<Record<string, string | string[] | undefined>>) {
+  const entries: [string, string][] = [];
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    entries.push([name, Array.isArray(value) ? value.join(', ') : value]);
+  }
+  return entries;
+}
