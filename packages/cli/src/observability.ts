@@ -50,17 +50,18 @@ export function serverLog(
   destination?: DestinationStream,
   fields: Record<string, string | number> | null = null,
 ): ServerLog {
-  // Alone, standard output in batches of 4 KiB (one write per a dozen lines, not one per
-  // request), and at least every second, so a quiet broker's lines are not held back;
-  // written out whole at close and at exit. A worker of KEYWAY_WORKERS (which has `fields`)
-  // shares the pipe with the others: each line is then one write of its own, which a pipe
-  // takes whole (below PIPE_BUF), so the workers' lines never cut into each other. (A batch
-  // split into 4 KiB writes instead fell behind under load and held the backlog in memory:
-  // the 1,000,000-request soak found it.)
+  // Alone, standard output in batches of at least 4 KiB (one write per a dozen lines, not
+  // one per request), and at least every second, so a quiet broker's lines are not held
+  // back; written out whole at close and at exit. Each write takes everything buffered (up
+  // to 1 MiB): one write per event-loop turn in 16 KiB pieces (the default) fell behind a
+  // sustained load and held the backlog on the heap (the soak: 44 MB of log lines after
+  // 300,000 requests in 100,000-request stretches). A worker of KEYWAY_WORKERS (which has
+  // `fields`) shares the pipe with the others: each line is then one write of its own, which
+  // a pipe takes whole (below PIPE_BUF), so the workers' lines never cut into each other.
   const stdout =
     destination === undefined
       ? fields === null
-        ? pino.destination({ dest: 1, sync: false, minLength: 4096 })
+        ? pino.destination({ dest: 1, sync: false, minLength: 4096, maxWrite: 1024 * 1024 })
         : pino.destination({ dest: 1, sync: true })
       : null;
   const flushing = stdout === null ? undefined : setInterval(() => stdout.flush(), 1000);
