@@ -4,7 +4,6 @@ import {
   type Profile,
   ProfileSchema,
   placeholdersOf,
-  TokenResponseSchema,
   UNSAFE_VALUE,
 } from './schema.js';
 
@@ -276,7 +275,8 @@ export interface ExplicitOAuth2 {
 
 /**
  * An `oauth2` provider whose operator names its endpoints: a profile of its own, every
- * quirk at its default. Endpoints are checked by `check` (http only for allowed hosts).
+ * other quirk at its default, resolved as a catalog profile is (the endpoints checked by
+ * `check`, errors naming `configuration.<field>`).
  *
  * @throws {ProfileProblem} naming the missing endpoint; what `check` throws.
  */
@@ -284,59 +284,42 @@ export function explicitProfile(
   configuration: ExplicitOAuth2,
   check: EndpointCheck,
 ): ResolvedProfile {
-  for (const field of ['authorization_endpoint', 'token_endpoint'] as const) {
-    if (configuration[field] === undefined)
+  const { authorization_endpoint: authorization, token_endpoint: token } = configuration;
+  for (const [field, value] of [
+    ['authorization_endpoint', authorization],
+    ['token_endpoint', token],
+  ]) {
+    if (value === undefined)
       throw new ProfileProblem(
         `configuration.${field}`,
         `an "oauth2" provider without a "profile" names its "${field}"`,
       );
   }
-  const authorization = check(
-    configuration.authorization_endpoint ?? '',
-    'configuration.authorization_endpoint',
+  const profile = ProfileSchema.parse({
+    id: 'named',
+    label: 'named endpoints',
+    docs_url: 'https://invalid',
+    authorization_endpoint: 'https://invalid',
+    token_endpoint: 'https://invalid',
+    scopes_example: [],
+    scope_separator: configuration.scope_separator ?? ' ',
+    pkce: configuration.pkce ?? 'S256',
+    token_endpoint_auth_method: configuration.token_endpoint_auth_method ?? 'client_secret_basic',
+    api_base_url: null,
+    refresh: 'stable',
+  });
+  // The operator's endpoints as written (http for allowed hosts included): `check` judges them.
+  return resolveProfile(
+    {
+      ...profile,
+      authorization_endpoint: authorization as string,
+      token_endpoint: token as string,
+      issuer: configuration.issuer,
+      revocation_endpoint: configuration.revocation_endpoint,
+      api_base_url: configuration.api_base_url ?? null,
+    },
+    {},
+    check,
+    null,
   );
-  const revocation =
-    configuration.revocation_endpoint === undefined
-      ? null
-      : check(configuration.revocation_endpoint, 'configuration.revocation_endpoint');
-  const method = configuration.token_endpoint_auth_method ?? 'client_secret_basic';
-  const pkce = configuration.pkce ?? 'S256';
-  return {
-    server: {
-      // Compared byte for byte with an `iss` (RFC 9207): kept as written, once checked.
-      issuer:
-        configuration.issuer === undefined
-          ? new URL(authorization).origin
-          : asWritten(configuration.issuer, (text) => check(text, 'configuration.issuer')),
-      authorization_endpoint: authorization,
-      token_endpoint: check(configuration.token_endpoint ?? '', 'configuration.token_endpoint'),
-      registration_endpoint: null,
-      revocation_endpoint: revocation,
-      scopes_supported: null,
-      code_challenge_methods_supported: pkce === 'S256' ? ['S256'] : [],
-      token_endpoint_auth_methods_supported: [method],
-      client_id_metadata_document_supported: false,
-      authorization_response_iss_parameter_supported: false,
-    },
-    quirks: {
-      profile: null,
-      params: {},
-      scopes_always: [],
-      scope_separator: configuration.scope_separator ?? ' ',
-      scope_param: 'scope',
-      pkce,
-      token_request_format: 'form',
-      token_request_headers: {},
-      authorization_params: {},
-      token_params: {},
-      token_response: TokenResponseSchema.parse({}),
-      redirect_params: [],
-      refresh_endpoint: null,
-      api_base_url:
-        configuration.api_base_url === undefined
-          ? null
-          : withoutSlash(check(configuration.api_base_url, 'configuration.api_base_url')),
-      api_headers: {},
-    },
-  };
 }

@@ -75,7 +75,7 @@ export interface GatewayAnswer {
 }
 
 /** The caller's headers, as name and value pairs (lower-case names). */
-function headerEntries(headers: GatewayRequest['headers']): [string, string][] {
+export function headerEntries(headers: GatewayRequest['headers']): [string, string][] {
   if (headers instanceof Headers) return [...headers];
   const entries: [string, string][] = [];
   for (const [name, value] of Object.entries(headers)) {

@@ -3,7 +3,12 @@ import { parseResourcePath } from '../auth/resource-path.js';
 import { setCoversPath } from '../auth/scope.js';
 import { KeywayError } from '../contract/errors.js';
 import { OutboundError } from '../outbound/errors.js';
-import type { GatewayAnswer, GatewayOptions, GatewayRequest } from './gateway.js';
+import {
+  type GatewayAnswer,
+  type GatewayOptions,
+  type GatewayRequest,
+  headerEntries,
+} from './gateway.js';
 import { forwardedBody, relayAnswer } from './gateway-limits.js';
 import { usableTokens } from './tokens.js';
 
@@ -106,11 +111,7 @@ export class ApiProxy {
     if (!inside) throw refused('leaves the API base');
     const { state } = await records.o.providers.resolve(current.record.providerId);
     const headers = new Headers(state.oauth2?.api_headers);
-    const given =
-      request.headers instanceof Headers
-        ? request.headers
-        : new Headers(nodeHeaders(request.headers));
-    for (const [name, value] of given) {
+    for (const [name, value] of headerEntries(request.headers)) {
       if (FORWARDED.has(name) || name.startsWith('if-')) headers.set(name, value);
     }
     const release = this.#o.slots.take(found.id, actorOf(principal));
@@ -168,14 +169,4 @@ export class ApiProxy {
       'the proxy path begins with no connection this credential covers',
     );
   }
-}
-
-/** Node's header object as `Headers` entries (several values joined as `Headers` does). */
-function nodeHeaders(headers: Readonly<Record<string, string | string[] | undefined>>) {
-  const entries: [string, string][] = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    entries.push([name, Array.isArray(value) ? value.join(', ') : value]);
-  }
-  return entries;
 }
