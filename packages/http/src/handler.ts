@@ -82,6 +82,7 @@ function webIncoming(request: Request, context: unknown): Incoming {
     authorization: () => request.headers.get('authorization'),
     header: (name) => request.headers.get(name),
     searchParams: () => new URL(request.url).searchParams,
+    search: () => new URL(request.url).search,
     request: () => request,
     clientAddress: () => clientAddressOf(request, context),
     forwarded: async () => request,

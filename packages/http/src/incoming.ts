@@ -19,6 +19,8 @@ export interface Incoming {
   header(name: string): string | null;
   /** The query parameters. */
   searchParams(): URLSearchParams;
+  /** The query as the target wrote it (`?…`, or empty), as a URL holds it. */
+  search(): string;
   /** The request as a Web `Request`, made when first asked (bodies, hooks). */
   request(): Request;
   /** The client address the adapter or runtime gave beside the request, or null. */

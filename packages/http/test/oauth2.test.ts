@@ -23,6 +23,15 @@ const CALLBACK = `${BASE}/api/oauth/callback`;
 const CLIENT = { client_id: 'app-client-id', client_secret: 'app-client-secret-0123456789' };
 /** Values for the parameters a profile has no default for. */
 const SAMPLE_PARAMS: Record<string, string> = { subdomain: 'acme', shop: 'acme-store' };
+/** Metadata values as the providers give them (others: `<name>-value`). */
+const SAMPLE_METADATA: Record<string, string> = {
+  instance_url: 'https://acme.my.salesforce.com',
+  realmId: '9130350000000001',
+  cloud_id: '1324a887-45db-1bf4-1e99-ef0ff456d421',
+  site_url: 'https://acme.atlassian.net',
+};
+const sampleOf = (name: string) => SAMPLE_METADATA[name] ?? `${name}-value`;
+const ACCESSIBLE = 'https://api.atlassian.com/oauth/token/accessible-resources';
 
 const catalog = catalogOf();
 const profiles = BUILT_IN_PROFILES.map((input) => catalog.get(input.id) as Profile);
@@ -33,21 +42,57 @@ function nestedAt(path: string, value: string): Record<string, unknown> {
   return { [head]: rest.length === 0 ? value : nestedAt(rest.join('.'), value) };
 }
 
-/** A profile's placeholders filled with its defaults and the sample values. */
+/** A profile's parameters filled with their defaults and the sample values. */
 function filled(profile: Profile, text: string): string {
-  return text.replace(/\{([a-z_]+)\}/g, (_, name: string) => {
+  return text.replace(/\{([A-Za-z_]+)\}/g, (whole, name: string) => {
     const param = profile.params.find((p) => p.name === name);
-    return param?.default ?? (SAMPLE_PARAMS[name] as string);
+    return param === undefined ? whole : (param.default ?? (SAMPLE_PARAMS[name] as string));
   });
 }
 
+/** A connection's API base: its parameters filled, and its connection values (as samples). */
+function connectionBase(profile: Profile): string {
+  return filled(profile, profile.api_base_url as string).replace(
+    /\{([A-Za-z_]+)\}/g,
+    (_, name: string) => {
+      const value = profile.connection_values.find((v) => v.name === name);
+      const sample = sampleOf(name);
+      return value?.kind === 'origin' ? new URL(sample).host : sample;
+    },
+  );
+}
+
+/** An answer holding `value` at each dot-separated path (digits: an array's items). */
+function answerWith(paths: Record<string, string>, value: (name: string) => string): unknown {
+  let root: unknown;
+  for (const [name, path] of Object.entries(paths)) {
+    const keys = path.split('.');
+    const container = (key: string) => (/^\d+$/.test(key) ? [] : {});
+    root ??= container(keys[0] as string);
+    let here = root as Record<string, unknown>;
+    keys.forEach((key, i) => {
+      const next = keys[i + 1];
+      if (next === undefined) here[key] = value(name);
+      else {
+        here[key] ??= container(next);
+        here = here[key] as Record<string, unknown>;
+      }
+    });
+  }
+  return root;
+}
+
 /** The test kit configured as the provider of a profile behaves. */
-function worldFor(profile: Profile, now: () => number): ReturnType<typeof createTestWorld> {
+function worldFor(
+  profile: Profile,
+  now: () => number,
+  override: Partial<ClassicQuirks> = {},
+): ReturnType<typeof createTestWorld> {
   const read = profile.token_response;
   const nest = read.access_token.includes('.') ? read.access_token.split('.')[0] : undefined;
   let answerExtra: Record<string, unknown> = {};
   for (const [name, path] of Object.entries(read.extra))
-    answerExtra = { ...answerExtra, ...nestedAt(path, `${name}-value`) };
+    answerExtra = { ...answerExtra, ...nestedAt(path, sampleOf(name)) };
   const classic: ClassicQuirks = {
     endpoints: {
       authorize: filled(profile, profile.authorization_endpoint),
@@ -68,7 +113,15 @@ function worldFor(profile: Profile, now: () => number): ReturnType<typeof create
       : { errorFields: { error: read.error, description: read.error_description } }),
     ...(nest === undefined ? {} : { nestTokensUnder: nest }),
     answerExtra,
-    redirectExtra: Object.fromEntries(profile.redirect_params.map((n) => [n, `${n}-value`])),
+    redirectExtra: Object.fromEntries(profile.redirect_params.map((n) => [n, sampleOf(n)])),
+    ...(profile.api_base_url === null ? {} : { apiBase: connectionBase(profile) }),
+    ...(profile.after_connect && {
+      afterConnect: {
+        url: filled(profile, profile.after_connect.url),
+        answer: answerWith(profile.after_connect.metadata, sampleOf),
+      },
+    }),
+    ...override,
   };
   const options: TestWorldOptions = {
     now,
@@ -185,17 +238,36 @@ describe('every profile of the catalog, through the whole flow as its provider b
       scopes,
       refreshable: profile.refresh !== 'none',
       error: null,
-      metadata: {
-        ...Object.fromEntries(
-          Object.keys(profile.token_response.extra).map((n) => [n, `${n}-value`]),
-        ),
-        ...Object.fromEntries(profile.redirect_params.map((n) => [n, `${n}-value`])),
-      },
     });
+    const kept = [
+      ...Object.keys(profile.token_response.extra),
+      ...profile.redirect_params,
+      ...Object.keys(profile.after_connect?.metadata ?? {}),
+    ];
+    expect(view.body.metadata).toEqual(Object.fromEntries(kept.map((n) => [n, sampleOf(n)])));
     const first = await h.call('GET', `/api/oauth/credentials/${id}`);
     expect(first.status).toBe(200);
     expect(first.body.token_type).toBe('Bearer');
     expect(world.isValidAccessToken(first.body.access_token)).toBe(true);
+
+    // The API proxy reaches the connection's own API base, with the profile's headers (a
+    // caller's `Accept` would take the place of the profile's).
+    const proxied = await h.call('GET', `/proxy/${id}/some/path?x=1`, {
+      headers: { 'accept-language': 'en' },
+    });
+    if (profile.api_base_url === null) {
+      expect(proxied.status).toBe(400);
+      expect(proxied.body.error).toBe('invalid_request');
+    } else {
+      expect(proxied.status, proxied.text).toBe(200);
+      expect(proxied.body.url).toBe(`${connectionBase(profile)}/some/path?x=1`);
+      const apiHeaders = Object.entries(profile.api_headers).map(([n, v]) => [n.toLowerCase(), v]);
+      expect(proxied.body.headers).toMatchObject(Object.fromEntries(apiHeaders));
+      expect(proxied.body.headers).toMatchObject({ 'accept-language': 'en' });
+    }
+    expect(world.stats.apiCalls).toBe(
+      (profile.after_connect ? 1 : 0) + (profile.api_base_url === null ? 0 : 1),
+    );
     expect(world.tokenRequests[0]).toMatchObject({
       grant_type: 'authorization_code',
       redirect_uri: CALLBACK,
@@ -509,6 +581,141 @@ describe('token answers as classic servers write them', () => {
   });
 });
 
+describe('per-connection API bases: values the provider gives, checked before a token goes there', () => {
+  /** A connection made through `profile`, its provider answering as `override` says. */
+  async function connected(profileId: string, override: Partial<ClassicQuirks>) {
+    const profile = catalog.get(profileId) as Profile;
+    const world = worldFor(profile, () => Date.UTC(2026, 10, 24, 12), override);
+    const h = new Harness(memoryStorage(), {
+      fetch: world.fetch,
+      baseUrl: BASE,
+      providerManagement: true,
+    });
+    h.now = Date.UTC(2026, 10, 24, 12);
+    const made = await put(h, profileId, {
+      profile: profileId,
+      configuration: { scopes: profile.scopes_example },
+    });
+    expect(made.status, made.text).toBe(201);
+    const id = `acme/users/alice/${profileId}`;
+    const started = await h.call('POST', `/api/oauth/authorize/${profileId}`, {
+      body: { connection_id: id },
+    });
+    const back = new URL(world.consent(started.body.authorization_url));
+    const done = await h.call('GET', `${back.pathname}${back.search}`, { token: null });
+    expect(done.status, done.text).toBe(200);
+    const view = await h.call('GET', `/api/oauth/connections/${id}`);
+    expect(view.body.status).toBe('active');
+    return { h, world, id, view: view.body };
+  }
+
+  it.each([
+    'https://evil.example',
+    'https://acme.my.salesforce.com.evil.example',
+    'https://evil.example/.salesforce.com',
+    'https://evil.example#.salesforce.com',
+    'https://evil.example?.salesforce.com',
+    'https://acme.my.salesforce.com:8443',
+    'https://user@acme.my.salesforce.com',
+    'https://acme.my.salesforce.com/services',
+    'http://acme.my.salesforce.com',
+    'https://salesforce.com',
+    'acme.my.salesforce.com',
+    '',
+  ])('Salesforce: an instance_url of %j is never where a token goes', async (instance) => {
+    const { h, world, id, view } = await connected('salesforce', {
+      answerExtra: { instance_url: instance, id: 'https://login.salesforce.com/id/1/2' },
+    });
+    expect(view.metadata.instance_url).toBe(instance);
+    const before = world.requests.length;
+    const reply = await h.call('GET', `/proxy/${id}/v62.0/limits`);
+    expect(reply.status, reply.text).toBe(502);
+    expect(reply.body.error).toBe('upstream_error');
+    expect(reply.body.details).toEqual([
+      { path: 'metadata.instance_url', message: expect.stringContaining('salesforce.com') },
+    ]);
+    expect(world.requests.slice(before)).toEqual([]);
+    expect(world.stats.apiCalls).toBe(0);
+    expect(h.errors).toEqual([]);
+    await h.broker.close();
+  });
+
+  it('Salesforce: the proxy reaches the instance the token answer named', async () => {
+    const instance = 'https://acme--dev.sandbox.my.salesforce.com';
+    const { h, world, id } = await connected('salesforce', {
+      answerExtra: { instance_url: instance },
+      apiBase: `${instance}/services/data`,
+    });
+    const reply = await h.call('GET', `/proxy/${id}/v62.0/query?q=SELECT%20Id%20FROM%20Account`);
+    expect(reply.status, reply.text).toBe(200);
+    expect(reply.body.url).toBe(
+      `${instance}/services/data/v62.0/query?q=SELECT%20Id%20FROM%20Account`,
+    );
+    expect(world.stats.apiCalls).toBe(1);
+    await h.broker.close();
+  });
+
+  it.each(['..', '.', '1/2', '1%2F2', '12?x=1', '12#x', 'abc', '12 3', ''])(
+    'QuickBooks: a realmId of %j on the redirect back is never a path',
+    async (realm) => {
+      const { h, world, id, view } = await connected('quickbooks', {
+        redirectExtra: { realmId: realm },
+      });
+      expect(view.metadata.realmId).toBe(realm);
+      const reply = await h.call('GET', `/proxy/${id}/companyinfo/1`);
+      expect(reply.status, reply.text).toBe(502);
+      expect(reply.body.error).toBe('upstream_error');
+      expect(reply.body.details[0].path).toBe('metadata.realmId');
+      expect(world.stats.apiCalls).toBe(0);
+      await h.broker.close();
+    },
+  );
+
+  it.each([
+    ['no site granted', { afterConnect: { url: ACCESSIBLE, answer: [] } }],
+    ['a site without a UUID', { afterConnect: { url: ACCESSIBLE, answer: [{ id: '../admin' }] } }],
+    ['the request failing', { afterConnect: undefined }],
+  ] as const)(
+    'Atlassian with %s: the connection is kept, the proxy asks for consent again',
+    async (_, override) => {
+      const { h, world, id, view } = await connected('atlassian', override);
+      const invalid = view.metadata.cloud_id !== undefined;
+      expect(view.metadata).toEqual(invalid ? { cloud_id: '../admin' } : {});
+      expect(world.requests).toContainEqual({ method: 'GET', url: ACCESSIBLE });
+      // The tokens are kept: a hand-out works.
+      expect((await h.call('GET', `/api/oauth/credentials/${id}`)).status).toBe(200);
+      const reply = await h.call('GET', `/proxy/${id}/rest/api/3/myself`);
+      expect(reply.status, reply.text).toBe(invalid ? 502 : 409);
+      expect(reply.body.error).toBe(invalid ? 'upstream_error' : 'reauthorization_required');
+      expect(reply.body.details).toEqual([
+        { path: 'metadata.cloud_id', message: 'the cloud id of the site granted, a UUID' },
+      ]);
+      expect(world.requests.filter((r) => r.url.includes('/ex/'))).toEqual([]);
+      await h.broker.close();
+    },
+  );
+
+  it('Atlassian: the first site granted is the one the proxy reaches', async () => {
+    const first = '11111111-2222-4333-8444-555555555555';
+    const { h, world, id, view } = await connected('atlassian', {
+      afterConnect: {
+        url: ACCESSIBLE,
+        answer: [
+          { id: first, url: 'https://one.atlassian.net', name: 'one', scopes: [] },
+          { id: 'aaaaaaaa-2222-4333-8444-555555555555', url: 'https://two.atlassian.net' },
+        ],
+      },
+      apiBase: `https://api.atlassian.com/ex/jira/${first}`,
+    });
+    expect(view.metadata).toEqual({ cloud_id: first, site_url: 'https://one.atlassian.net' });
+    const reply = await h.call('GET', `/proxy/${id}/rest/api/3/myself`);
+    expect(reply.status, reply.text).toBe(200);
+    expect(reply.body.url).toBe(`https://api.atlassian.com/ex/jira/${first}/rest/api/3/myself`);
+    expect(world.stats.apiCalls).toBe(2);
+    await h.broker.close();
+  });
+});
+
 describe('the catalog', () => {
   const region = { name: 'region', description: 'eu or us', pattern: 'eu|us', default: 'eu' };
   const own: ProfileInput = {
@@ -579,6 +786,53 @@ describe('the catalog', () => {
       { ...own, token_endpoint: 'http://eu.acme.example/token' },
       'profiles[0] profile ("acme-crm"): "token_endpoint": an https URL without query or fragment',
     ],
+    [
+      {
+        ...own,
+        api_base_url: 'https://{region}.api.acme.example/{account}',
+        connection_values: [{ name: 'account', description: 'the account', pattern: '[0-9]+' }],
+      },
+      'profiles[0] profile ("acme-crm"): "connection_values.0.name": "account" is not metadata the profile keeps (token_response.extra, redirect_params or after_connect.metadata)',
+    ],
+    [
+      {
+        ...own,
+        redirect_params: ['account'],
+        connection_values: [{ name: 'account', description: 'the account', pattern: '[0-9]+' }],
+      },
+      'profiles[0] profile ("acme-crm"): "connection_values.0.name": api_base_url has no {account}',
+    ],
+    [
+      {
+        ...own,
+        redirect_params: ['account'],
+        token_endpoint: 'https://{account}.acme.example/token',
+        api_base_url: 'https://{region}.api.acme.example/{account}',
+        connection_values: [{ name: 'account', description: 'the account', pattern: '[0-9]+' }],
+      },
+      'profiles[0] profile ("acme-crm"): "token_endpoint": {account} is not a declared parameter',
+    ],
+    [
+      {
+        ...own,
+        token_response: { extra: { instance: 'instance_url' } },
+        api_base_url: 'https://api.{instance}.acme.example',
+        connection_values: [
+          { name: 'instance', kind: 'origin' as const, description: 'the instance', pattern: '.+' },
+        ],
+      },
+      'profiles[0] profile ("acme-crm"): "connection_values.0.kind": an origin is the whole host: https://{instance}/…',
+    ],
+    [
+      {
+        ...own,
+        after_connect: {
+          url: 'https://{region}.acme.example/me',
+          metadata: { key: 'session.token' },
+        },
+      },
+      'profiles[0] profile ("acme-crm"): "after_connect.metadata.key": a token or a secret is never kept as metadata',
+    ],
   ])('refuses a bad profile at start, naming it', (profile, message) => {
     expect(() => new Harness(memoryStorage(), { baseUrl: BASE, profiles: [profile] })).toThrow(
       new TypeError(`invalid broker configuration: ${message}`),
@@ -619,6 +873,12 @@ function profileMarkdown(profile: Profile): string {
     ...Object.entries(read.extra).map(([n, path]) => `keeps ${code(n)} (from ${code(path)})`),
     ...profile.redirect_params.map((n) => `keeps ${code(n)} of the redirect back`),
     profile.refresh_endpoint && `refreshes at ${code(profile.refresh_endpoint)}`,
+    profile.after_connect &&
+      `once connected, ${code(`GET ${profile.after_connect.url}`)} and keeps ${Object.entries(
+        profile.after_connect.metadata,
+      )
+        .map(([n, path]) => `${code(n)} (from ${code(path)})`)
+        .join(', ')}`,
   ].filter((quirk): quirk is string => typeof quirk === 'string');
   const lines = [
     `### ${profile.label} (${code(profile.id)})`,
@@ -636,6 +896,10 @@ function profileMarkdown(profile: Profile): string {
       Object.entries(profile.api_headers)
         .map(([n, v]) => `, with ${code(`${n}: ${v}`)}`)
         .join(''),
+    ...profile.connection_values.map(
+      (value) =>
+        `- Per connection: ${code(value.name)}, ${value.description} (${value.kind === 'origin' ? 'an https origin whose host matches' : 'matching'} ${code(value.pattern)})`,
+    ),
     `- Refresh tokens: ${profile.refresh}`,
     ...profile.notes.map((note) => `- ${note}`),
     '',

@@ -116,14 +116,20 @@ describe('the API proxy: {base}/proxy/<connection>/<rest> (docs/api.md §13)', (
 
   it('forwards the method, the path under the API base, the query and the body; the token goes, the caller’s credential and cookies do not', async () => {
     const alice = await h.mint('alice', ['acme/users/alice']);
-    const got = await raw('GET', `/proxy/${CONNECTION}/repos/keyway?per_page=5&q=a%20b`, alice, {
-      cookie: 'session=caller',
-      accept: 'application/json',
-      'if-none-match': '"v0"',
-      'x-custom': 'not forwarded',
-    });
+    const got = await raw(
+      'GET',
+      `/proxy/${CONNECTION}/repos/keyway?per_page=5&q=a%20b+c%2B`,
+      alice,
+      {
+        cookie: 'session=caller',
+        accept: 'application/json',
+        'if-none-match': '"v0"',
+        'x-custom': 'not forwarded',
+      },
+    );
     expect(got.status, got.text).toBe(200);
-    expect(JSON.parse(got.text)).toEqual({ seen: '/api/v1/repos/keyway?per_page=5&q=a+b' });
+    // The query as written: `%20`, `+` and `%2B` each kept.
+    expect(JSON.parse(got.text)).toEqual({ seen: '/api/v1/repos/keyway?per_page=5&q=a%20b+c%2B' });
     expect(got.headers['content-type']).toBe('application/json');
     expect(got.headers.etag).toBe('"v1"');
     expect(got.headers['cache-control']).toBe('no-store');

@@ -1,4 +1,5 @@
 import { createAuthorizationServer } from './world/authorization-server.js';
+import { classicApi } from './world/classic.js';
 import { failureResponse } from './world/faults.js';
 import { json } from './world/http.js';
 import type { Endpoint, TestWorld, TestWorldOptions } from './world/options.js';
@@ -80,7 +81,10 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
       return failing('token', () => server.token(request));
     if (request.method === 'POST' && here === endpoint('revoke'))
       return failing('revocation', () => server.revoke(request));
-    return json(404, { error: 'not_found' });
+    const api = await classicApi(request, world.options.classic, server.isValidAccessToken, () => {
+      stats.apiCalls++;
+    });
+    return api ?? json(404, { error: 'not_found' });
   }
 
   return {

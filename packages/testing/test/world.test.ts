@@ -204,4 +204,64 @@ describe('createTestWorld()', () => {
     controller.abort(new Error('gave up'));
     await expect(pending).rejects.toThrow('gave up');
   });
+
+  it('serves a classic API and an after-connect answer to valid access tokens only', async () => {
+    const world = createTestWorld({
+      dynamicRegistration: false,
+      classic: {
+        pkce: 'ignored',
+        apiBase: 'https://api.example.test/v1/',
+        afterConnect: { url: 'https://api.example.test/sites', answer: [{ id: 'site-1' }] },
+      },
+    });
+    const client = world.preregister({
+      client_id: 'app',
+      client_secret: 'app-secret-0123456789',
+      redirect_uris: ['https://app.example/cb'],
+      token_endpoint_auth_method: 'client_secret_post',
+    });
+    const authorize = `https://auth.example.test/oauth/authorize?response_type=code&client_id=${client.client_id}&redirect_uri=${encodeURIComponent('https://app.example/cb')}&state=s`;
+    const code = new URL(world.consent(authorize)).searchParams.get('code') as string;
+    const exchanged = await world.fetch('https://auth.example.test/oauth/token', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'authorization_code',
+        code,
+        redirect_uri: 'https://app.example/cb',
+        client_id: client.client_id,
+        client_secret: client.client_secret as string,
+      }).toString(),
+    });
+    expect(exchanged.status).toBe(200);
+    const { access_token: token } = (await exchanged.json()) as { access_token: string };
+    const bearer = { authorization: `Bearer ${token}` };
+
+    const echoed = await world.fetch('https://api.example.test/v1/items/7?x=1', {
+      method: 'PUT',
+      headers: { ...bearer, 'content-type': 'text/plain', 'x-trace': 't1' },
+      body: 'hello',
+    });
+    expect(echoed.status).toBe(200);
+    expect(await echoed.json()).toEqual({
+      method: 'PUT',
+      url: 'https://api.example.test/v1/items/7?x=1',
+      headers: { 'content-type': 'text/plain', 'x-trace': 't1' },
+      body: 'hello',
+    });
+    const sites = await world.fetch('https://api.example.test/sites', { headers: bearer });
+    expect(await sites.json()).toEqual([{ id: 'site-1' }]);
+    expect(world.stats.apiCalls).toBe(2);
+
+    for (const url of ['https://api.example.test/v1/items', 'https://api.example.test/sites']) {
+      const refused = await world.fetch(url, { headers: { authorization: 'Bearer nope' } });
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get('www-authenticate')).toBe('Bearer error="invalid_token"');
+    }
+    // Beside the base: not the API's.
+    expect((await world.fetch('https://api.example.test/v10', { headers: bearer })).status).toBe(
+      404,
+    );
+    expect(world.stats.apiCalls).toBe(2);
+  });
 });

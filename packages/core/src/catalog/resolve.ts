@@ -75,6 +75,7 @@ function templated(profile: Profile): [string, string][] {
     ['refresh_endpoint', profile.refresh_endpoint],
     ['revocation_endpoint', profile.revocation_endpoint],
     ['api_base_url', profile.api_base_url],
+    ['after_connect.url', profile.after_connect?.url],
   ];
   return fields.filter((field): field is [string, string] => typeof field[1] === 'string');
 }
@@ -96,9 +97,11 @@ export function checkProfile(input: unknown): Profile {
   const declared = new Map(profile.params.map((param) => [param.name, param]));
   if (declared.size !== profile.params.length)
     throw new ProfileProblem('params', 'a parameter is declared twice');
+  const perConnection = checkConnectionValues(profile, declared);
   const used = new Set<string>();
   for (const [field, text] of templated(profile)) {
     for (const name of placeholdersOf(text)) {
+      if (field === 'api_base_url' && perConnection.has(name)) continue;
       if (!declared.has(name))
         throw new ProfileProblem(field, `{${name}} is not a declared parameter`);
       used.add(name);
@@ -112,22 +115,23 @@ export function checkProfile(input: unknown): Profile {
   for (const param of profile.params) {
     if (!used.has(param.name))
       throw new ProfileProblem('params', `"${param.name}" is used by no endpoint`);
-    let pattern: RegExp;
-    try {
-      pattern = anchored(param.pattern);
-    } catch {
-      throw new ProfileProblem(`params.${param.name}.pattern`, 'not a regular expression');
-    }
+    const pattern = compiled(param.pattern, `params.${param.name}.pattern`);
     if (param.default !== undefined && !pattern.test(param.default))
       throw new ProfileProblem(`params.${param.name}.default`, 'does not match its pattern');
   }
   // What a connection keeps as metadata is shown in its view: never a credential.
-  for (const [name, path] of Object.entries(profile.token_response.extra)) {
-    if (SECRET_NAME.test(path.slice(path.lastIndexOf('.') + 1)) || SECRET_NAME.test(name))
-      throw new ProfileProblem(
-        `token_response.extra.${name}`,
-        'a token or a secret is never kept as metadata',
-      );
+  const kept: [string, Record<string, string>][] = [
+    ['token_response.extra', profile.token_response.extra],
+    ['after_connect.metadata', profile.after_connect?.metadata ?? {}],
+  ];
+  for (const [field, paths] of kept) {
+    for (const [name, path] of Object.entries(paths)) {
+      if (SECRET_NAME.test(path.slice(path.lastIndexOf('.') + 1)) || SECRET_NAME.test(name))
+        throw new ProfileProblem(
+          `${field}.${name}`,
+          'a token or a secret is never kept as metadata',
+        );
+    }
   }
   for (const name of profile.redirect_params) {
     if (['code', 'state'].includes(name.toLowerCase()) || SECRET_NAME.test(name))
@@ -140,6 +144,52 @@ export function checkProfile(input: unknown): Profile {
     }
   }
   return profile;
+}
+
+/** A pattern of the catalog, anchored. @throws {ProfileProblem} naming `field`. */
+function compiled(pattern: string, field: string): RegExp {
+  try {
+    return anchored(pattern);
+  } catch {
+    throw new ProfileProblem(field, 'not a regular expression');
+  }
+}
+
+/**
+ * The connection values' rules: each is metadata the profile keeps, used in `api_base_url`
+ * (an `origin` as its whole host), named apart from the parameters, with a pattern that
+ * compiles. Answers their names.
+ */
+function checkConnectionValues(profile: Profile, params: Map<string, unknown>): Set<string> {
+  const kept = new Set([
+    ...Object.keys(profile.token_response.extra),
+    ...profile.redirect_params,
+    ...Object.keys(profile.after_connect?.metadata ?? {}),
+  ]);
+  const names = new Set<string>();
+  const base = profile.api_base_url ?? '';
+  for (const [index, value] of profile.connection_values.entries()) {
+    const field = `connection_values.${index}`;
+    if (names.has(value.name) || params.has(value.name))
+      throw new ProfileProblem(`${field}.name`, `"${value.name}" is declared twice`);
+    names.add(value.name);
+    if (!kept.has(value.name))
+      throw new ProfileProblem(
+        `${field}.name`,
+        `"${value.name}" is not metadata the profile keeps (token_response.extra, redirect_params or after_connect.metadata)`,
+      );
+    const placeholder = `{${value.name}}`;
+    if (!base.includes(placeholder))
+      throw new ProfileProblem(`${field}.name`, `api_base_url has no ${placeholder}`);
+    const origin = `https://${placeholder}`;
+    if (
+      value.kind === 'origin' &&
+      (!base.startsWith(origin) || !['', '/'].includes(base.charAt(origin.length)))
+    )
+      throw new ProfileProblem(`${field}.kind`, `an origin is the whole host: ${origin}/…`);
+    compiled(value.pattern, `${field}.pattern`);
+  }
+  return names;
 }
 
 /** A text checked by `check`, kept as written (an issuer is compared byte for byte). */
@@ -209,7 +259,9 @@ export function resolveProfile(
   source: string | null,
 ): ResolvedProfile {
   const values = paramValues(profile, given);
-  const fill = (text: string) => text.replace(PLACEHOLDER, (_, name: string) => values[name] ?? '');
+  // A connection value's placeholder stays, for the proxy to fill per connection.
+  const fill = (text: string) =>
+    text.replace(PLACEHOLDER, (whole, name: string) => values[name] ?? whole);
   const at = (field: string, text: string) =>
     check(fill(text), source === null ? `configuration.${field}` : `profile ${field}`);
   const authorization = at('authorization_endpoint', profile.authorization_endpoint);
@@ -252,13 +304,34 @@ export function resolveProfile(
         profile.refresh_endpoint === undefined
           ? null
           : at('refresh_endpoint', profile.refresh_endpoint),
-      api_base_url:
-        profile.api_base_url === null
-          ? null
-          : withoutSlash(at('api_base_url', profile.api_base_url)),
+      api_base_url: profile.api_base_url === null ? null : apiBase(profile, fill, at),
       api_headers: profile.api_headers,
+      connection_values: profile.connection_values,
+      after_connect:
+        profile.after_connect === undefined
+          ? null
+          : {
+              url: at('after_connect.url', profile.after_connect.url),
+              metadata: profile.after_connect.metadata,
+            },
     },
   };
+}
+
+/**
+ * A profile's API base, its parameters filled and checked: with no connection value, as
+ * `check` writes it; with some, as filled, checked with a sample in each place (the proxy
+ * checks the URL it builds again).
+ */
+function apiBase(
+  profile: Profile,
+  fill: (text: string) => string,
+  at: (field: string, text: string) => string,
+): string {
+  const base = fill(profile.api_base_url as string);
+  if (profile.connection_values.length === 0) return withoutSlash(at('api_base_url', base));
+  at('api_base_url', base.replace(PLACEHOLDER, 'x'));
+  return withoutSlash(base);
 }
 
 /** The configuration of an `oauth2` provider without a profile (docs/api.md §4). */

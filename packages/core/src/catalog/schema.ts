@@ -8,8 +8,11 @@ import { z } from 'zod';
  * before any broker starts.
  */
 
-/** A `{placeholder}` in an endpoint or the API base URL. */
-export const PLACEHOLDER = /\{([a-z][a-z0-9_]*)\}/g;
+/**
+ * A `{placeholder}` in an endpoint or the API base URL: a parameter's name, or in
+ * `api_base_url` a connection value's (`realmId`).
+ */
+export const PLACEHOLDER = /\{([A-Za-z][A-Za-z0-9_]*)\}/g;
 
 /** The names of the placeholders in a text, in order of appearance. */
 export function placeholdersOf(text: string): string[] {
@@ -22,10 +25,14 @@ export function placeholdersOf(text: string): string[] {
  */
 export const UNSAFE_VALUE = /[/\\?#@%:\s]/;
 
-/** A JSON path into a token response, dot-separated (`authed_user.access_token`). */
+/**
+ * A JSON path into an answer, dot-separated (`authed_user.access_token`); a segment of
+ * digits reads an array's item (`0.id`).
+ */
 const responsePath = z
   .string()
-  .regex(/^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$/, 'a dot-separated path');
+  .regex(/^[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*$/, 'a dot-separated path')
+  .max(200);
 
 /** A parameter or header name. */
 const name = z.string().regex(/^[A-Za-z][A-Za-z0-9_.-]{0,63}$/, 'a name of 1 to 64 characters');
@@ -78,6 +85,37 @@ export const TokenResponseSchema = z.strictObject({
   extra: z.record(name, responsePath).default({}),
 });
 
+/**
+ * A value of each connection that `api_base_url` is built from (docs/api.md §15): a
+ * `{name}` placeholder filled, when the proxy builds a URL, from the connection's metadata
+ * of that name — kept from the token answer, the redirect back or `after_connect` — and
+ * matched in full against `pattern`. A value that misses it is never sent anywhere.
+ */
+export const ConnectionValueSchema = z.strictObject({
+  /** The metadata name; the placeholder in `api_base_url`. */
+  name: z.string().regex(/^[A-Za-z][A-Za-z0-9_]{0,63}$/, 'letters, digits and `_`'),
+  description: z.string().min(1),
+  /**
+   * `segment`: the value fills a host label or a path segment, on a parameter's rules.
+   * `origin`: the value is an https origin (Salesforce's `instance_url`) — no path, port or
+   * user info — whose host fills a placeholder that is the whole host of `api_base_url`,
+   * and `pattern` is matched against that host.
+   */
+  kind: z.enum(['segment', 'origin']).default('segment'),
+  pattern: z.string().min(1),
+});
+
+/**
+ * A request made once a connection is authorized (Atlassian's sites): `GET url` with the
+ * new access token, through the guarded fetch; values of its JSON answer are kept as
+ * metadata. When it fails, the connection is kept without them.
+ */
+export const AfterConnectSchema = z.strictObject({
+  url: endpoint,
+  /** Metadata name → path into the answer (`0.id`: the first item's `id`). */
+  metadata: z.record(name, responsePath),
+});
+
 export const ProfileSchema = z.strictObject({
   id: z.string().regex(/^[a-z][a-z0-9-]{0,62}$/, 'lower case letters, digits and `-`'),
   label: z.string().min(1).max(200),
@@ -116,6 +154,10 @@ export const ProfileSchema = z.strictObject({
   redirect_params: z.array(name).max(8).default([]),
   /** Where the API proxy forwards (docs/api.md §13), with placeholders; `null`: no proxy. */
   api_base_url: endpoint.nullable(),
+  /** The values of each connection `api_base_url` is built from, with their patterns. */
+  connection_values: z.array(ConnectionValueSchema).max(4).default([]),
+  /** A request that gives a connection metadata once it is authorized. */
+  after_connect: AfterConnectSchema.optional(),
   /** Headers the proxy adds to every API request (Notion's `Notion-Version`). */
   api_headers: stringRecord.default({}),
   /**
@@ -134,3 +176,5 @@ export type Profile = z.output<typeof ProfileSchema>;
 export type ProfileInput = z.input<typeof ProfileSchema>;
 export type ProfileParam = z.output<typeof ProfileParamSchema>;
 export type TokenResponseQuirks = z.output<typeof TokenResponseSchema>;
+export type ConnectionValue = z.output<typeof ConnectionValueSchema>;
+export type AfterConnect = z.output<typeof AfterConnectSchema>;

@@ -31,7 +31,13 @@ import {
   resourceParam,
   tokensFrom,
 } from './party.js';
-import { metadataOf, readTokenAnswer, tokenParamsOf, tokenRequestOptions } from './quirks.js';
+import {
+  afterConnect,
+  metadataOf,
+  readTokenAnswer,
+  tokenParamsOf,
+  tokenRequestOptions,
+} from './quirks.js';
 import {
   type ConnectionRecords,
   incarnationOf,
@@ -365,8 +371,13 @@ export class AuthorizationFlow {
             client,
             await readTokenAnswer(response, quirks),
           );
-          const metadata = metadataOf(result, query, quirks);
           const next = tokensFrom(result, { refresh_token: null, party: saved.party }, o.now());
+          const metadata = await afterConnect(
+            o.outbound,
+            quirks,
+            next.access_token,
+            metadataOf(result, query, quirks),
+          );
           return metadata === undefined ? next : { ...next, metadata };
         },
       );

@@ -1,8 +1,11 @@
 import { actorOf, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { setCoversPath } from '../auth/scope.js';
+import { connectionApiBase } from '../catalog/connection-values.js';
+import type { ConnectionValue } from '../catalog/schema.js';
 import { KeywayError } from '../contract/errors.js';
 import { OutboundError } from '../outbound/errors.js';
+import type { ConnectionTokens } from '../storage/states.js';
 import {
   type GatewayAnswer,
   type GatewayOptions,
@@ -63,6 +66,38 @@ export function proxySegments(path: string): { segments: string[]; trailingSlash
   return { segments, trailingSlash };
 }
 
+/**
+ * A connection's API base: its party's, with the connection's own values filled in
+ * (docs/api.md §15).
+ *
+ * @throws {KeywayError} `reauthorization_required` when a value is missing (it comes with
+ *   an authorization); `upstream_error` when the provider gave one its pattern refuses.
+ */
+function baseOf(
+  id: string,
+  template: string,
+  values: readonly ConnectionValue[] | undefined,
+  tokens: ConnectionTokens,
+): string {
+  if (values === undefined || values.length === 0) return template;
+  const filled = connectionApiBase(template, values, tokens.metadata);
+  if ('base' in filled) return filled.base;
+  const { name, description, missing } = filled.problem;
+  const details = [{ path: `metadata.${name}`, message: description }];
+  if (missing) {
+    throw new KeywayError(
+      'reauthorization_required',
+      `the connection ${JSON.stringify(id)} has no "${name}" (${description}), which its API base needs: authorize it again`,
+      { details },
+    );
+  }
+  throw new KeywayError(
+    'upstream_error',
+    `the provider gave the connection ${JSON.stringify(id)} a "${name}" that is not ${description}: nothing was sent`,
+    { details },
+  );
+}
+
 /** The API proxy: `broker.proxy`. */
 export class ApiProxy {
   readonly #o: GatewayOptions;
@@ -90,13 +125,15 @@ export class ApiProxy {
     const found = await this.#connectionOf(principal, segments);
     const body = await forwardedBody(request, limits.maxBodyBytes);
     let current = await usableTokens(records, refresher, found.id, false);
-    const base = current.tokens.party.api_base_url;
-    if (base === undefined || base === null) {
+    const template = current.tokens.party.api_base_url;
+    if (template === undefined || template === null) {
       throw new KeywayError(
         'invalid_request',
         `the provider of ${JSON.stringify(found.id)} has no api_base_url: the proxy serves classic APIs (docs/api.md §13)`,
       );
     }
+    const { state } = await records.o.providers.resolve(current.record.providerId);
+    const base = baseOf(found.id, template, state.oauth2?.connection_values, current.tokens);
     const rest = found.rest.map(encodeURIComponent).join('/');
     const query =
       request.query === '' || request.query === '?' ? '' : `?${request.query.replace(/^\?/, '')}`;
@@ -109,7 +146,6 @@ export class ApiProxy {
       (url.pathname === root.pathname ||
         url.pathname.startsWith(`${root.pathname.replace(/\/$/, '')}/`));
     if (!inside) throw refused('leaves the API base');
-    const { state } = await records.o.providers.resolve(current.record.providerId);
     const headers = new Headers(state.oauth2?.api_headers);
     for (const [name, value] of headerEntries(request.headers)) {
       if (FORWARDED.has(name) || name.startsWith('if-')) headers.set(name, value);

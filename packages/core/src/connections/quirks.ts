@@ -42,14 +42,30 @@ export function tokenRequestOptions(outbound: OutboundFetch, quirks: OAuth2Quirk
   return { ...libraryOptions(outbound), [oauth.customFetch]: oauthFetch(send) };
 }
 
-/** The value at a dot-separated path of an object, or `undefined`. */
-function at(body: Record<string, unknown>, path: string): unknown {
+/** The value at a dot-separated path (digits index an array), or `undefined`. */
+function at(body: unknown, path: string): unknown {
   let value: unknown = body;
   for (const key of path.split('.')) {
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
-    value = (value as Record<string, unknown>)[key];
+    if (Array.isArray(value)) value = /^\d+$/.test(key) ? value[Number(key)] : undefined;
+    else if (typeof value === 'object' && value !== null && Object.hasOwn(value, key))
+      value = (value as Record<string, unknown>)[key];
+    else return undefined;
   }
   return value;
+}
+
+/** The values at `paths` of an answer that are short strings or numbers, as text. */
+function valuesAt(body: unknown, paths: Record<string, string>): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const [name, path] of Object.entries(paths)) {
+    const value = at(body, path);
+    if (
+      (typeof value === 'string' || typeof value === 'number') &&
+      `${value}`.length <= MAX_METADATA
+    )
+      kept[name] = String(value);
+  }
+  return kept;
 }
 
 /** The RFC 6749 fields a profile may read from elsewhere in the answer. */
@@ -106,11 +122,7 @@ export async function readTokenAnswer(
       else out[field] = value;
     }
     if (read.bearer) out.token_type = 'Bearer';
-    const kept: Record<string, string> = {};
-    for (const [name, path] of Object.entries(read.extra)) {
-      const value = at(body, path);
-      if (typeof value === 'string' || typeof value === 'number') kept[name] = String(value);
-    }
+    const kept = valuesAt(body, read.extra);
     if (Object.keys(kept).length > 0) out[METADATA] = kept;
     return { body: out, status };
   });
@@ -140,4 +152,32 @@ export function metadataOf(
     if (value !== null && value !== undefined && value.length <= MAX_METADATA) kept[name] = value;
   }
   return Object.keys(kept).length === 0 ? undefined : kept;
+}
+
+/**
+ * What a profile's request after connect (docs/api.md §15) gives a new connection: `GET`
+ * with its access token through the guarded fetch, values of the JSON answer kept. A failed
+ * request gives nothing (the connection is kept without them: the proxy then asks for an
+ * authorization again where its API base needs one).
+ */
+export async function afterConnect(
+  outbound: OutboundFetch,
+  quirks: OAuth2Quirks | undefined,
+  accessToken: string,
+  metadata: Record<string, string> | undefined,
+): Promise<Record<string, string> | undefined> {
+  const request = quirks?.after_connect;
+  if (request === null || request === undefined) return metadata;
+  let kept: Record<string, string> = {};
+  try {
+    const response = await outbound(request.url, {
+      headers: { authorization: `Bearer ${accessToken}`, accept: 'application/json' },
+    });
+    if (response.ok) kept = valuesAt(await response.json(), request.metadata);
+    else await response.body?.cancel();
+  } catch {
+    // Unreachable, refused or not JSON: the connection keeps its tokens without these values.
+  }
+  const all = { ...metadata, ...kept };
+  return Object.keys(all).length === 0 ? undefined : all;
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { TokenResponseSchema } from '../catalog/schema.js';
+import { ConnectionValueSchema, TokenResponseSchema } from '../catalog/schema.js';
 import { KeywayError } from '../contract/errors.js';
 
 /**
@@ -90,8 +90,15 @@ export const OAuth2QuirksSchema = z.object({
   token_response: TokenResponseSchema,
   redirect_params: z.array(z.string()),
   refresh_endpoint: z.string().nullable(),
+  /** With `{placeholders}` of `connection_values`, filled per connection by the proxy. */
   api_base_url: z.string().nullable(),
   api_headers: stringRecord,
+  connection_values: z.array(ConnectionValueSchema).default([]),
+  /** The request after connect, its URL filled and checked. */
+  after_connect: z
+    .object({ url: z.string(), metadata: z.record(z.string(), z.string()) })
+    .nullable()
+    .default(null),
 });
 
 /** What `state` of a provider record holds (secrets live in the vault). */

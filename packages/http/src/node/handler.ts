@@ -153,6 +153,10 @@ class NodeIncoming implements Incoming {
     return this.#urlOf().searchParams;
   }
 
+  search(): string {
+    return this.#urlOf().search;
+  }
+
   request(): Request {
     this.made ??= webRequestOf(this.#req, this.#urlOf(), this.#gone());
     return this.made;

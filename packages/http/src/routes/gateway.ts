@@ -64,8 +64,8 @@ export const GATEWAY_ROUTES: Route[] = [
 /** The API proxy's path: what follows `/proxy/`, still encoded, checked and split in core. */
 async function proxy({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
   const request = await incoming.forwarded(broker.gateway.limits.maxBodyBytes);
-  // The query as parameters, written again (form-encoded): what the API reads is the same.
-  const query = incoming.searchParams().toString();
+  // The query as the caller wrote it: `%20` and `+` are not the same to every API.
+  const query = incoming.search();
   // Its fields one by one: a Web `Request`'s are getters, which a spread would drop.
   const { method, headers, body, signal } = request;
   return broker.proxy.forward(principal, {

@@ -114,3 +114,39 @@ export function classicConsent(
   }
   return { scope, fault: null };
 }
+
+/**
+ * The classic API's answer to `request` (`classic.apiBase`, `classic.afterConnect`), or
+ * `null` when the request is not for it.
+ */
+export async function classicApi(
+  request: Request,
+  quirks: ClassicQuirks | undefined,
+  isValidAccessToken: (token: string) => boolean,
+  served: () => void,
+): Promise<Response | null> {
+  const here = request.url.split('?')[0] as string;
+  const base = quirks?.apiBase?.replace(/\/$/, '');
+  const after = quirks?.afterConnect;
+  const isAfter = after !== undefined && request.method === 'GET' && here === after.url;
+  const isApi = base !== undefined && (here === base || here.startsWith(`${base}/`));
+  if (!isAfter && !isApi) return null;
+  const presented = (request.headers.get('authorization') ?? '').replace(/^bearer\s+/i, '');
+  if (!isValidAccessToken(presented)) {
+    return json(
+      401,
+      { error: 'invalid_token' },
+      { 'www-authenticate': 'Bearer error="invalid_token"' },
+    );
+  }
+  served();
+  if (isAfter) return json(200, after.answer);
+  const headers: Record<string, string> = {};
+  for (const [name, value] of request.headers) if (name !== 'authorization') headers[name] = value;
+  return json(200, {
+    method: request.method,
+    url: request.url,
+    headers,
+    body: await request.text(),
+  });
+}

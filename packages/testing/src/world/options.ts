@@ -69,6 +69,17 @@ export interface ClassicQuirks {
   answerExtra?: Record<string, unknown>;
   /** Parameters added to the redirect back (QuickBooks' `realmId`). */
   redirectExtra?: Record<string, string>;
+  /**
+   * An API served under this base (the proxy's upstream): any request with a valid access
+   * token answers `200` with what it received — `{ method, url, headers, body }`, every
+   * header but `authorization` — and without one `401 invalid_token`.
+   */
+  apiBase?: string;
+  /**
+   * A `GET` with a valid access token at `url` answers `answer` (Atlassian's
+   * `accessible-resources`, for a profile's `after_connect`); without one, `401`.
+   */
+  afterConnect?: { url: string; answer: unknown };
 }
 
 /** What a faulty endpoint does. */
@@ -225,6 +236,8 @@ export interface WorldStats {
   refreshes: number;
   revocations: number;
   mcpCalls: number;
+  /** Requests to the classic API (`classic.apiBase`, `classic.afterConnect`) with a valid token. */
+  apiCalls: number;
   /** Refresh requests that presented a refresh token already used once. */
   refreshTokenReuses: number;
 }

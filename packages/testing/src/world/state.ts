@@ -34,6 +34,7 @@ export function createWorldState(initial: TestWorldOptions) {
     refreshes: 0,
     revocations: 0,
     mcpCalls: 0,
+    apiCalls: 0,
     refreshTokenReuses: 0,
   };
   const clients = new Map<string, RegisteredClient>();

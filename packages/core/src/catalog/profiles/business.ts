@@ -21,10 +21,18 @@ export const BUSINESS_PROFILES: ProfileInput[] = [
     revocation_endpoint: 'https://{login}.salesforce.com/services/oauth2/revoke',
     scopes_example: ['api', 'refresh_token'],
     token_response: { extra: { instance_url: 'instance_url', id: 'id' } },
-    api_base_url: null,
+    api_base_url: 'https://{instance_url}/services/data',
+    connection_values: [
+      {
+        name: 'instance_url',
+        kind: 'origin',
+        description: "the org's instance, an https origin under salesforce.com",
+        pattern: '([a-z0-9-]+\\.)+salesforce\\.com',
+      },
+    ],
     refresh: 'stable',
     notes: [
-      "The API lives at the connection's own `instance_url`, kept in its metadata.",
+      "The API lives at the connection's own `instance_url` (from the token answer, kept in its metadata): the proxy forwards to `<instance_url>/services/data/<rest>`, so a path begins with the API version (`v62.0/query?q=…`).",
       'The token answer has no `expires_in`: the session lasts as the org configures it.',
       '`refresh_token` must be among the scopes for a refresh token to be issued.',
     ],
@@ -84,16 +92,31 @@ export const BUSINESS_PROFILES: ProfileInput[] = [
     docs_url:
       'https://developer.intuit.com/app/developer/qbo/docs/develop/authentication-and-authorization/oauth-2.0',
     issuer: 'https://oauth.platform.intuit.com/op/v1',
+    params: [
+      {
+        name: 'api_host',
+        description: 'quickbooks for production companies, sandbox-quickbooks for sandbox ones',
+        pattern: 'quickbooks|sandbox-quickbooks',
+        default: 'quickbooks',
+      },
+    ],
     authorization_endpoint: 'https://appcenter.intuit.com/connect/oauth2',
     token_endpoint: 'https://oauth.platform.intuit.com/oauth2/v1/tokens/bearer',
     revocation_endpoint: 'https://developer.api.intuit.com/v2/oauth2/tokens/revoke',
     scopes_example: ['com.intuit.quickbooks.accounting'],
     token_endpoint_auth_method: 'client_secret_basic',
     redirect_params: ['realmId'],
-    api_base_url: 'https://quickbooks.api.intuit.com/v3/company',
+    api_base_url: 'https://{api_host}.api.intuit.com/v3/company/{realmId}',
+    connection_values: [
+      {
+        name: 'realmId',
+        description: 'the company id, digits, from the redirect back',
+        pattern: '[0-9]{1,32}',
+      },
+    ],
     refresh: 'rotating',
     notes: [
-      "The company id comes as `realmId` on the redirect back and is kept in the connection's metadata; API paths are `/<realmId>/…`.",
+      "The company id comes as `realmId` on the redirect back and is kept in the connection's metadata; the proxy forwards to that company's API (`/v3/company/<realmId>/<rest>`).",
       'Always use the latest refresh token: Intuit rotates them.',
     ],
   },

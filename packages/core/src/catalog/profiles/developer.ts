@@ -76,16 +76,35 @@ export const DEVELOPER_PROFILES: ProfileInput[] = [
     id: 'atlassian',
     label: 'Atlassian (Jira, Confluence)',
     docs_url: 'https://developer.atlassian.com/cloud/jira/platform/oauth-2-3lo-apps/',
+    params: [
+      {
+        name: 'product',
+        description: 'the API the proxy reaches: jira or confluence',
+        pattern: 'jira|confluence',
+        default: 'jira',
+      },
+    ],
     authorization_endpoint: 'https://auth.atlassian.com/authorize',
     token_endpoint: 'https://auth.atlassian.com/oauth/token',
     scopes_example: ['read:jira-work', 'read:jira-user'],
     scopes_always: ['offline_access'],
     token_request_format: 'json',
     authorization_params: { audience: 'api.atlassian.com', prompt: 'consent' },
-    api_base_url: 'https://api.atlassian.com',
+    after_connect: {
+      url: 'https://api.atlassian.com/oauth/token/accessible-resources',
+      metadata: { cloud_id: '0.id', site_url: '0.url' },
+    },
+    api_base_url: 'https://api.atlassian.com/ex/{product}/{cloud_id}',
+    connection_values: [
+      {
+        name: 'cloud_id',
+        description: 'the cloud id of the site granted, a UUID',
+        pattern: '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}',
+      },
+    ],
     refresh: 'rotating',
     notes: [
-      'After connecting, the cloud id of each site the user granted comes from `GET /oauth/token/accessible-resources`; API paths are `/ex/jira/<cloud id>/…` under the API base.',
+      "Once connected, the sites the user granted come from `GET /oauth/token/accessible-resources`; the first one's cloud id and URL are kept in the connection's metadata, and the proxy forwards to `/ex/<product>/<cloud id>/<rest>`. A user who grants several sites reaches the first through the proxy.",
       'Refresh tokens rotate; `offline_access` is asked for so that one is issued.',
     ],
   },
