@@ -272,6 +272,7 @@ describe('every profile of the catalog, through the whole flow as its provider b
       grant_type: 'authorization_code',
       redirect_uri: CALLBACK,
     });
+    expect(world.tokenRequests[0]).toMatchObject(profile.token_params);
     expect('resource' in (world.tokenRequests[0] ?? {})).toBe(false);
     expect('code_verifier' in (world.tokenRequests[0] ?? {})).toBe(profile.pkce === 'S256');
 

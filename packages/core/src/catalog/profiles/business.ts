@@ -40,19 +40,22 @@ export const BUSINESS_PROFILES: ProfileInput[] = [
   {
     id: 'hubspot',
     label: 'HubSpot',
-    docs_url: 'https://developers.hubspot.com/docs/api/oauth-quickstart-guide',
+    docs_url: 'https://developers.hubspot.com/docs/api-reference/auth-oauth-v3/guide',
     authorization_endpoint: 'https://app.hubspot.com/oauth/authorize',
-    token_endpoint: 'https://api.hubapi.com/oauth/v1/token',
+    token_endpoint: 'https://api.hubapi.com/oauth/v3/token',
     scopes_example: ['oauth', 'crm.objects.contacts.read'],
     api_base_url: 'https://api.hubapi.com',
     refresh: 'stable',
-    notes: ['Access tokens last 30 minutes; the refresh token does not change.'],
+    notes: [
+      'Access tokens last 30 minutes; the refresh token does not change.',
+      'Tokens come from `/oauth/v3/token`; `/oauth/v1/token` is the legacy endpoint.',
+    ],
   },
   {
     id: 'shopify',
     label: 'Shopify',
     docs_url:
-      'https://shopify.dev/docs/apps/build/authentication-authorization/access-tokens/authorization-code-grant',
+      'https://shopify.dev/docs/apps/build/authentication-authorization/access-tokens/offline-access-tokens',
     params: [
       {
         name: 'shop',
@@ -64,11 +67,13 @@ export const BUSINESS_PROFILES: ProfileInput[] = [
     token_endpoint: 'https://{shop}.myshopify.com/admin/oauth/access_token',
     scopes_example: ['read_products', 'read_orders'],
     scope_separator: ',',
+    token_params: { expiring: '1' },
     redirect_params: ['shop'],
     api_base_url: 'https://{shop}.myshopify.com/admin/api',
-    refresh: 'none',
+    refresh: 'rotating',
     notes: [
-      'Scopes are comma-separated. Offline access tokens do not expire.',
+      'Scopes are comma-separated.',
+      'Token requests carry `expiring=1`: the offline access token then lasts an hour and comes with a refresh token (90 days) that each refresh replaces. Shopify refuses non-expiring tokens to public apps created since April 2026; a new expiring token revokes the earlier ones for the shop.',
       'The redirect back also carries `hmac`, `host` and `timestamp`; Keyway relies on its single-use `state`, and keeps `shop`.',
     ],
   },
