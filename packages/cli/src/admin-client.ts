@@ -118,12 +118,12 @@ export function providerLine(view: {
   profile?: string | null;
   configuration: { resource_url?: string };
   authorization_server: { issuer: string };
-  credentials: { client_id: string; registration: string };
+  credentials: { client_id: string; registration: string; mode?: string };
   hand_out?: boolean;
 }): string {
   const what =
     view.template === 'oauth2'
       ? `oauth2 ${view.profile ? `profile ${clean(view.profile)}` : '(named endpoints)'}`
       : clean(view.configuration.resource_url ?? '');
-  return `${clean(view.id)}: ${what} via ${clean(view.authorization_server.issuer)} (client ${clean(view.credentials.client_id)}, ${clean(view.credentials.registration)}${view.hand_out === false ? ', inject-only' : ''})`;
+  return `${clean(view.id)}: ${what} via ${clean(view.authorization_server.issuer)} (client ${clean(view.credentials.client_id)}, ${clean(view.credentials.registration)}${view.credentials.mode === 'client_credentials' ? ', client credentials grant' : ''}${view.hand_out === false ? ', inject-only' : ''})`;
 }

@@ -286,6 +286,44 @@ describe('keyway admin commands, in process against a broker and the test world'
     expect(io.lines.join('\n')).toMatch(/^microsoft\s+.*\s+tenant\s+/m);
   });
 
+  it('makes a provider of the client credentials grant, its private key from stdin, and connects it at once (#29)', async () => {
+    const pair = (await crypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, [
+      'sign',
+      'verify',
+    ])) as CryptoKeyPair;
+    const der = Buffer.from(await crypto.subtle.exportKey('pkcs8', pair.privateKey));
+    const pem = `-----BEGIN PRIVATE KEY-----\n${der.toString('base64')}\n-----END PRIVATE KEY-----\n`;
+    world.preregister({
+      client_id: 'svc',
+      token_endpoint_auth_method: 'private_key_jwt',
+      public_jwk: await crypto.subtle.exportKey('jwk', pair.publicKey),
+      grant_types: ['client_credentials'],
+      redirect_uris: [],
+    });
+    io.stdin = async () => new TextEncoder().encode(pem);
+    const put = (...options: string[]) =>
+      run('provider', 'put', 'svc', '--resource-url', world.resourceUrl, ...options);
+    expect(await put('--client-id', 'svc', '--client-credentials', '--private-key-stdin')).toBe(
+      EXIT.ok,
+    );
+    expect(last()).toBe(
+      `svc: ${world.resourceUrl} via ${world.issuer} (client svc, manual, client credentials grant)`,
+    );
+    expect(io.lines.join('\n')).not.toContain(der.toString('base64').slice(0, 40));
+    expect(await run('connect', 'svc', 'acme/services/svc')).toBe(EXIT.ok);
+    expect(last()).toBe('connected acme/services/svc: scopes (none) (client credentials grant)');
+    expect(world.stats.clientCredentialsGrants).toBe(1);
+    expect(world.stats.authorizations).toBe(0);
+    expect(await put('--private-key-stdin')).toBe(EXIT.usage);
+    expect(io.errors.at(-1)?.split('\n')[0]).toBe(
+      'keyway: --client-credentials and --private-key-stdin go with --client-id',
+    );
+    expect(await put('--client-id', 'svc', '--private-key-stdin')).toBe(EXIT.usage);
+    expect(io.errors.at(-1)?.split('\n')[0]).toBe(
+      'keyway: --private-key-stdin is for --client-credentials',
+    );
+  });
+
   it('shows whether a connection can refresh (issue 23)', async () => {
     world.set({ issueRefreshTokens: false });
     await run('provider', 'put', 'linear', '--resource-url', world.resourceUrl);

@@ -36,7 +36,7 @@ const STATELESS_VERSIONS = new Set(['2026-07-28']);
 class Stop extends Error {}
 
 /** A token of the suite's authorization servers: `test-token…`, or a signed JWT. */
-const UPSTREAM_TOKEN = /test-token|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\./;
+const UPSTREAM_TOKEN = /test-token|cc-token|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\./;
 
 /** Everything Keyway answered this client (headers and bodies), for the token check. */
 const received: string[] = [];
@@ -158,7 +158,7 @@ class ConformanceClient {
   readonly #stateless: boolean;
   readonly #providerId: string;
   readonly #connectionId: string;
-  readonly #credentials: { client_id: string; client_secret?: string } | null;
+  readonly #credentials: Record<string, string> | null;
   #providerReady = false;
   #authorizations = 0;
   #token: string | null = null;
@@ -175,6 +175,7 @@ class ConformanceClient {
     context: Record<string, unknown> | null;
     runId: string;
     viaGateway: boolean;
+    scenario: string;
   }) {
     this.#keyway = new Keyway(options.keywayUrl, options.keywayToken);
     this.#keywayUrl = options.keywayUrl.replace(/\/$/, '');
@@ -185,15 +186,7 @@ class ConformanceClient {
     this.#stateless = STATELESS_VERSIONS.has(options.protocolVersion);
     this.#providerId = `conformance/${options.runId}`;
     this.#connectionId = `conformance/${options.runId}/connection`;
-    const clientId = options.context?.client_id;
-    const clientSecret = options.context?.client_secret;
-    this.#credentials =
-      typeof clientId === 'string'
-        ? {
-            client_id: clientId,
-            ...(typeof clientSecret === 'string' ? { client_secret: clientSecret } : {}),
-          }
-        : null;
+    this.#credentials = credentialsOf(options.scenario, options.context);
   }
 
   /** The whole run: the MCP calls a client makes, authorizing through Keyway when asked. */
@@ -330,9 +323,7 @@ class ConformanceClient {
       await this.#keyway.call('PUT', `/api/admin/providers/${this.#providerId}`, {
         template: 'mcp',
         configuration: { resource_url: this.#server },
-        ...(this.#credentials === null
-          ? {}
-          : { credentials: { mode: 'custom', ...this.#credentials } }),
+        ...(this.#credentials === null ? {} : { credentials: this.#credentials }),
       });
       this.#providerReady = true;
     }
@@ -346,7 +337,11 @@ class ConformanceClient {
       connection_id: this.#connectionId,
       ...(scopes.length > 0 ? { scopes } : {}),
     });
-    await this.#consent(String(started.authorization_url));
+    // The client credentials grant has no consent: the connection is active already.
+    if (started.authorization_url === undefined) {
+      if (started.status !== 'active')
+        throw new Stop(`the client credentials grant failed: ${JSON.stringify(started)}`);
+    } else await this.#consent(String(started.authorization_url));
     if (this.#viaGateway) return;
     const credentials = await this.#keyway.call(
       'GET',
@@ -386,6 +381,37 @@ class ConformanceClient {
   }
 }
 
+/**
+ * The provider's credentials from the scenario's context, as its operator would give them:
+ * a pre-registered client (mode `custom`), or — in the client credentials scenarios
+ * (SEP-1046) — a client that gets its own tokens, with its secret or private key.
+ */
+function credentialsOf(
+  scenario: string,
+  context: Record<string, unknown> | null,
+): Record<string, string> | null {
+  const text = (name: string) =>
+    typeof context?.[name] === 'string' ? (context[name] as string) : undefined;
+  const clientId = text('client_id');
+  if (clientId === undefined) return null;
+  const secret = text('client_secret');
+  const key = text('private_key_pem');
+  if (!scenario.startsWith('auth/client-credentials'))
+    return {
+      mode: 'custom',
+      client_id: clientId,
+      ...(secret === undefined ? {} : { client_secret: secret }),
+    };
+  return {
+    mode: 'client_credentials',
+    client_id: clientId,
+    ...(secret === undefined ? {} : { client_secret: secret }),
+    ...(key === undefined
+      ? {}
+      : { private_key: key, signing_algorithm: text('signing_algorithm') ?? 'ES256' }),
+  };
+}
+
 async function main(): Promise<void> {
   const serverUrl = process.argv[process.argv.length - 1];
   if (serverUrl === undefined || !/^https?:\/\//.test(serverUrl))
@@ -399,6 +425,7 @@ async function main(): Promise<void> {
     protocolVersion: process.env.MCP_CONFORMANCE_PROTOCOL_VERSION || '2025-11-25',
     context: context === undefined ? null : (JSON.parse(context) as Record<string, unknown>),
     viaGateway: process.env.KEYWAY_CONFORMANCE_VIA === 'gateway',
+    scenario,
     runId: `${scenario.replace(/[^a-z0-9-]+/gi, '-')}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`,
   });
   try {

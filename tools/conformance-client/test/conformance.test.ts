@@ -9,11 +9,12 @@ import { RUNS, type Run } from './scenarios.js';
 
 /**
  * The official MCP conformance suite's client-authorization scenarios of the
- * authorization-code flow, run against `keyway serve` (SQLite) through the client in
- * src/client.ts: one test per scenario, suite release and wire, twice — the client with
- * the token Keyway hands out, and the client talking to Keyway's MCP gateway, holding no
- * token (docs/api.md §13). The extension scenarios (client credentials, enterprise-managed
- * authorization, DPoP, workload identity) are not supported yet and not run.
+ * authorization-code flow and of the client credentials extension (docs/api.md §14), run
+ * against `keyway serve` (SQLite) through the client in src/client.ts: one test per
+ * scenario, suite release and wire, twice — the client with the token Keyway hands out,
+ * and the client talking to Keyway's MCP gateway, holding no token (docs/api.md §13). The
+ * other extension scenarios (enterprise-managed authorization, DPoP, workload identity)
+ * are not supported yet and not run.
  */
 
 let directory: string;

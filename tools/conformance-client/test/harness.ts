@@ -82,6 +82,7 @@ export async function runScenario(options: {
   suite: SuiteVersion;
   scenario: string;
   specVersion: string | null;
+  force?: boolean;
   client: string;
   keywayUrl: string;
   keywayToken: string;
@@ -115,6 +116,7 @@ export async function runScenario(options: {
     '--timeout',
     '20000',
     ...(options.specVersion === null ? [] : ['--spec-version', options.specVersion]),
+    ...(options.force === true ? ['--force'] : []),
   ];
   const child = spawn(process.execPath, args, {
     env: {

@@ -13,7 +13,11 @@ const END = '<!-- conformance-results:end -->';
 
 /** The column of a run: the suite release, and the revision it ran at when one was given. */
 const label = (run: Run) =>
-  run.specVersion === null ? run.suite : `${run.suite} @ ${run.specVersion}`;
+  run.specVersion === null
+    ? run.suite === '0.1.16'
+      ? run.suite
+      : `${run.suite} (scenario's own wire)`
+    : `${run.suite} @ ${run.specVersion}`;
 
 /**
  * Writes the results of a complete run (scenario × suite release and wire → pass or fail)

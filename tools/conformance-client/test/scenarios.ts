@@ -2,8 +2,9 @@ import type { SuiteVersion } from './harness.js';
 
 /**
  * The client-authorization scenarios of the authorization-code flow in the two pinned
- * releases of the suite. The extension scenarios (client credentials, enterprise-managed
- * authorization, DPoP, workload identity) are not supported yet and not run.
+ * releases of the suite, and the extension scenarios Keyway supports: client credentials
+ * (SEP-1046). Enterprise-managed authorization, DPoP and workload identity are not supported
+ * yet and not run.
  */
 const BOTH_REVISIONS = [
   'auth/metadata-default',
@@ -42,16 +43,21 @@ const NEW_IN_2026 = [
   'auth/metadata-issuer-mismatch',
 ];
 
+/** The extension scenarios Keyway passes (docs/api.md §14), in both releases. */
+const EXTENSIONS = ['auth/client-credentials-basic', 'auth/client-credentials-jwt'];
+
 /** A run: the suite release, the scenario, and the spec version (the wire) it runs at. */
 export interface Run {
   suite: SuiteVersion;
   scenario: string;
   specVersion: string | null;
+  /** Run at `specVersion` although the scenario belongs to no revision (an extension). */
+  force?: boolean;
 }
 
 export const RUNS: Run[] = [
   // 0.1.16 has no --spec-version for these: it picks each scenario's own (stateful wire).
-  ...[...BOTH_REVISIONS, ...LEGACY, ...DRAFT_IN_BOTH].map((scenario) => ({
+  ...[...BOTH_REVISIONS, ...LEGACY, ...DRAFT_IN_BOTH, ...EXTENSIONS].map((scenario) => ({
     suite: '0.1.16' as const,
     scenario,
     specVersion: null,
@@ -73,4 +79,10 @@ export const RUNS: Run[] = [
     scenario,
     specVersion: '2026-07-28',
   })),
+  // Extensions belong to no spec revision: each at the suite's default wire, and forced
+  // onto the stateless one of 2026-07-28.
+  ...EXTENSIONS.flatMap((scenario) => [
+    { suite: '0.2.0-alpha.12' as const, scenario, specVersion: null },
+    { suite: '0.2.0-alpha.12' as const, scenario, specVersion: '2026-07-28', force: true },
+  ]),
 ];

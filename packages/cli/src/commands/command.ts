@@ -32,6 +32,9 @@ export const OPTIONS = {
   profile: { type: 'string' },
   param: { type: 'string', multiple: true },
   'client-secret-stdin': { type: 'boolean' },
+  'client-credentials': { type: 'boolean' },
+  'private-key-stdin': { type: 'boolean' },
+  'signing-algorithm': { type: 'string' },
 } as const;
 
 export type OptionName = keyof typeof OPTIONS;

@@ -11,7 +11,8 @@ export const CONNECTION_COMMANDS: Command[] = [
   {
     name: 'connect',
     usage: '<provider> <connection> [--scope <s>…]',
-    summary: 'starts an authorization, prints the consent URL and waits for the outcome',
+    summary:
+      'starts an authorization, prints the consent URL and waits for the outcome (a provider of the client credentials grant connects at once)',
     options: ['scope'],
     async run({ api, arg, values, io, json, show }) {
       const provider = arg(0, 'provider');
@@ -20,6 +21,13 @@ export const CONNECTION_COMMANDS: Command[] = [
         connection_id: connection,
         ...(values.scope === undefined ? {} : { scopes: values.scope }),
       });
+      const connected = (view: { scopes: string[]; refreshable: boolean }) =>
+        `connected ${clean(connection)}: scopes ${clean(view.scopes.join(' ') || '(none)')}${view.refreshable ? '' : ' (no refresh token: a new consent is needed when the token expires)'}`;
+      if (started.authorization_url === undefined) {
+        // The client credentials grant (docs/api.md §14): no consent, the connection is active.
+        show(started, () => `${connected(started)} (client credentials grant)`);
+        return EXIT.ok;
+      }
       if (json) io.out(JSON.stringify(started));
       else io.out(`Open this address to give consent:\n${clean(started.authorization_url)}`);
       const deadline = Date.parse(started.expires_at);
@@ -36,7 +44,7 @@ export const CONNECTION_COMMANDS: Command[] = [
           if (io.tty && !json) io.err('\r\x1b[K');
           show(view, () =>
             authorized
-              ? `connected ${clean(connection)}: scopes ${clean(view.scopes.join(' ') || '(none)')}${view.refreshable ? '' : ' (no refresh token: a new consent is needed when the token expires)'}`
+              ? connected(view)
               : `failed: ${clean(view.error?.code)}: ${clean(view.error?.description)}`,
           );
           return authorized ? EXIT.ok : EXIT.refused;

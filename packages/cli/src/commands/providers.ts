@@ -11,27 +11,61 @@ import { type Command, deleting, encodePath, type OptionValues, query } from './
 
 /* Providers (docs/api.md §4), the catalog (§15) and discovery (§6). */
 
+/** Standard input as text, for the option that asked for it. */
+async function stdinText(option: string, io: AdminIo): Promise<string> {
+  if (io.stdin === undefined) throw new UsageError(`${option}: no standard input here`);
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(await io.stdin());
+  } catch {
+    throw new UsageError(`${option}: not UTF-8 text`);
+  }
+  text = text.replace(/\r?\n$/, '');
+  if (text === '') throw new UsageError(`${option}: standard input was empty`);
+  return text;
+}
+
 /** The client secret from --client-secret-env or --client-secret-stdin (never an argument). */
 async function clientSecret(values: OptionValues, io: AdminIo): Promise<string | undefined> {
   const variable = values['client-secret-env'];
-  if (variable !== undefined && values['client-secret-stdin'] === true)
-    throw new UsageError('give --client-secret-env or --client-secret-stdin, not both');
+  const given = [
+    variable !== undefined && '--client-secret-env',
+    values['client-secret-stdin'] === true && '--client-secret-stdin',
+    values['private-key-stdin'] === true && '--private-key-stdin',
+  ].filter((option) => option !== false);
+  if (given.length > 1) throw new UsageError(`give one of ${given.join(', ')}, not several`);
   if (variable !== undefined) {
     const secret = io.env[variable];
     if (secret === undefined) throw new UsageError(`${variable} is not set`);
     return secret;
   }
   if (values['client-secret-stdin'] !== true) return undefined;
-  if (io.stdin === undefined) throw new UsageError('--client-secret-stdin: no standard input here');
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(await io.stdin());
-  } catch {
-    throw new UsageError('--client-secret-stdin: not UTF-8 text');
-  }
-  text = text.replace(/\r?\n$/, '');
-  if (text === '') throw new UsageError('--client-secret-stdin: standard input was empty');
-  return text;
+  return stdinText('--client-secret-stdin', io);
+}
+
+/** The provider's `credentials`, from --client-id and its options (or none). */
+async function credentialsOf(
+  values: OptionValues,
+  io: AdminIo,
+): Promise<Record<string, string> | undefined> {
+  const secret = await clientSecret(values, io);
+  const own = values['client-credentials'] === true;
+  const keyed = values['private-key-stdin'] === true;
+  if ((own || keyed) && values['client-id'] === undefined)
+    throw new UsageError('--client-credentials and --private-key-stdin go with --client-id');
+  if (keyed && !own) throw new UsageError('--private-key-stdin is for --client-credentials');
+  if (values['signing-algorithm'] !== undefined && !keyed)
+    throw new UsageError('--signing-algorithm goes with --private-key-stdin');
+  if (values['client-id'] === undefined) return undefined;
+  return {
+    mode: own ? 'client_credentials' : 'custom',
+    client_id: values['client-id'],
+    ...(secret === undefined ? {} : { client_secret: secret }),
+    ...(keyed ? { private_key: await stdinText('--private-key-stdin', io) } : {}),
+    ...(values['signing-algorithm'] === undefined
+      ? {}
+      : { signing_algorithm: values['signing-algorithm'] }),
+  };
 }
 
 export const PROVIDER_COMMANDS: Command[] = [
@@ -39,11 +73,12 @@ export const PROVIDER_COMMANDS: Command[] = [
     name: 'provider put',
     usage: `<id> (--resource-url <url> | --profile <profile> [--param <name=value>…])
       [--scope <s>…] [--label <text>]
-      [--client-id <id> [--client-secret-env <VAR> | --client-secret-stdin]]
+      [--client-id <id> [--client-secret-env <VAR> | --client-secret-stdin]
+        [--client-credentials [--private-key-stdin [--signing-algorithm <alg>]]]]
       [--pkce assume_s256] [--authorization-param <name=value>…] [--token-param <name=value>…]
       [--register] [--inject-only]`,
     summary:
-      'creates or replaces a provider: an MCP server (--resource-url) or a classic API of the catalog (--profile, with your --client-id; "profile list" shows them). --register: a new client, as "provider register"; --inject-only: its tokens never handed out',
+      'creates or replaces a provider: an MCP server (--resource-url) or a classic API of the catalog (--profile, with your --client-id; "profile list" shows them). --client-credentials: the client gets its own tokens, with its secret or a private key (PEM on standard input), no user; --register: a new client, as "provider register"; --inject-only: its tokens never handed out',
     options: [
       'resource-url',
       'profile',
@@ -53,6 +88,9 @@ export const PROVIDER_COMMANDS: Command[] = [
       'client-id',
       'client-secret-env',
       'client-secret-stdin',
+      'client-credentials',
+      'private-key-stdin',
+      'signing-algorithm',
       'pkce',
       'authorization-param',
       'token-param',
@@ -61,8 +99,10 @@ export const PROVIDER_COMMANDS: Command[] = [
     ],
     async run({ api, arg, values, io, show }) {
       const id = arg(0, 'id');
-      const secret = await clientSecret(values, io);
+      const client = await credentialsOf(values, io);
       const profile = values.profile;
+      if (profile !== undefined && values['client-credentials'] === true)
+        throw new UsageError('--client-credentials is for an MCP server (--resource-url)');
       if (profile !== undefined && values['resource-url'] !== undefined)
         throw new UsageError(
           'give --resource-url (an MCP server) or --profile (a classic API), not both',
@@ -75,14 +115,6 @@ export const PROVIDER_COMMANDS: Command[] = [
       );
       const tokenParams = nameValues('--token-param', values['token-param']);
       const params = nameValues('--param', values.param);
-      const client =
-        values['client-id'] === undefined
-          ? undefined
-          : {
-              mode: 'custom',
-              client_id: values['client-id'],
-              ...(secret === undefined ? {} : { client_secret: secret }),
-            };
       const extra = {
         ...(values.scope === undefined ? {} : { scopes: values.scope }),
         ...(authorizationParams === undefined ? {} : { authorization_params: authorizationParams }),

@@ -178,7 +178,7 @@ export function createBroker(config: BrokerConfig): Broker {
   const gatewayOptions = {
     records,
     refresher,
-    authorize: connections.authorize.bind(connections),
+    authorize: connections.start.bind(connections),
     stream: resolved.stream,
     limits: resolved.gateway,
     slots: new StreamSlots(resolved.gateway, resolved.observe),

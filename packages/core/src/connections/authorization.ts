@@ -12,9 +12,7 @@ import { allowedHostSet } from '../outbound/hosts.js';
 import { toBase64Url } from '../platform/bytes.js';
 import { type ClientProfile, callbackKey, redirectUriOf } from '../providers/registration.js';
 import { noBaseUrl } from '../providers/registry.js';
-import type { ConnectionRecord } from '../storage/contract.js';
 import {
-  type ConnectionState,
   type ConnectionTokens,
   PendingRecordStateSchema,
   type PendingState,
@@ -185,47 +183,12 @@ export class AuthorizationFlow {
     const expiresAt = now + PENDING_AUTHORIZATION_TTL_MS;
     const tokenParams = tokenParamsOf(providerState);
 
-    let connection = existing === null ? null : incarnationOf(existing);
-    if (existing === null) {
-      const record: ConnectionRecord = {
-        id: connectionId,
-        providerId: provider,
-        status: 'pending',
-        state: {
-          scopes,
-          token_expires_at: null,
-          authorized_at: null,
-          last_refreshed_at: null,
-          error: null,
-          generation: 0,
-          incarnation: toBase64Url(o.randomBytes(16)),
-        } satisfies ConnectionState,
-        version: 1,
-        createdAt: now,
-        updatedAt: now,
-      };
-      const inserted = await o.events.recorded(
-        {
-          type: 'connection.created',
-          actor: actorOf(principal),
-          resource: connectionId,
-          data: { provider_id: provider },
-        },
-        (events) => o.storage.insertConnection(record, undefined, events),
-      );
-      if (inserted) {
-        connection = incarnationOf(record);
-      } else {
-        const raced = await this.records.get(connectionId);
-        if (raced !== null && raced.providerId !== provider) {
-          throw new KeywayError(
-            'conflict',
-            `connection ${JSON.stringify(connectionId)} belongs to another provider`,
-          );
-        }
-        if (raced !== null) connection = incarnationOf(raced);
-      }
-    }
+    const connection = await this.records.ensure(existing, {
+      id: connectionId,
+      providerId: provider,
+      scopes,
+      actor: actorOf(principal),
+    });
     const verifierEntry = await o
       .vault()
       .seal({ kind: PKCE_VERIFIER_KIND, key: stateHash }, verifier);

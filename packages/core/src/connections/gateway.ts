@@ -8,7 +8,7 @@ import type { OutboundFetch } from '../outbound/fetch.js';
 import { oauthFetch } from '../outbound/oauth-fetch.js';
 import { toBase64Url } from '../platform/bytes.js';
 import type { ConnectionRecord } from '../storage/contract.js';
-import type { ConnectionTokens } from '../storage/states.js';
+import { type ConnectionTokens, renewable } from '../storage/states.js';
 import type { Observer } from '../telemetry/observation.js';
 import type { AuthorizeResult } from './authorization.js';
 import { InsufficientScopeError } from './connection-fetch.js';
@@ -21,7 +21,7 @@ import {
 import type { Refresher } from './refresh.js';
 import type { ConnectionRecords } from './state.js';
 import { usableTokens } from './tokens.js';
-import { connectionState, RESOURCE_CHANGED } from './view.js';
+import { type ConnectionView, connectionState, RESOURCE_CHANGED } from './view.js';
 
 /*
  * The MCP gateway (docs/api.md §13): a caller's MCP request forwarded to the resource its
@@ -89,12 +89,12 @@ export function headerEntries(headers: GatewayRequest['headers']): [string, stri
 export interface GatewayOptions {
   records: ConnectionRecords;
   refresher: Refresher;
-  /** Starts an authorization (the connection service's `authorize`). */
+  /** Starts an authorization (the connection service's `start`). */
   authorize: (
     principal: Principal,
     providerId: string,
     input: { connection_id: string; scopes?: string[] },
-  ) => Promise<AuthorizeResult>;
+  ) => Promise<AuthorizeResult | ConnectionView>;
   /** The guarded streaming fetch (no redirects, idle limit). */
   stream: OutboundFetch;
   limits: GatewayLimits;
@@ -222,7 +222,7 @@ export class Gateway {
       const send = (token: string) =>
         this.#send(token, request.method, signal, new URL(target), headers, body);
       let answer = await send(current.tokens.access_token);
-      if (answer.kind === 'refused' && current.tokens.refresh_token !== null) {
+      if (answer.kind === 'refused' && renewable(current.tokens)) {
         let tokens: ConnectionTokens;
         try {
           ({ tokens } = await usableTokens(records, refresher, connectionId, true));
@@ -241,7 +241,7 @@ export class Gateway {
         release();
         const refused = new KeywayError(
           'reauthorization_required',
-          `the MCP server refused the connection's token (HTTP 401)${current.tokens.refresh_token === null ? '; the connection holds no refresh token' : ' after a refresh'}: authorize it again`,
+          `the MCP server refused the connection's token (HTTP 401)${renewable(current.tokens) ? ' after a refresh' : '; the connection holds no refresh token'}: authorize it again`,
         );
         return this.#consent(principal, connectionId, body, refused, answer.scopes);
       }
@@ -371,6 +371,13 @@ export class Gateway {
       connection_id: connectionId,
       ...(challenged.length > 0 ? { scopes: [...new Set([...granted, ...challenged])] } : {}),
     });
+    if (!('authorization_url' in started)) {
+      // The client credentials grant: no user to ask, a new token already obtained.
+      throw new KeywayError(
+        'connection_not_active',
+        `connection ${JSON.stringify(connectionId)} was not usable; Keyway obtained a new token with the client credentials grant: retry the request`,
+      );
+    }
     const message = `Keyway needs your consent to use ${providerId} for ${connectionId}: open the link to authorize it, then retry.`;
     return {
       status: 200,

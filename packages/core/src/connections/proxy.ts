@@ -5,7 +5,7 @@ import { connectionApiBase } from '../catalog/connection-values.js';
 import type { ConnectionValue } from '../catalog/schema.js';
 import { KeywayError } from '../contract/errors.js';
 import { OutboundError } from '../outbound/errors.js';
-import type { ConnectionTokens } from '../storage/states.js';
+import { type ConnectionTokens, renewable } from '../storage/states.js';
 import {
   type GatewayAnswer,
   type GatewayOptions,
@@ -164,7 +164,7 @@ export class ApiProxy {
         });
       };
       let response = await send(current.tokens.access_token);
-      if (response.status === 401 && current.tokens.refresh_token !== null) {
+      if (response.status === 401 && renewable(current.tokens)) {
         await response.body?.cancel().catch(() => {});
         current = await usableTokens(records, refresher, found.id, true);
         response = await send(current.tokens.access_token);

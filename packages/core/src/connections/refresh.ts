@@ -3,9 +3,10 @@ import { KeywayError } from '../contract/errors.js';
 import { isoTimeOrNull, parseDuration } from '../contract/time.js';
 import { toBase64Url } from '../platform/bytes.js';
 import type { ConnectionRecord } from '../storage/records.js';
-import type { ConnectionState, ConnectionTokens } from '../storage/states.js';
+import type { ConnectionState, ConnectionTokens, ProviderState } from '../storage/states.js';
 import type { RefreshOutcome } from '../telemetry/observation.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
+import { CLIENT_REFUSED, clientCredentialsTokens } from './client-credentials.js';
 import {
   describeOAuthFailure,
   oauthErrorCode,
@@ -153,6 +154,38 @@ export class Refresher {
     }
   }
 
+  /** The refresh token grant at the party the tokens came from, read as its profile says. */
+  async #refreshGrant(
+    tokens: ConnectionTokens,
+    provider: ProviderState,
+    auth: oauth.ClientAuth,
+  ): Promise<ConnectionTokens> {
+    const { o } = this.records;
+    const { as, client } = oauthPartyOf(tokens.party, true);
+    const response = await oauth.refreshTokenGrantRequest(
+      as,
+      client,
+      auth,
+      tokens.refresh_token as string,
+      {
+        ...tokenRequestOptions(o.outbound, provider.oauth2),
+        additionalParameters: {
+          ...tokenParamsOf(provider),
+          ...resourceParam(tokens.party),
+        },
+      },
+    );
+    const result = await oauth.processRefreshTokenResponse(
+      as,
+      client,
+      await readTokenAnswer(response, provider.oauth2),
+    );
+    const metadata = metadataOf(result, null, provider.oauth2, tokens.metadata);
+    const next = tokensFrom(result, tokens, o.now());
+    if (metadata !== undefined) next.metadata = metadata;
+    return next;
+  }
+
   async #refresh(
     id: string,
     record: ConnectionRecord,
@@ -162,7 +195,9 @@ export class Refresher {
     const { o } = this.records;
     const now = o.now();
     const stillValid = tokens.expires_at === null || tokens.expires_at > now;
-    if (tokens.refresh_token === null) {
+    // The client credentials grant: the next token is obtained as the first was (§14).
+    const own = connectionState(record).grant === 'client_credentials';
+    if (tokens.refresh_token === null && !own) {
       // Nothing to refresh with: a valid token is still the best answer, even when forced.
       if (stillValid) return tokens;
       throw await this.records.requireReauthorization(
@@ -185,30 +220,26 @@ export class Refresher {
     const { state: provider } = await o.providers.resolve(record.providerId);
     let next: ConnectionTokens;
     try {
-      const { as, client } = oauthPartyOf(tokens.party, true);
-      const response = await oauth.refreshTokenGrantRequest(
-        as,
-        client,
-        auth,
-        tokens.refresh_token,
-        {
-          ...tokenRequestOptions(o.outbound, provider.oauth2),
-          additionalParameters: {
-            ...tokenParamsOf(provider),
-            ...resourceParam(tokens.party),
-          },
-        },
-      );
-      const result = await oauth.processRefreshTokenResponse(
-        as,
-        client,
-        await readTokenAnswer(response, provider.oauth2),
-      );
-      const metadata = metadataOf(result, null, provider.oauth2, tokens.metadata);
-      next = tokensFrom(result, tokens, o.now());
-      if (metadata !== undefined) next.metadata = metadata;
+      if (own) {
+        const obtained = await clientCredentialsTokens(
+          this.records,
+          record.providerId,
+          provider,
+          tokens.party,
+          connectionState(record).scopes,
+          auth,
+        );
+        next = { ...obtained, generation: tokens.generation };
+      } else next = await this.#refreshGrant(tokens, provider, auth);
     } catch (error) {
       const code = await oauthErrorCode(error);
+      if (own && code !== null && CLIENT_REFUSED.has(code)) {
+        throw await this.records.requireReauthorization(
+          id,
+          describeOAuthFailure(error),
+          `the authorization server refused the client credentials grant (${code}): fix the provider's client, then authorize again`,
+        );
+      }
       if (
         code === 'invalid_client' &&
         (await o.providers.markRegistrationStale(
@@ -283,7 +314,7 @@ export class Refresher {
             token_expires_at: next.expires_at,
             last_refreshed_at: refreshedAt,
             error: null,
-            refreshable: next.refresh_token !== null,
+            refreshable: next.refresh_token !== null || own,
             ...(next.metadata === undefined ? {} : { metadata: next.metadata }),
           } satisfies ConnectionState,
         },

@@ -3,6 +3,7 @@ import { parseResourcePath } from '../auth/resource-path.js';
 import { KeywayError } from '../contract/errors.js';
 import { listPage, listScope, type Page } from '../contract/pagination.js';
 import {
+  AuthorizeBody,
   type AuthorizeInput,
   ConnectionListQuery,
   type ConnectionListQueryInput,
@@ -11,9 +12,11 @@ import {
   type VerifyInput,
 } from '../contract/schemas.js';
 import { isoTimeOrNull } from '../contract/time.js';
-import { parseQuery } from '../contract/validation.js';
+import { parseQuery, parseShape } from '../contract/validation.js';
+import { renewable } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
+import { connectWithClientCredentials } from './client-credentials.js';
 import { createConnectionFetch } from './connection-fetch.js';
 import { type ProbeResult, probeMcp } from './probe.js';
 import { Refresher } from './refresh.js';
@@ -64,7 +67,9 @@ export class ConnectionService {
    * expiry) and, for a new connection, a `pending` connection; answers the consent address.
    * An active connection stays active with its tokens until the new authorization
    * completes. With `verify_user`, the app must confirm the completed consent
-   * ({@link ConnectionService.verify}) before the connection uses it.
+   * ({@link ConnectionService.verify}) before the connection uses it. For a provider of the
+   * client credentials grant (docs/api.md §14) there is no consent: the token is obtained
+   * at once and the connection's view answered.
    *
    * @param input An {@link AuthorizeInput}, checked here.
    * @throws {KeywayError} `invalid_request`, `invalid_path`, `invalid_redirect`,
@@ -72,11 +77,55 @@ export class ConnectionService {
    *   (a stored endpoint that is no longer acceptable).
    * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections); [RFC 7636](https://www.rfc-editor.org/rfc/rfc7636.html) (PKCE); [RFC 8707](https://www.rfc-editor.org/rfc/rfc8707.html) (`resource`)
    */
-  authorize(
+  async authorize(
     principal: Principal,
     providerId: string,
     input: AuthorizeInput,
   ): Promise<AuthorizeResult> {
+    if (await this.#ownGrant(principal, providerId, input)) {
+      throw new KeywayError(
+        'invalid_request',
+        `provider ${JSON.stringify(providerId)} uses the client credentials grant: there is no consent URL; use connections.start(), which answers the connection`,
+      );
+    }
+    return this.#flow.authorize(principal, providerId, input);
+  }
+
+  /**
+   * Whether a provider's client gets its own tokens (docs/api.md §14): asked once the input
+   * is valid and the caller covers the connection and the provider, as authorize checks them.
+   */
+  async #ownGrant(principal: Principal, providerId: string, input: AuthorizeInput) {
+    const provider = parseResourcePath(providerId);
+    const shape = parseShape(AuthorizeBody, input);
+    assertCoversPath(principal, parseResourcePath(shape.connection_id, 'connection_id'));
+    assertCoversPath(principal, provider);
+    const { state } = await this.#records.o.providers.resolve(provider);
+    return state.grant === 'client_credentials';
+  }
+
+  /**
+   * {@link ConnectionService.authorize} for any provider (what `POST
+   * /api/oauth/authorize/<provider>` does): the consent address of the authorization code
+   * flow, or — for a provider of the client credentials grant (docs/api.md §14), which has
+   * no user and no consent — the token obtained at once and the connection's view.
+   *
+   * @example
+   * const started = await broker.connections.start(principal, 'acme/billing', {
+   *   connection_id: 'acme/services/billing',
+   * });
+   * if ('authorization_url' in started) redirect(started.authorization_url);
+   *
+   * @throws {KeywayError} as {@link ConnectionService.authorize}; with the client credentials
+   *   grant, `upstream_error` when the server refuses (the connection says why).
+   */
+  async start(
+    principal: Principal,
+    providerId: string,
+    input: AuthorizeInput,
+  ): Promise<AuthorizeResult | ConnectionView> {
+    if (await this.#ownGrant(principal, providerId, input))
+      return connectWithClientCredentials(this.#records, principal, providerId, input);
     return this.#flow.authorize(principal, providerId, input);
   }
 
@@ -237,7 +286,7 @@ export class ConnectionService {
     }
     // A token the server refused is refreshed once, when there is a refresh token. The
     // token never leaves the broker here, so no hand-out is recorded.
-    const refreshable = first.tokens.refresh_token !== null;
+    const refreshable = renewable(first.tokens);
     const fetchMcp = createConnectionFetch(
       async ({ forceRefresh }) =>
         forceRefresh && refreshable
@@ -285,7 +334,7 @@ export class ConnectionService {
         outcome.due++;
         try {
           const tokens = await this.#records.tokensOf(record);
-          if (tokens === null || tokens.refresh_token === null) continue;
+          if (tokens === null || !renewable(tokens)) continue;
           const next = await this.#refresher.refreshOnce(record.id, tokens);
           // A transient failure keeps the current tokens (and records the failure).
           if (next.access_token === tokens.access_token) outcome.failed++;

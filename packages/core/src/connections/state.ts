@@ -1,8 +1,10 @@
+import { importPKCS8 } from 'jose';
 import * as oauth from 'oauth4webapi';
 import { KeywayError } from '../contract/errors.js';
 import { isoTimeOrNull } from '../contract/time.js';
 import type { EventLog, EventSpec } from '../events/log.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
+import { toBase64Url } from '../platform/bytes.js';
 import type { ClientProfile } from '../providers/registration.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { ConnectionRecord, Storage } from '../storage/contract.js';
@@ -235,10 +237,16 @@ export class ConnectionRecords {
   ): Promise<oauth.ClientAuth | null> {
     const { state } = await this.o.providers.resolve(providerId);
     if (current === 'current' && !providerKeepsParty(state, party)) return null;
-    if (state.registrations[party.issuer]?.client_id !== party.client_id) {
+    const registration = state.registrations[party.issuer];
+    if (registration?.client_id !== party.client_id) {
       return party.token_endpoint_auth_method === 'none' ? oauth.None() : null;
     }
     const secret = await this.o.providers.clientSecret(providerId, party.issuer);
+    if (party.token_endpoint_auth_method === 'private_key_jwt' && secret !== null) {
+      // RFC 7523 §2.2: an assertion signed with the client's key, a fresh `jti` each time.
+      const key = await importPKCS8(secret, registration.signing_algorithm ?? 'ES256');
+      return oauth.PrivateKeyJwt(key);
+    }
     return clientAuthentication(party.token_endpoint_auth_method, secret);
   }
 
@@ -288,15 +296,63 @@ export class ConnectionRecords {
     return new KeywayError('reauthorization_required', message);
   }
 
+  /**
+   * A connection's incarnation, the connection created `pending` first when `existing` is
+   * `null` (audited `connection.created`). `null` when it was deleted meanwhile.
+   *
+   * @throws {KeywayError} `conflict` when another provider's connection took the id meanwhile.
+   */
+  async ensure(
+    existing: ConnectionRecord | null,
+    created: { id: string; providerId: string; scopes: string[]; actor: string },
+  ): Promise<string | null> {
+    if (existing !== null) return incarnationOf(existing);
+    const { id, providerId, scopes, actor } = created;
+    const now = this.o.now();
+    const record: ConnectionRecord = {
+      id,
+      providerId,
+      status: 'pending',
+      state: {
+        scopes,
+        token_expires_at: null,
+        authorized_at: null,
+        last_refreshed_at: null,
+        error: null,
+        generation: 0,
+        incarnation: toBase64Url(this.o.randomBytes(16)),
+      } satisfies ConnectionState,
+      version: 1,
+      createdAt: now,
+      updatedAt: now,
+    };
+    const inserted = await this.o.events.recorded(
+      { type: 'connection.created', actor, resource: id, data: { provider_id: providerId } },
+      (events) => this.o.storage.insertConnection(record, undefined, events),
+    );
+    if (inserted) return incarnationOf(record);
+    const raced = await this.get(id);
+    if (raced !== null && raced.providerId !== providerId) {
+      throw new KeywayError(
+        'conflict',
+        `connection ${JSON.stringify(id)} belongs to another provider`,
+      );
+    }
+    return raced === null ? null : incarnationOf(raced);
+  }
+
   /** Writes the tokens of a completed authorization: a new generation, active. */
   async activate(
     id: string,
     tokens: Omit<ConnectionTokens, 'generation'>,
     requestedScopes: string[],
     actor: string,
+    grant?: 'client_credentials',
   ): Promise<ConnectionRecord | null> {
     const now = this.o.now();
     const scopes = tokens.scope.length > 0 ? tokens.scope : requestedScopes;
+    // A client that gets its own tokens gets the next one as it got this one.
+    const refreshable = tokens.refresh_token !== null || grant !== undefined;
     return this.update(id, (record) => {
       const previous = connectionState(record);
       const generation = previous.generation + 1;
@@ -308,7 +364,7 @@ export class ConnectionRecords {
           data: {
             scopes,
             token_expires_at: isoTimeOrNull(tokens.expires_at),
-            refreshable: tokens.refresh_token !== null,
+            refreshable,
           },
         },
         record: {
@@ -321,7 +377,8 @@ export class ConnectionRecords {
             last_refreshed_at: null,
             error: null,
             generation,
-            refreshable: tokens.refresh_token !== null,
+            refreshable,
+            ...(grant === undefined ? {} : { grant }),
             ...(previous.incarnation === undefined ? {} : { incarnation: previous.incarnation }),
             ...(tokens.metadata === undefined ? {} : { metadata: tokens.metadata }),
           } satisfies ConnectionState,

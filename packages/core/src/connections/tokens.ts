@@ -1,6 +1,6 @@
 import { KeywayError } from '../contract/errors.js';
 import type { ConnectionRecord } from '../storage/contract.js';
-import type { ConnectionTokens } from '../storage/states.js';
+import { type ConnectionTokens, renewable } from '../storage/states.js';
 import type { Refresher } from './refresh.js';
 import { type ConnectionRecords, notFound } from './state.js';
 
@@ -29,7 +29,7 @@ export async function usableTokens(
     );
   }
   const expired = tokens.expires_at !== null && tokens.expires_at <= records.o.now();
-  if (force && tokens.refresh_token === null && !expired) {
+  if (force && !renewable(tokens) && !expired) {
     // Never a 200 with the same token: the caller asked for a new one (docs/api.md §5).
     throw new KeywayError(
       'refresh_unavailable',

@@ -58,7 +58,7 @@ export interface ConnectionView {
    */
   refreshable: boolean;
   /** How the connection obtains its tokens (API.md §5). */
-  grant: 'authorization_code';
+  grant: 'authorization_code' | 'client_credentials';
   /**
    * What an `oauth2` provider's profile keeps from the authorization (docs/api.md §15):
    * Salesforce's `instance_url`, QuickBooks' `realmId`, Slack's `team_id`. Never a secret;
@@ -136,7 +136,7 @@ export function connectionView(record: ConnectionRecord, now: number): Connectio
     status: record.status,
     scopes: state.scopes,
     refreshable: state.refreshable === true,
-    grant: 'authorization_code',
+    grant: state.grant ?? 'authorization_code',
     metadata: { ...state.metadata },
     token_expires_at: isoTimeOrNull(state.token_expires_at),
     created_at: isoTime(record.createdAt),

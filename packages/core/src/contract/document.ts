@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import {
+  AuthorizeAnswerBody,
   AuthorizeResultBody,
   ClientMetadataBody,
   ConnectionViewBody,
@@ -66,6 +67,7 @@ const SHAPES = {
   ConnectionViewBody,
   ConnectionPage: PageOf(ConnectionViewBody),
   AuthorizeResultBody,
+  AuthorizeAnswerBody,
   CredentialsBody,
   ProbeResultBody,
   ClientMetadataBody,

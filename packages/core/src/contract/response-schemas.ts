@@ -67,10 +67,15 @@ export const ProviderViewBody = z.object({
     pkce: z.literal('assume_s256').optional(),
   }),
   credentials: z.object({
-    mode: z.enum(['register', 'custom']),
+    mode: z.enum(['register', 'custom', 'client_credentials']),
     client_id: z.string(),
     registration: z.enum(['dynamic', 'metadata_document', 'manual']),
-    token_endpoint_auth_method: z.enum(['client_secret_basic', 'client_secret_post', 'none']),
+    token_endpoint_auth_method: z.enum([
+      'client_secret_basic',
+      'client_secret_post',
+      'private_key_jwt',
+      'none',
+    ]),
     client_secret_set: z.boolean(),
     client_secret_expires_at: time.nullable(),
     redirect_uri: z.string().nullable(),
@@ -150,7 +155,8 @@ export const ConnectionViewBody = z.object({
   status: z.enum(CONNECTION_STATUSES),
   scopes: z.array(z.string()),
   refreshable: z.boolean(),
-  grant: z.literal('authorization_code'),
+  /** How its tokens are obtained: a user's consent, or the client's own (docs/api.md §14). */
+  grant: z.enum(['authorization_code', 'client_credentials']),
   /** `oauth2`: what the profile keeps from the authorization; `{}` when none. */
   metadata: z.record(z.string(), z.string()),
   token_expires_at: time.nullable(),
@@ -168,6 +174,12 @@ export const AuthorizeResultBody = z.object({
   authorization_url: z.string(),
   expires_at: time,
 });
+
+/**
+ * The answer of `POST /api/oauth/authorize/<provider>`: the consent URL, or — for a provider
+ * of the client credentials grant (docs/api.md §14) — the connection, already active.
+ */
+export const AuthorizeAnswerBody = z.union([AuthorizeResultBody, ConnectionViewBody]);
 
 /** `GET /api/oauth/credentials/<path>` (docs/api.md §5). */
 export const CredentialsBody = z.object({

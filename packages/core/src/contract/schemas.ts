@@ -114,6 +114,9 @@ const extraParams = z
   .refine((params) => Object.keys(params).length <= MAX_EXTRA_PARAMS, { error: EXTRA_PARAMS })
   .optional();
 
+/** The algorithms of a `private_key_jwt` client's assertions (RFC 7523 §2.2). */
+export const SIGNING_ALGORITHMS = ['ES256', 'ES384', 'ES512', 'RS256', 'PS256', 'EdDSA'] as const;
+
 /** A provider's client at its server, as the operator registered it (mode `custom`). */
 const clientFields = {
   client_id: z.string().min(1).max(2048).optional(),
@@ -150,8 +153,15 @@ export const McpProviderBody = z.strictObject({
   }),
   credentials: z
     .strictObject({
-      mode: z.enum(['register', 'custom']).optional(),
+      mode: z.enum(['register', 'custom', 'client_credentials']).optional(),
       ...clientFields,
+      /**
+       * Mode `client_credentials`, `private_key_jwt` (RFC 7523 §2.2): the client's private
+       * key, PKCS #8 PEM, kept in the vault and never shown. Instead of `client_secret`.
+       */
+      private_key: z.string().min(1).max(16384).optional(),
+      /** The algorithm of `private_key`'s assertions. Default `ES256`. */
+      signing_algorithm: z.enum(SIGNING_ALGORITHMS).optional(),
       /**
        * Mode `custom`: the redirect URI the operator registered: `shared`
        * (`{base}/api/oauth/callback`, the default) or `per_server` (the server's own, shown

@@ -54,6 +54,11 @@ export interface DiscoverOptions {
   allowedHosts?: readonly string[];
   /** `assume_s256`: S256 for a server that does it without advertising it (docs/api.md §6 item 4). */
   pkce?: 'assume_s256';
+  /**
+   * `client_credentials`: for a client that gets its own tokens (docs/api.md §14): no
+   * browser is sent anywhere, so neither an authorization endpoint nor PKCE is required.
+   */
+  grant?: 'client_credentials';
   /** The provider it is for, named on its `keyway.discovery` span (docs/api.md §16). */
   providerId?: string;
 }
@@ -244,7 +249,12 @@ export async function discoverAuthorizationServer(
   }
   if (server === null) return trace;
 
-  const checked = checkRequirements(server, allowedHostSet(options.allowedHosts), options.pkce);
+  const checked = checkRequirements(
+    server,
+    allowedHostSet(options.allowedHosts),
+    options.pkce,
+    options.grant,
+  );
   if (checked.warning !== undefined) steps.push(checked.warning);
   steps.push(checked.step);
   if (checked.info === null) {

@@ -27,7 +27,8 @@ const requirementsStep = (ok: boolean, note: string): DiscoveryStep => ({
 
 /**
  * Checks a server's metadata against what Keyway requires: an authorization endpoint, a
- * token endpoint, PKCE S256 (absent counts as unsupported), and every endpoint acceptable
+ * token endpoint, PKCE S256 (absent counts as unsupported) — for the client credentials
+ * grant the token endpoint only — and every endpoint acceptable
  * to the outbound guard (a browser is sent to the authorization endpoint, where a
  * `javascript:` or `data:` URL would run; the others receive secrets).
  *
@@ -37,10 +38,16 @@ export function checkRequirements(
   server: oauth.AuthorizationServer,
   allowedHosts: ReadonlySet<string>,
   pkce?: 'assume_s256',
+  grant?: 'client_credentials',
 ): { step: DiscoveryStep; info: AuthorizationServerInfo | null; warning?: DiscoveryStep } {
   const problems: string[] = [];
   let warning: DiscoveryStep | undefined;
-  for (const field of ['authorization_endpoint', 'token_endpoint'] as const) {
+  // The client credentials grant sends no browser anywhere: only the token endpoint counts.
+  const own = grant === 'client_credentials';
+  const required = own
+    ? (['token_endpoint'] as const)
+    : (['authorization_endpoint', 'token_endpoint'] as const);
+  for (const field of required) {
     if (typeof server[field] !== 'string')
       problems.push(
         `"${field}" is ${server[field] === undefined ? 'absent' : quoted(server[field])}`,
@@ -53,7 +60,7 @@ export function checkRequirements(
       true,
       `warning: "code_challenge_methods_supported" is ${server.code_challenge_methods_supported === undefined ? 'absent' : quoted(server.code_challenge_methods_supported)}; PKCE S256 is assumed because the provider sets pkce "assume_s256"`,
     );
-  } else if (!methods.includes('S256')) {
+  } else if (!methods.includes('S256') && !own) {
     problems.push(
       server.code_challenge_methods_supported === undefined
         ? '"code_challenge_methods_supported" is absent (PKCE S256 is required; absent counts as unsupported)'
@@ -79,7 +86,9 @@ export function checkRequirements(
     ...(warning === undefined ? {} : { warning }),
     step: requirementsStep(
       true,
-      'authorization and token endpoints, issuer, S256; every endpoint https (plain http only on an allowed host)',
+      own
+        ? 'token endpoint and issuer (the client credentials grant: no authorization endpoint or PKCE needed); every endpoint https (plain http only on an allowed host)'
+        : 'authorization and token endpoints, issuer, S256; every endpoint https (plain http only on an allowed host)',
     ),
     info: {
       issuer: server.issuer,

@@ -7,7 +7,12 @@ import {
   resolveProfile,
 } from '../catalog/resolve.js';
 import type { Profile } from '../catalog/schema.js';
-import { type OAuth2ProviderInput, ProviderBody, type ProviderInput } from '../contract/schemas.js';
+import {
+  type OAuth2ProviderInput,
+  ProviderBody,
+  type ProviderInput,
+  type SIGNING_ALGORITHMS,
+} from '../contract/schemas.js';
 import { parseShape } from '../contract/validation.js';
 import type { AuthorizationServerInfo, StoredRegistration } from '../storage/states.js';
 import { invalid } from './client.js';
@@ -35,6 +40,8 @@ function checkExtraParams(
   return Object.keys(params).length === 0 ? undefined : { ...params };
 }
 
+type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
+
 /** A provider's input, checked: what a write of it needs, before any request is sent. */
 export interface ProviderSpec {
   label: string | undefined;
@@ -48,9 +55,11 @@ export interface ProviderSpec {
   authorizationParams: Record<string, string> | undefined;
   tokenParams: Record<string, string> | undefined;
   pkce: 'assume_s256' | undefined;
-  mode: 'register' | 'custom';
+  mode: 'register' | 'custom' | 'client_credentials';
   clientId: string | undefined;
   clientSecret: string | undefined;
+  /** Mode `client_credentials` with `private_key_jwt`: the key (PEM) and its algorithm. */
+  privateKey: { pem: string; algorithm: SigningAlgorithm } | undefined;
   callback: StoredRegistration['callback'] | undefined;
 }
 
@@ -146,14 +155,16 @@ export function parseProviderInput(
       pkce: undefined,
       mode: 'custom',
       clientId: shape.credentials.client_id,
+      privateKey: undefined,
       callback: undefined,
     };
   }
   const resourceUrl = checkUrl(shape.configuration.resource_url, 'configuration.resource_url');
   const mode = shape.credentials?.mode ?? 'register';
   const clientId = shape.credentials?.client_id;
-  if (mode === 'custom' && clientId === undefined)
-    throw invalid('credentials.client_id', 'mode "custom" needs a "client_id"');
+  if (mode !== 'register' && clientId === undefined)
+    throw invalid('credentials.client_id', `mode "${mode}" needs a "client_id"`);
+  const privateKey = privateKeyOf(mode, shape.credentials ?? {}, common.clientSecret);
   if (mode === 'register' && (clientId !== undefined || common.clientSecret !== undefined)) {
     throw invalid(
       'credentials',
@@ -161,10 +172,12 @@ export function parseProviderInput(
     );
   }
   const callback = shape.credentials?.callback;
-  if (mode === 'register' && callback !== undefined) {
+  if (mode !== 'custom' && callback !== undefined) {
     throw invalid(
       'credentials.callback',
-      'mode "register" chooses the redirect URI itself; "callback" is for mode "custom"',
+      mode === 'register'
+        ? 'mode "register" chooses the redirect URI itself; "callback" is for mode "custom"'
+        : 'mode "client_credentials" has no redirect URI; "callback" is for mode "custom"',
     );
   }
   return {
@@ -174,8 +187,36 @@ export function parseProviderInput(
     pkce: shape.configuration.pkce,
     mode,
     clientId,
+    privateKey,
     callback,
   };
+}
+
+/**
+ * The private key of a `client_credentials` client that authenticates with
+ * `private_key_jwt`, or `undefined` (a secret, or one kept from before).
+ *
+ * @throws {KeywayError} `invalid_request` naming the field.
+ */
+function privateKeyOf(
+  mode: ProviderSpec['mode'],
+  credentials: { private_key?: string; signing_algorithm?: SigningAlgorithm },
+  secret: string | undefined,
+): ProviderSpec['privateKey'] {
+  const { private_key: pem, signing_algorithm: algorithm } = credentials;
+  if (pem === undefined) {
+    if (algorithm !== undefined)
+      throw invalid('credentials.signing_algorithm', '"signing_algorithm" goes with "private_key"');
+    return undefined;
+  }
+  if (mode !== 'client_credentials')
+    throw invalid('credentials.private_key', '"private_key" is for mode "client_credentials"');
+  if (secret !== undefined)
+    throw invalid(
+      'credentials.private_key',
+      'give "client_secret" or "private_key", not both: a client authenticates one way',
+    );
+  return { pem, algorithm: algorithm ?? 'ES256' };
 }
 
 /**
@@ -184,23 +225,28 @@ export function parseProviderInput(
  * from what the server supports.
  */
 export function customRegistration(
-  spec: Pick<ProviderSpec, 'clientSecret' | 'callback'> & { clientId: string },
+  spec: Pick<ProviderSpec, 'clientSecret' | 'callback' | 'privateKey'> & { clientId: string },
   before: StoredRegistration | undefined,
   server: AuthorizationServerInfo,
 ): StoredRegistration {
   const keepSecret =
     spec.clientSecret === undefined &&
+    spec.privateKey === undefined &&
     before?.client_id === spec.clientId &&
     before?.client_secret_set === true;
-  const hasSecret = spec.clientSecret !== undefined || keepSecret;
+  const hasSecret = spec.clientSecret !== undefined || spec.privateKey !== undefined || keepSecret;
+  // A key kept from before keeps its algorithm; a new one brings its own.
+  const algorithm =
+    spec.privateKey?.algorithm ?? (keepSecret ? before?.signing_algorithm : undefined);
   return {
     issuer: server.issuer,
     client_id: spec.clientId,
     registration: 'manual',
-    token_endpoint_auth_method: customAuthMethod(
-      server.token_endpoint_auth_methods_supported,
-      hasSecret,
-    ),
+    token_endpoint_auth_method:
+      algorithm === undefined
+        ? customAuthMethod(server.token_endpoint_auth_methods_supported, hasSecret)
+        : 'private_key_jwt',
+    ...(algorithm === undefined ? {} : { signing_algorithm: algorithm }),
     client_secret_expires_at: null,
     registration_client_uri: null,
     client_secret_set: hasSecret,

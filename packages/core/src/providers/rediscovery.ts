@@ -49,6 +49,7 @@ async function rediscover(
         scopes: state.configuration.scopes,
         allowedHosts,
         ...(state.configuration.pkce === undefined ? {} : { pkce: state.configuration.pkce }),
+        ...(state.grant === undefined ? {} : { grant: state.grant }),
       }),
     );
     next.authorization_server = server.authorization_server;

@@ -8,7 +8,11 @@ import { toBase64Url, utf8 } from '../platform/bytes.js';
 import type { AuthorizationServerInfo } from '../storage/states.js';
 
 /** How a client authenticates at the token endpoint. */
-export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'none';
+export type TokenEndpointAuthMethod =
+  | 'client_secret_basic'
+  | 'client_secret_post'
+  | 'private_key_jwt'
+  | 'none';
 
 /**
  * Which of the deployment's callbacks a client redirects to: `{base}/api/oauth/callback`

@@ -47,7 +47,8 @@ export interface ProviderView {
     pkce?: 'assume_s256';
   };
   credentials: {
-    mode: 'register' | 'custom';
+    /** `client_credentials`: the operator's client gets its own tokens (docs/api.md §14). */
+    mode: 'register' | 'custom' | 'client_credentials';
     client_id: string;
     registration: StoredRegistration['registration'];
     token_endpoint_auth_method: StoredRegistration['token_endpoint_auth_method'];
@@ -135,7 +136,7 @@ export function providerView(record: ProviderRecord, profile: ClientProfile | nu
         : {}),
     },
     credentials: {
-      mode: state.mode,
+      mode: state.grant ?? state.mode,
       client_id: client.client_id,
       registration: client.registration,
       token_endpoint_auth_method: client.token_endpoint_auth_method,

@@ -1,3 +1,4 @@
+import { importPKCS8 } from 'jose';
 import type { z } from 'zod';
 import { discoverOrThrow } from '../discovery/index.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
@@ -10,6 +11,7 @@ import {
   type StoredRegistration,
 } from '../storage/states.js';
 import type { Vault } from '../vault/vault.js';
+import { invalid } from './client.js';
 import { customRegistration, type ProviderSpec } from './input.js';
 import { CLIENT_SECRET_KIND, registrationUsable, secretKey } from './state.js';
 
@@ -72,7 +74,7 @@ export async function oauth2Write(
  */
 export async function customClient(
   providerId: string,
-  spec: Pick<ProviderSpec, 'clientSecret' | 'callback'> & { clientId: string },
+  spec: Pick<ProviderSpec, 'clientSecret' | 'callback' | 'privateKey'> & { clientId: string },
   previous: ProviderState | null,
   server: AuthorizationServerInfo,
   vault: Vault,
@@ -80,9 +82,29 @@ export async function customClient(
   const before = previous?.mode === 'custom' ? previous.registrations[server.issuer] : undefined;
   const registration = customRegistration(spec, before, server);
   const key = { kind: CLIENT_SECRET_KIND, key: secretKey(providerId, server.issuer) };
-  if (spec.clientSecret !== undefined)
-    return { registration, puts: [await vault.seal(key, spec.clientSecret)], deletes: [] };
+  // A private key takes the secret's place in the vault; it must be one the algorithm signs with.
+  const secret =
+    spec.privateKey === undefined ? spec.clientSecret : await checkedKey(spec.privateKey);
+  if (secret !== undefined)
+    return { registration, puts: [await vault.seal(key, secret)], deletes: [] };
   return { registration, puts: [], deletes: registration.client_secret_set ? [] : [key] };
+}
+
+/**
+ * A `private_key_jwt` client's key (PKCS #8 PEM), as given, once it imports for its algorithm.
+ *
+ * @throws {KeywayError} `invalid_request` naming `credentials.private_key`.
+ */
+async function checkedKey(key: NonNullable<ProviderSpec['privateKey']>): Promise<string> {
+  try {
+    await importPKCS8(key.pem, key.algorithm);
+  } catch {
+    throw invalid(
+      'credentials.private_key',
+      `"private_key" is not a PKCS #8 PEM private key for ${key.algorithm} ("signing_algorithm")`,
+    );
+  }
+  return key.pem;
 }
 
 /**
@@ -135,6 +157,7 @@ export async function mcpWrite(
     allowedHosts: deps.allowedHosts,
     providerId,
     ...(spec.pkce === undefined ? {} : { pkce: spec.pkce }),
+    ...(spec.mode === 'client_credentials' ? { grant: 'client_credentials' as const } : {}),
   });
   const issuer = discovery.authorization_server.issuer;
   const { now, vault } = deps;
@@ -142,7 +165,7 @@ export async function mcpWrite(
   const deletes: VaultKey[] = [];
   const registrations: ProviderState['registrations'] = { ...(previous?.registrations ?? {}) };
 
-  if (spec.mode === 'custom' && spec.clientId !== undefined) {
+  if (spec.mode !== 'register' && spec.clientId !== undefined) {
     const custom = await customClient(
       providerId,
       { ...spec, clientId: spec.clientId },
@@ -177,7 +200,8 @@ export async function mcpWrite(
       ...(spec.tokenParams === undefined ? {} : { token_params: spec.tokenParams }),
       ...(spec.pkce === undefined ? {} : { pkce: spec.pkce }),
     },
-    mode: spec.mode,
+    mode: spec.mode === 'register' ? 'register' : 'custom',
+    ...(spec.mode === 'client_credentials' ? { grant: 'client_credentials' as const } : {}),
     resource: discovery.resource,
     authorization_server: discovery.authorization_server,
     challenge_scope: discovery.challenge_scope,

@@ -41,7 +41,12 @@ export const AuthorizationServerInfoSchema = z.object({
   openid: z.boolean().optional(),
 });
 
-const AuthMethodSchema = z.enum(['client_secret_basic', 'client_secret_post', 'none']);
+const AuthMethodSchema = z.enum([
+  'client_secret_basic',
+  'client_secret_post',
+  'private_key_jwt',
+  'none',
+]);
 
 /** A client at one authorization server (its secrets are vault entries). */
 export const StoredRegistrationSchema = z.object({
@@ -53,7 +58,10 @@ export const StoredRegistrationSchema = z.object({
   /** Epoch ms; `null` when the secret does not expire (or there is none). */
   client_secret_expires_at: z.number().nullable(),
   registration_client_uri: z.string().nullable(),
+  /** Whether the vault holds the client's secret (its private key, for `private_key_jwt`). */
   client_secret_set: z.boolean(),
+  /** `private_key_jwt`: the algorithm of the client's assertions. */
+  signing_algorithm: z.string().optional(),
   /**
    * The callback the client redirects to: the shared one, or the server's own (docs/api.md §5
    * "Mix-up defense"). Absent in registrations made before it was kept: the shared one.
@@ -125,6 +133,11 @@ export const ProviderStateSchema = z.object({
     pkce: z.literal('assume_s256').optional(),
   }),
   mode: z.enum(['register', 'custom']),
+  /**
+   * `client_credentials` (docs/api.md §14): the operator's client (`mode` `custom`) gets its
+   * tokens itself, with no user and no consent. Absent: the authorization code grant.
+   */
+  grant: z.literal('client_credentials').optional(),
   /** The protected resource of an `mcp` provider; `null` for `oauth2` (no RFC 8707 `resource`). */
   resource: ResourceInfoSchema.nullable(),
   authorization_server: AuthorizationServerInfoSchema,
@@ -214,6 +227,8 @@ export const ConnectionStateSchema = z.object({
    * (Salesforce's `instance_url`, QuickBooks' `realmId`). Absent: none.
    */
   metadata: z.record(z.string(), z.string()).optional(),
+  /** `client_credentials`: tokens the client obtains itself (docs/api.md §14). Absent: consent. */
+  grant: z.literal('client_credentials').optional(),
 });
 
 /** What a connection's vault entry holds (sealed), as written before parties were kept too. */
@@ -229,6 +244,8 @@ export const SealedTokensSchema = z.object({
   party: OAuthPartySchema.optional(),
   /** `oauth2`: what the profile keeps from the answers (the connection state's `metadata`). */
   metadata: z.record(z.string(), z.string()).optional(),
+  /** `client_credentials`: renewed with the client's own credentials, not a refresh token. */
+  grant: z.literal('client_credentials').optional(),
   // Written before the party was kept: only the issuer and client id.
   issuer: z.string().optional(),
   client_id: z.string().optional(),
@@ -333,4 +350,12 @@ export function readSealed<S extends z.ZodType>(schema: S, text: string, what: s
     throw new KeywayError('internal_error', `stored ${what} is not JSON`);
   }
   return readStored(schema, value, what);
+}
+
+/**
+ * Whether a connection's tokens can be renewed without the user: a refresh token, or the
+ * client's own credentials (docs/api.md §14).
+ */
+export function renewable(tokens: ConnectionTokens): boolean {
+  return tokens.refresh_token !== null || tokens.grant === 'client_credentials';
 }

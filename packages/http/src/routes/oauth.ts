@@ -60,11 +60,18 @@ export const OAUTH_ROUTES: Route[] = [
     method: 'POST',
     path: '/api/oauth/authorize/{provider_id}',
     id: 'authorize',
-    summary: 'Start an authorization: a pending connection and its consent URL.',
-    see: '§5',
+    summary:
+      'Start an authorization: a pending connection and its consent URL (with the client credentials grant, the connection with its token at once).',
+    see: '§5, §14',
     param: resourcePath('provider_id'),
     body: 'AuthorizeBody',
-    ok: { 201: { description: 'The consent URL.', schema: 'AuthorizeResultBody' } },
+    ok: {
+      201: {
+        description:
+          'The consent URL; for a provider of the client credentials grant, the active connection.',
+        schema: 'AuthorizeAnswerBody',
+      },
+    },
     errors: [
       ...BODY_ERRORS,
       'invalid_path',
@@ -76,12 +83,13 @@ export const OAUTH_ROUTES: Route[] = [
       'unsupported_authorization_server',
       'registration_unsupported',
       'registration_failed',
+      'upstream_error',
     ],
     handle: async ({ broker, principal, param, body }) => {
       const input = (await body()) as AuthorizeInput;
       return json(
         201,
-        await broker.connections.authorize(principal, resourcePathFromUrl(param), input),
+        await broker.connections.start(principal, resourcePathFromUrl(param), input),
       );
     },
   },

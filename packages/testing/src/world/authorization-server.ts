@@ -1,5 +1,6 @@
 import { sha256 } from '@noble/hashes/sha2.js';
 import { classicAnswer, classicConsent, classicError, readTokenRequest } from './classic.js';
+import { createClients } from './clients.js';
 import { b64url, ISSUED_CLIENT_PREFIX, json, oauthError, random } from './http.js';
 import type { RegisteredClient, TestWorld } from './options.js';
 import type { WorldState } from './state.js';
@@ -7,7 +8,7 @@ import type { WorldState } from './state.js';
 /**
  * The world's OAuth authorization server: metadata (RFC 8414), dynamic registration
  * (RFC 7591), consent, the token endpoint (codes with PKCE, refresh with rotation and
- * replay detection), revocation (RFC 7009).
+ * replay detection, the client credentials grant), revocation (RFC 7009).
  */
 export function createAuthorizationServer(world: WorldState) {
   const {
@@ -33,7 +34,7 @@ export function createAuthorizationServer(world: WorldState) {
       revocation_endpoint: endpoint('revoke'),
       ...(opt('dynamicRegistration', true) ? { registration_endpoint: endpoint('register') } : {}),
       response_types_supported: ['code'],
-      grant_types_supported: ['authorization_code', 'refresh_token'],
+      grant_types_supported: ['authorization_code', 'refresh_token', 'client_credentials'],
       token_endpoint_auth_methods_supported: opt('tokenEndpointAuthMethods', [
         'client_secret_basic',
         'client_secret_post',
@@ -119,64 +120,7 @@ export function createAuthorizationServer(world: WorldState) {
     });
   }
 
-  /** The client behind a `client_id`; a URL client is known when documents are supported. */
-  function clientOf(clientId: string): RegisteredClient | null {
-    const known = clients.get(clientId);
-    if (known !== undefined) return known;
-    if (opt('clientIdMetadataDocuments', false) && clientId.startsWith('https://')) {
-      return {
-        client_id: clientId,
-        token_endpoint_auth_method: 'none',
-        redirect_uris: [],
-        grant_types: ['authorization_code', 'refresh_token'],
-        application_type: 'web',
-        client_secret_expires_at: 0,
-        via: 'metadata_document',
-      };
-    }
-    return null;
-  }
-
-  /** Client authentication at the token and revocation endpoints (RFC 6749 §2.3). */
-  function authenticateClient(
-    request: Request,
-    form: URLSearchParams,
-  ): RegisteredClient | Response {
-    const header = request.headers.get('authorization');
-    let clientId = form.get('client_id');
-    let secret: string | null = null;
-    let method = 'none';
-    if (header?.toLowerCase().startsWith('basic ')) {
-      const decoded = atob(header.slice(6));
-      const colon = decoded.indexOf(':');
-      const parts = colon === -1 ? [decoded] : [decoded.slice(0, colon), decoded.slice(colon + 1)];
-      const [id, pass] =
-        opt('basicCredentials', 'form') === 'raw'
-          ? parts
-          : parts.map((part) => decodeURIComponent(part.replace(/\+/g, ' ')));
-      clientId = id ?? null;
-      secret = pass ?? null;
-      method = 'client_secret_basic';
-    } else if (form.has('client_secret')) {
-      secret = form.get('client_secret');
-      method = 'client_secret_post';
-    }
-    const client = clientId === null ? null : clientOf(clientId);
-    if (client === null) return oauthError(401, 'invalid_client', 'unknown client');
-    if (client.token_endpoint_auth_method !== method) {
-      return oauthError(
-        401,
-        'invalid_client',
-        `this client authenticates with ${client.token_endpoint_auth_method}`,
-      );
-    }
-    if (method !== 'none' && secret !== client.client_secret)
-      return oauthError(401, 'invalid_client', 'wrong secret');
-    if (client.client_secret_expires_at !== 0 && client.client_secret_expires_at * 1000 <= now()) {
-      return oauthError(401, 'invalid_client', 'the client secret has expired');
-    }
-    return client;
-  }
+  const { clientOf, authenticateClient } = createClients(world);
 
   /** A token answer, written with the quirks the options ask for. */
   function tokenAnswer(tokens: Record<string, unknown>): Response {
@@ -258,7 +202,7 @@ export function createAuthorizationServer(world: WorldState) {
     if (read instanceof Response) return read;
     const form = read;
     world.tokenRequests.push(Object.fromEntries(form));
-    const client = authenticateClient(request, form);
+    const client = await authenticateClient(request, form);
     if (client instanceof Response) return client;
     const grant = form.get('grant_type');
     if (grant === 'authorization_code') {
@@ -315,12 +259,20 @@ export function createAuthorizationServer(world: WorldState) {
         issueTokens(client.client_id, refresh.scope, refresh.resource, presented, refresh.family),
       );
     }
+    if (grant === 'client_credentials' && client.grant_types.includes('client_credentials')) {
+      // RFC 6749 §4.4: a token for the client itself, never with a refresh token (§4.4.3).
+      stats.clientCredentialsGrants++;
+      const resource = form.get('resource');
+      return tokenAnswer(
+        issueTokens(client.client_id, form.get('scope') ?? '', resource, null, undefined, false),
+      );
+    }
     return oauthError(400, 'unsupported_grant_type');
   }
 
   async function revoke(request: Request): Promise<Response> {
     const form = new URLSearchParams(await request.text());
-    const client = authenticateClient(request, form);
+    const client = await authenticateClient(request, form);
     if (client instanceof Response) return client;
     stats.revocations++;
     const value = form.get('token') ?? '';

@@ -223,6 +223,8 @@ export interface RegisteredClient {
   application_type: string;
   registration_access_token?: string;
   client_secret_expires_at: number;
+  /** `private_key_jwt`: the client's public key (ES256), which its assertions verify with. */
+  public_jwk?: JsonWebKey;
   /** How it came to be known. */
   via: 'dynamic' | 'metadata_document' | 'preregistered';
 }
@@ -236,6 +238,8 @@ export interface WorldStats {
   refreshes: number;
   revocations: number;
   mcpCalls: number;
+  /** Client credentials grants answered (RFC 6749 §4.4). */
+  clientCredentialsGrants: number;
   /** Requests to the classic API (`classic.apiBase`, `classic.afterConnect`) with a valid token. */
   apiCalls: number;
   /** Refresh requests that presented a refresh token already used once. */

@@ -35,6 +35,7 @@ export function createWorldState(initial: TestWorldOptions) {
     revocations: 0,
     mcpCalls: 0,
     apiCalls: 0,
+    clientCredentialsGrants: 0,
     refreshTokenReuses: 0,
   };
   const clients = new Map<string, RegisteredClient>();
@@ -70,6 +71,8 @@ export function createWorldState(initial: TestWorldOptions) {
   >();
   /** Secrets seen in requests: PKCE verifiers and states. */
   const seen = new Set<string>();
+  /** The `jti` of every client assertion accepted: a replayed one is refused. */
+  const seenJtis = new Set<string>();
 
   const prmUrl = (): string | null => {
     if (legacy !== undefined) return null;
@@ -119,6 +122,7 @@ export function createWorldState(initial: TestWorldOptions) {
     accessTokens,
     refreshTokens,
     seen,
+    seenJtis,
     prmUrl,
     challengeNamesMetadata,
     asMetadataUrl,
