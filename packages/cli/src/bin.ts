@@ -41,6 +41,8 @@ Starts the Keyway broker. Environment:
   KEYWAY_AUDIT_RETENTION_DAYS  days the audit log keeps an event (default 90)
   KEYWAY_REFRESH_IDLE_AFTER    refresh connections nothing refreshed for this long, e.g.
                     7d, so refresh tokens that expire when idle stay alive (default off)
+  KEYWAY_ASSERTION_SOURCES     where jwt_bearer providers read their JWT assertions:
+                    name=file:/path, name=directory:/path or name=env:VARIABLE, comma-separated
   KEYWAY_HEADERS_TIMEOUT_MS     time to receive request headers (default 10000)
   KEYWAY_REQUEST_TIMEOUT_MS     time to receive a whole request (default 30000)
   KEYWAY_KEEP_ALIVE_TIMEOUT_MS  idle keep-alive connection lifetime (default 5000)

@@ -72,6 +72,7 @@ export const SERVE_VARIABLES: readonly string[] = [
   'KEYWAY_WEBHOOK_TYPES',
   'KEYWAY_AUDIT_RETENTION_DAYS',
   'KEYWAY_REFRESH_IDLE_AFTER',
+  'KEYWAY_ASSERTION_SOURCES',
   'KEYWAY_LOG_LEVEL',
   'KEYWAY_METRICS_PORT',
   'KEYWAY_METRICS_HOST',
@@ -150,6 +151,8 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
   const trustProxy = booleanVariable(env, 'KEYWAY_TRUST_PROXY');
   if (trustProxy !== undefined) options.trustProxy = trustProxy;
   if (env.KEYWAY_RATE_LIMITS) options.rateLimits = parseRateLimits(env.KEYWAY_RATE_LIMITS);
+  if (env.KEYWAY_ASSERTION_SOURCES)
+    options.assertionSources = parseAssertionSources(env.KEYWAY_ASSERTION_SOURCES);
   const limits: Partial<ServerLimits> = {};
   for (const [key, name, min, max] of LIMIT_VARIABLES) {
     const value = integerVariable(env, name, min, max);
@@ -232,6 +235,7 @@ const VARIABLE_OF_OPTION: Record<string, string> = {
   auditRetentionDays: 'KEYWAY_AUDIT_RETENTION_DAYS',
   refreshIdleAfter: 'KEYWAY_REFRESH_IDLE_AFTER',
   rateLimits: 'KEYWAY_RATE_LIMITS',
+  assertionSources: 'KEYWAY_ASSERTION_SOURCES',
 };
 
 /**
@@ -246,4 +250,38 @@ export function inOperatorWords(message: string): string {
     .replace(/a webhook "secret"/g, 'KEYWAY_WEBHOOK_SECRET')
     .replace(/"webhooks\.\d+\.url"/g, 'KEYWAY_WEBHOOK_URL')
     .replace(/"([a-zA-Z]+)"/g, (quoted, name: string) => VARIABLE_OF_OPTION[name] ?? quoted);
+}
+
+const SOURCE_KINDS = ['file', 'directory', 'env'] as const;
+
+/**
+ * `KEYWAY_ASSERTION_SOURCES`: `name=kind:value` entries, comma-separated, each kind `file`
+ * (a path), `directory` (a path; a provider names a file of it) or `env` (a variable).
+ *
+ * @throws {TypeError} naming the variable and the entry.
+ */
+export function parseAssertionSources(
+  text: string,
+): Record<string, { file: string } | { directory: string } | { env: string }> {
+  const sources: Record<string, { file: string } | { directory: string } | { env: string }> = {};
+  for (const entry of listVariable(text)) {
+    const match = /^([a-z][a-z0-9_-]{0,63})=(file|directory|env):(.+)$/.exec(entry);
+    if (match === null) {
+      throw new TypeError(
+        `KEYWAY_ASSERTION_SOURCES: ${JSON.stringify(entry.slice(0, 80))} is not name=kind:value (kind ${SOURCE_KINDS.join(', ')}; a name of lower case letters, digits, _ and -), e.g. k8s=file:/var/run/secrets/tokens/mcp`,
+      );
+    }
+    const [, name = '', kind = '', value = ''] = match;
+    if (sources[name] !== undefined)
+      throw new TypeError(
+        `KEYWAY_ASSERTION_SOURCES: the source ${JSON.stringify(name)} is named twice`,
+      );
+    sources[name] =
+      kind === 'file'
+        ? { file: value }
+        : kind === 'directory'
+          ? { directory: value }
+          : { env: value };
+  }
+  return sources;
 }

@@ -121,6 +121,11 @@ export interface ServeOptions {
    * optionally `KEYWAY_WEBHOOK_TYPES` (comma-separated event types) give one.
    */
   webhooks?: { url: string; secret: string; types?: string[] }[];
+  /**
+   * Where `jwt_bearer` providers read their assertions (`KEYWAY_ASSERTION_SOURCES`,
+   * docs/api.md §14). Default none.
+   */
+  assertionSources?: BrokerConfig['assertionSources'];
   /** Days audit events are kept (`KEYWAY_AUDIT_RETENTION_DAYS`). Default 90. */
   auditRetentionDays?: number;
   /**
@@ -403,6 +408,9 @@ function brokerConfig(
       ? {}
       : { auditRetentionDays: options.auditRetentionDays }),
     ...(options.gateway === undefined ? {} : { gateway: options.gateway }),
+    ...(options.assertionSources === undefined
+      ? {}
+      : { assertionSources: options.assertionSources }),
     ...(options.refreshIdleAfter === undefined
       ? {}
       : { refreshIdleAfter: options.refreshIdleAfter }),

@@ -286,7 +286,7 @@ describe('keyway admin commands, in process against a broker and the test world'
     expect(io.lines.join('\n')).toMatch(/^microsoft\s+.*\s+tenant\s+/m);
   });
 
-  it('makes a provider of the client credentials grant, its private key from stdin, and connects it at once (#29)', async () => {
+  it('makes providers of the client credentials and JWT bearer grants, the private key from stdin, and connects at once (#29)', async () => {
     const pair = (await crypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, [
       'sign',
       'verify',
@@ -303,9 +303,9 @@ describe('keyway admin commands, in process against a broker and the test world'
     io.stdin = async () => new TextEncoder().encode(pem);
     const put = (...options: string[]) =>
       run('provider', 'put', 'svc', '--resource-url', world.resourceUrl, ...options);
-    expect(await put('--client-id', 'svc', '--client-credentials', '--private-key-stdin')).toBe(
-      EXIT.ok,
-    );
+    expect(
+      await put('--client-id', 'svc', '--mode', 'client_credentials', '--private-key-stdin'),
+    ).toBe(EXIT.ok);
     expect(last()).toBe(
       `svc: ${world.resourceUrl} via ${world.issuer} (client svc, manual, client credentials grant)`,
     );
@@ -316,11 +316,34 @@ describe('keyway admin commands, in process against a broker and the test world'
     expect(world.stats.authorizations).toBe(0);
     expect(await put('--private-key-stdin')).toBe(EXIT.usage);
     expect(io.errors.at(-1)?.split('\n')[0]).toBe(
-      'keyway: --client-credentials and --private-key-stdin go with --client-id',
+      'keyway: --mode, --private-key-stdin and --assertion-source go with --client-id',
     );
     expect(await put('--client-id', 'svc', '--private-key-stdin')).toBe(EXIT.usage);
     expect(io.errors.at(-1)?.split('\n')[0]).toBe(
-      'keyway: --private-key-stdin is for --client-credentials',
+      'keyway: --private-key-stdin is for --mode client_credentials',
+    );
+    // Workload identity: the broker reads the JWT from a source its operator configured.
+    expect(await put('--client-id', 'w', '--mode', 'jwt_bearer', '--assertion-source', 'k8s')).toBe(
+      EXIT.refused,
+    );
+    expect(io.errors.at(-1)?.split('\n')[0]).toMatch(/^keyway: .*"assertion_source"/);
+    expect(await put('--client-id', 'w', '--mode', 'jwt_bearer')).toBe(EXIT.usage);
+    expect(io.errors.at(-1)?.split('\n')[0]).toBe(
+      'keyway: --mode jwt_bearer takes --assertion-source [--assertion-file], and only it',
+    );
+    expect(
+      await put('--client-id', 'x', '--mode', 'enterprise', '--idp-issuer', 'https://idp.example'),
+    ).toBe(EXIT.usage);
+    expect(io.errors.at(-1)?.split('\n')[0]).toBe(
+      'keyway: --mode enterprise needs --idp-token-endpoint',
+    );
+    expect(await put('--client-id', 'x', '--idp-client-id', 'k')).toBe(EXIT.usage);
+    expect(io.errors.at(-1)?.split('\n')[0]).toBe(
+      'keyway: --mode enterprise takes --idp-issuer, --idp-token-endpoint and --idp-client-id, and only it',
+    );
+    expect(await put('--client-id', 'w', '--mode', 'implicit')).toBe(EXIT.usage);
+    expect(io.errors.at(-1)?.split('\n')[0]).toBe(
+      'keyway: --mode is one of custom, client_credentials, jwt_bearer, enterprise (register: leave out --client-id)',
     );
   });
 

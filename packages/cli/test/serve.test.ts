@@ -289,6 +289,29 @@ describe('serveOptionsFromEnv()', () => {
     expect(() => serveOptionsFromEnv({ KEYWAY_HEADERS_TIMEOUT_MS: '1e4' })).toThrow(TypeError);
   });
 
+  it('reads KEYWAY_ASSERTION_SOURCES, naming a bad entry (#29)', () => {
+    expect(
+      serveOptionsFromEnv({
+        KEYWAY_ASSERTION_SOURCES:
+          'k8s=file:/var/run/secrets/tokens/mcp, ci=env:CI_OIDC_TOKEN,tokens=directory:/run/keyway',
+      }),
+    ).toEqual({
+      assertionSources: {
+        k8s: { file: '/var/run/secrets/tokens/mcp' },
+        ci: { env: 'CI_OIDC_TOKEN' },
+        tokens: { directory: '/run/keyway' },
+      },
+    });
+    expect(() => serveOptionsFromEnv({ KEYWAY_ASSERTION_SOURCES: 'k8s=/var/run/token' })).toThrow(
+      new TypeError(
+        'KEYWAY_ASSERTION_SOURCES: "k8s=/var/run/token" is not name=kind:value (kind file, directory, env; a name of lower case letters, digits, _ and -), e.g. k8s=file:/var/run/secrets/tokens/mcp',
+      ),
+    );
+    expect(() => serveOptionsFromEnv({ KEYWAY_ASSERTION_SOURCES: 'a=env:X,a=env:Y' })).toThrow(
+      new TypeError('KEYWAY_ASSERTION_SOURCES: the source "a" is named twice'),
+    );
+  });
+
   it('refuses a KEYWAY_ variable nothing reads, naming the nearest one (issue 25)', () => {
     expect(() => serveOptionsFromEnv({ KEYWAY_VAULT_KEY: 'k1' })).toThrow(
       new TypeError(

@@ -27,7 +27,8 @@
  * credentials). Exit 0 when every call succeeded, 1 otherwise, with the reason on stderr.
  */
 
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 const MAX_AUTHORIZATIONS = 3;
 const STATELESS_VERSIONS = new Set(['2026-07-28']);
@@ -158,7 +159,9 @@ class ConformanceClient {
   readonly #stateless: boolean;
   readonly #providerId: string;
   readonly #connectionId: string;
-  readonly #credentials: Record<string, string> | null;
+  readonly #credentials: Record<string, unknown> | null;
+  /** The user's ID token from the enterprise identity provider (SEP-990), when there is one. */
+  readonly #subjectToken: string | undefined;
   #providerReady = false;
   #authorizations = 0;
   #token: string | null = null;
@@ -186,7 +189,9 @@ class ConformanceClient {
     this.#stateless = STATELESS_VERSIONS.has(options.protocolVersion);
     this.#providerId = `conformance/${options.runId}`;
     this.#connectionId = `conformance/${options.runId}/connection`;
-    this.#credentials = credentialsOf(options.scenario, options.context);
+    this.#credentials = credentialsOf(options.scenario, options.context, options.runId);
+    const idpToken = options.context?.idp_id_token;
+    this.#subjectToken = typeof idpToken === 'string' ? idpToken : undefined;
   }
 
   /** The whole run: the MCP calls a client makes, authorizing through Keyway when asked. */
@@ -336,6 +341,7 @@ class ConformanceClient {
     const started = await this.#keyway.call('POST', `/api/oauth/authorize/${this.#providerId}`, {
       connection_id: this.#connectionId,
       ...(scopes.length > 0 ? { scopes } : {}),
+      ...(this.#subjectToken === undefined ? {} : { subject_token: this.#subjectToken }),
     });
     // The client credentials grant has no consent: the connection is active already.
     if (started.authorization_url === undefined) {
@@ -389,13 +395,42 @@ class ConformanceClient {
 function credentialsOf(
   scenario: string,
   context: Record<string, unknown> | null,
-): Record<string, string> | null {
+  runId: string,
+): Record<string, unknown> | null {
   const text = (name: string) =>
     typeof context?.[name] === 'string' ? (context[name] as string) : undefined;
   const clientId = text('client_id');
   if (clientId === undefined) return null;
   const secret = text('client_secret');
   const key = text('private_key_pem');
+  const workload = text('valid_jwt');
+  const idpToken = text('idp_id_token');
+  if (scenario === 'auth/enterprise-managed-authorization' && idpToken !== undefined) {
+    // SEP-990: Keyway's client at the MCP server's authorization server, and at the
+    // enterprise identity provider that exchanges the user's ID token.
+    return {
+      mode: 'enterprise',
+      client_id: clientId,
+      ...(secret === undefined ? {} : { client_secret: secret }),
+      identity_provider: {
+        issuer: text('idp_issuer') ?? '',
+        token_endpoint: text('idp_token_endpoint') ?? '',
+        client_id: text('idp_client_id') ?? '',
+      },
+    };
+  }
+  if (scenario.startsWith('auth/wif') && workload !== undefined) {
+    // The workload's JWT, where the broker's `conformance` source reads it (a projected
+    // token file, in a real deployment): the client never sends it to Keyway.
+    const file = `${runId}.jwt`;
+    writeFileSync(join(environment('KEYWAY_CONFORMANCE_ASSERTIONS'), file), workload);
+    return {
+      mode: 'jwt_bearer',
+      client_id: clientId,
+      assertion_source: 'conformance',
+      assertion_file: file,
+    };
+  }
   if (!scenario.startsWith('auth/client-credentials'))
     return {
       mode: 'custom',

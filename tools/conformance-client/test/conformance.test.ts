@@ -48,6 +48,7 @@ describe.concurrent('MCP conformance suite, client authorization through keyway 
           keywayUrl: broker.url,
           keywayToken: rootKey,
           outputDir: join(directory, 'results'),
+          brokerDirectory: directory,
           via,
         });
         results[via].set(run, result);

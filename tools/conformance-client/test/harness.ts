@@ -60,16 +60,23 @@ export async function bundleClient(): Promise<string> {
 }
 
 /** `keyway serve` on a fresh SQLite file, allowed to reach the suite's loopback servers. */
+/** The directory of workload JWTs the broker's `conformance` assertion source reads. */
+const assertionsOf = (directory: string) => join(directory, 'assertions');
+
 export async function startBroker(directory: string): Promise<{
   broker: BrokerProcess;
   rootKey: string;
 }> {
   const rootKey = randomBytes(32).toString('base64url');
+  mkdirSync(assertionsOf(directory), { recursive: true });
   const broker = await startBrokerProcess({
     KEYWAY_ROOT_KEY: rootKey,
     KEYWAY_DATABASE: join(directory, 'keyway.sqlite'),
     KEYWAY_ALLOWED_HOSTS: 'localhost,127.0.0.1,::1',
     KEYWAY_CLIENT_METADATA_URL: CIMD_URL,
+    // Workload identity (`auth/wif-jwt-bearer`): each run's client leaves its workload's
+    // JWT as a file of this directory, as a projected service-account token would be.
+    KEYWAY_ASSERTION_SOURCES: `conformance=directory:${assertionsOf(directory)}`,
   });
   return { broker, rootKey };
 }
@@ -84,6 +91,8 @@ export async function runScenario(options: {
   specVersion: string | null;
   force?: boolean;
   client: string;
+  /** The directory `startBroker` was given (its assertion source lives there). */
+  brokerDirectory: string;
   keywayUrl: string;
   keywayToken: string;
   outputDir: string;
@@ -124,6 +133,7 @@ export async function runScenario(options: {
       KEYWAY_URL: options.keywayUrl,
       KEYWAY_TOKEN: options.keywayToken,
       KEYWAY_CONFORMANCE_VIA: options.via,
+      KEYWAY_CONFORMANCE_ASSERTIONS: assertionsOf(options.brokerDirectory),
       KEYWAY_CONFORMANCE_REPORT: report,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -3,8 +3,8 @@ import type { SuiteVersion } from './harness.js';
 /**
  * The client-authorization scenarios of the authorization-code flow in the two pinned
  * releases of the suite, and the extension scenarios Keyway supports: client credentials
- * (SEP-1046). Enterprise-managed authorization, DPoP and workload identity are not supported
- * yet and not run.
+ * (SEP-1046) and workload identity (SEP-1933). Enterprise-managed authorization and DPoP
+ * are not supported yet and not run.
  */
 const BOTH_REVISIONS = [
   'auth/metadata-default',
@@ -45,6 +45,8 @@ const NEW_IN_2026 = [
 
 /** The extension scenarios Keyway passes (docs/api.md §14), in both releases. */
 const EXTENSIONS = ['auth/client-credentials-basic', 'auth/client-credentials-jwt'];
+/** Extension scenarios of the newest release only. */
+const NEW_EXTENSIONS = ['auth/wif-jwt-bearer', 'auth/enterprise-managed-authorization'];
 
 /** A run: the suite release, the scenario, and the spec version (the wire) it runs at. */
 export interface Run {
@@ -81,7 +83,7 @@ export const RUNS: Run[] = [
   })),
   // Extensions belong to no spec revision: each at the suite's default wire, and forced
   // onto the stateless one of 2026-07-28.
-  ...EXTENSIONS.flatMap((scenario) => [
+  ...[...EXTENSIONS, ...NEW_EXTENSIONS].flatMap((scenario) => [
     { suite: '0.2.0-alpha.12' as const, scenario, specVersion: null },
     { suite: '0.2.0-alpha.12' as const, scenario, specVersion: '2026-07-28', force: true },
   ]),

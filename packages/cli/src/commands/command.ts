@@ -32,9 +32,16 @@ export const OPTIONS = {
   profile: { type: 'string' },
   param: { type: 'string', multiple: true },
   'client-secret-stdin': { type: 'boolean' },
-  'client-credentials': { type: 'boolean' },
+  mode: { type: 'string' },
   'private-key-stdin': { type: 'boolean' },
   'signing-algorithm': { type: 'string' },
+  'assertion-source': { type: 'string' },
+  'assertion-file': { type: 'string' },
+  'idp-issuer': { type: 'string' },
+  'idp-token-endpoint': { type: 'string' },
+  'idp-client-id': { type: 'string' },
+  'idp-client-secret-env': { type: 'string' },
+  'subject-token-stdin': { type: 'boolean' },
 } as const;
 
 export type OptionName = keyof typeof OPTIONS;

@@ -1,4 +1,4 @@
-import { EXIT, Refused, table } from '../admin-client.js';
+import { EXIT, Refused, table, UsageError } from '../admin-client.js';
 import { clean } from '../terminal.js';
 import { type Command, deleting, encodePath, query } from './command.js';
 
@@ -10,22 +10,32 @@ const COLUMNS = ['connection_id', 'provider_id', 'status', 'refreshable', 'token
 export const CONNECTION_COMMANDS: Command[] = [
   {
     name: 'connect',
-    usage: '<provider> <connection> [--scope <s>…]',
+    usage: '<provider> <connection> [--scope <s>…] [--subject-token-stdin]',
     summary:
       'starts an authorization, prints the consent URL and waits for the outcome (a provider of the client credentials grant connects at once)',
-    options: ['scope'],
+    options: ['scope', 'subject-token-stdin'],
     async run({ api, arg, values, io, json, show }) {
       const provider = arg(0, 'provider');
       const connection = arg(1, 'connection');
+      // An enterprise-managed provider (docs/api.md §14): the user's ID token, never an argument.
+      let subjectToken: string | undefined;
+      if (values['subject-token-stdin'] === true) {
+        if (io.stdin === undefined)
+          throw new UsageError('--subject-token-stdin: no standard input here');
+        subjectToken = new TextDecoder().decode(await io.stdin()).trim();
+        if (subjectToken === '')
+          throw new UsageError('--subject-token-stdin: standard input was empty');
+      }
       const started = await api('POST', `/api/oauth/authorize/${encodePath(provider)}`, {
         connection_id: connection,
         ...(values.scope === undefined ? {} : { scopes: values.scope }),
+        ...(subjectToken === undefined ? {} : { subject_token: subjectToken }),
       });
       const connected = (view: { scopes: string[]; refreshable: boolean }) =>
         `connected ${clean(connection)}: scopes ${clean(view.scopes.join(' ') || '(none)')}${view.refreshable ? '' : ' (no refresh token: a new consent is needed when the token expires)'}`;
       if (started.authorization_url === undefined) {
         // The client credentials grant (docs/api.md §14): no consent, the connection is active.
-        show(started, () => `${connected(started)} (client credentials grant)`);
+        show(started, () => `${connected(started)} (${started.grant.replace('_', ' ')} grant)`);
         return EXIT.ok;
       }
       if (json) io.out(JSON.stringify(started));

@@ -43,28 +43,74 @@ async function clientSecret(values: OptionValues, io: AdminIo): Promise<string |
   return stdinText('--client-secret-stdin', io);
 }
 
-/** The provider's `credentials`, from --client-id and its options (or none). */
+const MODES = ['custom', 'client_credentials', 'jwt_bearer', 'enterprise'];
+
+/** Mode `enterprise`: the identity provider from --idp-* (its secret from a variable). */
+function identityProviderOf(values: OptionValues, io: AdminIo, mode: string) {
+  const given = [
+    'idp-issuer',
+    'idp-token-endpoint',
+    'idp-client-id',
+    'idp-client-secret-env',
+  ] as const;
+  const any = given.some((name) => values[name] !== undefined);
+  if (any !== (mode === 'enterprise'))
+    throw new UsageError(
+      '--mode enterprise takes --idp-issuer, --idp-token-endpoint and --idp-client-id, and only it',
+    );
+  if (mode !== 'enterprise') return undefined;
+  const missing = given.slice(0, 3).find((name) => values[name] === undefined);
+  if (missing !== undefined) throw new UsageError(`--mode enterprise needs --${missing}`);
+  const variable = values['idp-client-secret-env'];
+  const secret = variable === undefined ? undefined : io.env[variable];
+  if (variable !== undefined && secret === undefined)
+    throw new UsageError(`${variable} is not set`);
+  return {
+    issuer: values['idp-issuer'] as string,
+    token_endpoint: values['idp-token-endpoint'] as string,
+    client_id: values['idp-client-id'] as string,
+    ...(secret === undefined ? {} : { client_secret: secret }),
+  };
+}
+
+/** The provider's `credentials`, from --client-id, --mode and their options (or none). */
 async function credentialsOf(
   values: OptionValues,
   io: AdminIo,
-): Promise<Record<string, string> | undefined> {
+): Promise<Record<string, unknown> | undefined> {
   const secret = await clientSecret(values, io);
-  const own = values['client-credentials'] === true;
+  const mode = values.mode ?? 'custom';
+  if (!MODES.includes(mode))
+    throw new UsageError(`--mode is one of ${MODES.join(', ')} (register: leave out --client-id)`);
   const keyed = values['private-key-stdin'] === true;
-  if ((own || keyed) && values['client-id'] === undefined)
-    throw new UsageError('--client-credentials and --private-key-stdin go with --client-id');
-  if (keyed && !own) throw new UsageError('--private-key-stdin is for --client-credentials');
+  const asserted = values['assertion-source'] !== undefined;
+  const identityProvider = identityProviderOf(values, io, mode);
+  if (values['client-id'] === undefined) {
+    if (values.mode !== undefined || keyed || asserted)
+      throw new UsageError(
+        '--mode, --private-key-stdin and --assertion-source go with --client-id',
+      );
+    return undefined;
+  }
+  if (keyed && mode !== 'client_credentials')
+    throw new UsageError('--private-key-stdin is for --mode client_credentials');
   if (values['signing-algorithm'] !== undefined && !keyed)
     throw new UsageError('--signing-algorithm goes with --private-key-stdin');
-  if (values['client-id'] === undefined) return undefined;
+  if ((asserted || values['assertion-file'] !== undefined) !== (mode === 'jwt_bearer'))
+    throw new UsageError(
+      '--mode jwt_bearer takes --assertion-source [--assertion-file], and only it',
+    );
   return {
-    mode: own ? 'client_credentials' : 'custom',
+    mode,
     client_id: values['client-id'],
     ...(secret === undefined ? {} : { client_secret: secret }),
     ...(keyed ? { private_key: await stdinText('--private-key-stdin', io) } : {}),
     ...(values['signing-algorithm'] === undefined
       ? {}
       : { signing_algorithm: values['signing-algorithm'] }),
+    ...(asserted ? { assertion_source: values['assertion-source'] as string } : {}),
+    ...(values['assertion-file'] === undefined ? {} : { assertion_file: values['assertion-file'] }),
+    ...(identityProvider === undefined ? {} : { identity_provider: identityProvider }),
   };
 }
 
@@ -73,12 +119,16 @@ export const PROVIDER_COMMANDS: Command[] = [
     name: 'provider put',
     usage: `<id> (--resource-url <url> | --profile <profile> [--param <name=value>…])
       [--scope <s>…] [--label <text>]
-      [--client-id <id> [--client-secret-env <VAR> | --client-secret-stdin]
-        [--client-credentials [--private-key-stdin [--signing-algorithm <alg>]]]]
+      [--client-id <id> [--mode custom|client_credentials|jwt_bearer|enterprise]
+        [--client-secret-env <VAR> | --client-secret-stdin
+          | --private-key-stdin [--signing-algorithm <alg>]
+          | --assertion-source <name> [--assertion-file <file>]]
+        [--idp-issuer <url> --idp-token-endpoint <url> --idp-client-id <id>
+          [--idp-client-secret-env <VAR>]]]
       [--pkce assume_s256] [--authorization-param <name=value>…] [--token-param <name=value>…]
       [--register] [--inject-only]`,
     summary:
-      'creates or replaces a provider: an MCP server (--resource-url) or a classic API of the catalog (--profile, with your --client-id; "profile list" shows them). --client-credentials: the client gets its own tokens, with its secret or a private key (PEM on standard input), no user; --register: a new client, as "provider register"; --inject-only: its tokens never handed out',
+      'creates or replaces a provider: an MCP server (--resource-url) or a classic API of the catalog (--profile, with your --client-id; "profile list" shows them). --mode client_credentials: the client gets its own tokens, with its secret or a private key (PEM on standard input), no user; --mode jwt_bearer: with a workload JWT from one of the broker’s assertion sources; --mode enterprise: a user’s ID token exchanged at the --idp-* identity provider (keyway connect --subject-token-stdin); --register: a new client, as "provider register"; --inject-only: its tokens never handed out',
     options: [
       'resource-url',
       'profile',
@@ -88,9 +138,15 @@ export const PROVIDER_COMMANDS: Command[] = [
       'client-id',
       'client-secret-env',
       'client-secret-stdin',
-      'client-credentials',
+      'mode',
       'private-key-stdin',
       'signing-algorithm',
+      'assertion-source',
+      'assertion-file',
+      'idp-issuer',
+      'idp-token-endpoint',
+      'idp-client-id',
+      'idp-client-secret-env',
       'pkce',
       'authorization-param',
       'token-param',
@@ -101,8 +157,8 @@ export const PROVIDER_COMMANDS: Command[] = [
       const id = arg(0, 'id');
       const client = await credentialsOf(values, io);
       const profile = values.profile;
-      if (profile !== undefined && values['client-credentials'] === true)
-        throw new UsageError('--client-credentials is for an MCP server (--resource-url)');
+      if (profile !== undefined && values.mode !== undefined && values.mode !== 'custom')
+        throw new UsageError(`--mode ${values.mode} is for an MCP server (--resource-url)`);
       if (profile !== undefined && values['resource-url'] !== undefined)
         throw new UsageError(
           'give --resource-url (an MCP server) or --profile (a classic API), not both',

@@ -1,7 +1,30 @@
+import { z } from 'zod';
 import { KeywayError } from '../contract/errors.js';
 import { parseIpAddress } from '../outbound/address.js';
 import type { CounterStorage, CounterValue } from '../storage/contract.js';
 import type { Observer } from '../telemetry/observation.js';
+
+const LIMIT = z.strictObject({
+  limit: z.number().int().min(1).max(1_000_000_000),
+  windowSeconds: z.number().int().min(1).max(86_400),
+});
+
+/** The `rateLimits` option of `createBroker` (docs/api.md §12). */
+export const RateLimitsSchema = z.union(
+  [
+    z.literal(false),
+    z.strictObject({
+      auth: z.union([z.literal(false), LIMIT]).optional(),
+      mint: z.union([z.literal(false), LIMIT]).optional(),
+      discover: z.union([z.literal(false), LIMIT]).optional(),
+      shared: z.boolean().optional(),
+    }),
+  ],
+  {
+    error:
+      '"rateLimits" must be false or { auth?, mint?, discover?, shared? } with limits like { limit: 20, windowSeconds: 60 } or false',
+  },
+);
 
 /** One limit: at most `limit` events per window of `windowSeconds`. */
 export interface RateLimit {

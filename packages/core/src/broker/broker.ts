@@ -140,6 +140,7 @@ export function createBroker(config: BrokerConfig): Broker {
     profile: resolved.profile,
     declared: resolved.providers,
     profiles: resolved.profiles,
+    assertionSources: Object.keys(resolved.assertionSources),
     events,
     onPartyChanged: (providerId, moved) =>
       records.requireReauthorizationOf(
@@ -170,6 +171,7 @@ export function createBroker(config: BrokerConfig): Broker {
     refreshMarginMs: resolved.refreshMarginMs,
     refreshLeaseMs: resolved.refreshLeaseMs,
     refreshIdleAfterMs: resolved.refreshIdleAfterMs,
+    assertionSources: resolved.assertionSources,
     events,
     observe: resolved.observe,
   });

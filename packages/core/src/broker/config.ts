@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import type { RateLimitsConfig } from '../auth/rate-limit.js';
+import { type RateLimitsConfig, RateLimitsSchema } from '../auth/rate-limit.js';
 import { catalogOf } from '../catalog/index.js';
 import type { Profile, ProfileInput } from '../catalog/schema.js';
+import { type AssertionSource, AssertionSourcesSchema } from '../connections/assertions.js';
 import {
   type GatewayLimits,
   GatewayLimitsSchema,
@@ -36,13 +37,6 @@ const POLL_INTERVAL = '"webhookPollIntervalMs" must be false or an integer from 
 const RETENTION = '"auditRetentionDays" must be an integer from 1 to 3650';
 const NO_PATTERN = '"allowedHosts" takes host names, not patterns: "*" would allow nothing';
 const PURGE_INTERVAL = '"purgeIntervalMs" must be false or an integer from 1000 to 86400000';
-
-const RATE_LIMITS =
-  '"rateLimits" must be false or { auth?, mint?, discover?, shared? } with limits like { limit: 20, windowSeconds: 60 } or false';
-const RateLimitSchema = z.strictObject({
-  limit: z.number().int().min(1).max(1_000_000_000),
-  windowSeconds: z.number().int().min(1).max(86_400),
-});
 
 // The options of createBroker, each checked and documented once: `BrokerConfig` is this
 // schema's input type, and each field's comment is what an editor shows for it.
@@ -199,6 +193,12 @@ const BrokerConfigSchema = z.object({
    * §15); each checked here, an id of the catalog refused.
    */
   profiles: z.array(objectOf<ProfileInput>()).optional(),
+  /**
+   * Where `jwt_bearer` providers read their assertions (docs/api.md §14, workload identity):
+   * names to `{ file }`, `{ directory }` (a provider names a file of it), `{ env }` or a
+   * function. Read at each token request, never stored. Default none.
+   */
+  assertionSources: AssertionSourcesSchema.optional(),
   /** Providers declared in code, by id; they work with provider management off. */
   providers: z.record(z.string(), objectOf<ProviderInput>()).optional(),
   /**
@@ -290,20 +290,7 @@ const BrokerConfigSchema = z.object({
    * per minute). `false` turns all off, `{ auth: false }` one; `shared: true` keeps the
    * counters in the storage so several instances share them. Default: on, per instance.
    */
-  rateLimits: z
-    .union(
-      [
-        z.literal(false),
-        z.strictObject({
-          auth: z.union([z.literal(false), RateLimitSchema]).optional(),
-          mint: z.union([z.literal(false), RateLimitSchema]).optional(),
-          discover: z.union([z.literal(false), RateLimitSchema]).optional(),
-          shared: z.boolean().optional(),
-        }),
-      ],
-      { error: RATE_LIMITS },
-    )
-    .optional(),
+  rateLimits: RateLimitsSchema.optional(),
   /**
    * Called with errors of background work (purging). Default: `console.error`. Requests
    * never wait on background work, and its errors never reach them.
@@ -339,6 +326,7 @@ export interface ResolvedBrokerConfig {
   providerManagement: boolean;
   providers: Record<string, ProviderInput>;
   profiles: ReadonlyMap<string, Profile>;
+  assertionSources: Readonly<Record<string, AssertionSource>>;
   allowedRedirects: string[];
   events: EventLog;
   webhooks: WebhookEndpoint[];
@@ -406,6 +394,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     providerManagement: parsed.providerManagement ?? false,
     providers: parsed.providers ?? {},
     profiles: catalogOf(parsed.profiles),
+    assertionSources: parsed.assertionSources ?? {},
     allowedRedirects: (parsed.allowedRedirects ?? []).map((url) => new URL(url).origin),
     events: new EventLog({
       storage: parsed.storage,

@@ -6,7 +6,9 @@ import { AuthorizeBody, type AuthorizeInput } from '../contract/schemas.js';
 import { parseShape } from '../contract/validation.js';
 import type { ConnectionTokens, OAuthParty, ProviderState } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
+import { readAssertion } from './assertions.js';
 import { requestedScopes } from './consent.js';
+import { EnterpriseRefused, enterpriseTokens } from './enterprise.js';
 import {
   currentParty,
   describeOAuthFailure,
@@ -25,6 +27,9 @@ import { type ConnectionView, connectionState, connectionView } from './view.js'
  * connection without a user. Authorize obtains the token at once; a token due is obtained
  * again the same way, under the refresh's single-flight lease.
  */
+
+/** RFC 7523 §2.1: the JWT bearer authorization grant. */
+const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 
 /**
  * A token for `party`'s client, asked for `scopes` and the party's RFC 8707 `resource`
@@ -56,34 +61,54 @@ export async function clientCredentialsTokens(
       ...resourceParam(party),
       ...(scopes.length > 0 ? { scope: scopes.join(' ') } : {}),
     });
-    const response = await oauth.clientCredentialsGrantRequest(
-      as,
-      client,
-      auth,
-      parameters,
-      tokenRequestOptions(o.outbound, state.oauth2),
-    );
-    const result = await oauth.processClientCredentialsResponse(as, client, response);
+    const options = tokenRequestOptions(o.outbound, state.oauth2);
+    let result: oauth.TokenEndpointResponse;
+    if (state.grant === 'jwt_bearer') {
+      // RFC 7523 §2.1: the workload's assertion, read now from its source, never kept.
+      const ref = state.assertion ?? { source: '' };
+      parameters.set('assertion', await readAssertion(o.assertionSources, ref));
+      const response = await oauth.genericTokenEndpointRequest(
+        as,
+        client,
+        auth,
+        JWT_BEARER_GRANT,
+        parameters,
+        options,
+      );
+      result = await oauth.processGenericTokenEndpointResponse(as, client, response);
+    } else {
+      const response = await oauth.clientCredentialsGrantRequest(
+        as,
+        client,
+        auth,
+        parameters,
+        options,
+      );
+      result = await oauth.processClientCredentialsResponse(as, client, response);
+    }
     // No refresh token is kept: the next token is obtained as this one was.
     const { generation: _, ...tokens } = tokensFrom(
       result,
       { refresh_token: null, party },
       o.now(),
     );
-    return { ...tokens, refresh_token: null, grant: 'client_credentials' as const };
+    return { ...tokens, refresh_token: null, grant: state.grant ?? 'client_credentials' };
   });
 }
 
 /**
- * Authorize for a `client_credentials` provider: the token obtained at once and the
- * connection active with it (created when new), answered as its view. A refused request
- * leaves an active connection active and a new one in `error`, as a refused consent does.
+ * Authorize for a provider whose tokens need no consent page (docs/api.md §14): client
+ * credentials and JWT bearer obtain the token at once; `enterprise` exchanges the user's
+ * ID token (`subject_token`) for it. The connection is active with it (created when new)
+ * and answered as its view. A refusal leaves an active connection active and a new one in
+ * `error`, as a refused consent does.
  *
  * @throws {KeywayError} `invalid_request` (`redirect_to` or `verify_user`: there is no
- *   browser), `invalid_path`, `insufficient_scope`, `not_found`, `conflict`,
- *   `upstream_error` (the server refused or failed; the connection says why).
+ *   browser; `subject_token` missing for `enterprise`, given for another), `invalid_path`,
+ *   `insufficient_scope`, `not_found`, `conflict`, `upstream_error` (the server refused or
+ *   failed; the connection says why).
  */
-export async function connectWithClientCredentials(
+export async function connectWithoutConsent(
   records: ConnectionRecords,
   principal: Principal,
   providerId: string,
@@ -93,15 +118,25 @@ export async function connectWithClientCredentials(
   const provider = parseResourcePath(providerId);
   const shape = parseShape(AuthorizeBody, input);
   const connectionId = parseResourcePath(shape.connection_id, 'connection_id');
+  const { state } = await o.providers.forAuthorization(provider);
+  const grant = state.grant ?? 'client_credentials';
   for (const field of ['redirect_to', 'verify_user'] as const) {
     if (shape[field] !== undefined) {
-      const message = `provider ${JSON.stringify(provider)} uses the client credentials grant: no user, no browser, no "${field}"`;
+      const message = `provider ${JSON.stringify(provider)} uses the ${grant} grant: no browser, no "${field}"`;
       throw new KeywayError('invalid_request', message, { details: [{ path: field, message }] });
     }
   }
+  if ((shape.subject_token === undefined) === (grant === 'enterprise')) {
+    const message =
+      grant === 'enterprise'
+        ? `provider ${JSON.stringify(provider)} is enterprise-managed: "subject_token" is the user's ID token from its identity provider`
+        : '"subject_token" is for a provider of mode "enterprise"';
+    throw new KeywayError('invalid_request', message, {
+      details: [{ path: 'subject_token', message }],
+    });
+  }
   assertCoversPath(principal, connectionId);
   assertCoversPath(principal, provider);
-  const { state } = await o.providers.forAuthorization(provider);
   const existing = await records.get(connectionId);
   if (existing !== null && existing.providerId !== provider) {
     throw new KeywayError(
@@ -126,18 +161,22 @@ export async function connectWithClientCredentials(
   if (incarnation === null) throw new KeywayError('not_found', 'the connection was deleted');
   let tokens: Omit<ConnectionTokens, 'generation'>;
   try {
-    tokens = await clientCredentialsTokens(records, provider, state, party, scopes);
+    tokens =
+      shape.subject_token === undefined
+        ? await clientCredentialsTokens(records, provider, state, party, scopes)
+        : await enterpriseTokens(records, provider, state, party, scopes, shape.subject_token);
   } catch (error) {
     if (error instanceof KeywayError) throw error;
-    const failure = describeOAuthFailure(error);
+    const failure =
+      error instanceof EnterpriseRefused ? error.failure : describeOAuthFailure(error);
     await records.recordFailure(connectionId, failure);
     throw new KeywayError(
       'upstream_error',
-      `the authorization server refused the client credentials grant: ${failure.code} (${failure.description})`,
+      `the ${grant} grant was refused: ${failure.code} (${failure.description})`,
       { cause: error },
     );
   }
-  const written = await records.activate(connectionId, tokens, scopes, actor, 'client_credentials');
+  const written = await records.activate(connectionId, tokens, scopes, actor, grant);
   if (written === null) throw new KeywayError('not_found', 'the connection was deleted meanwhile');
   return connectionView(written, o.now());
 }

@@ -356,7 +356,10 @@ export class Gateway {
     if (providerId !== undefined) {
       this.#o.observe({ kind: 'gateway', provider: providerId, outcome: 'consent_required' });
     }
-    if (id === undefined || !mayAuthorize || providerId === undefined) {
+    // An enterprise-managed connection is authorized by the app with the user's ID token
+    // (docs/api.md §14): there is no URL to send the user to.
+    const enterprise = record !== null && connectionState(record).grant === 'enterprise';
+    if (id === undefined || !mayAuthorize || providerId === undefined || enterprise) {
       throw isKeywayError(cause) && cause.code === 'reauthorization_required' && status === 'active'
         ? cause
         : new KeywayError(

@@ -3,7 +3,12 @@ import { KeywayError } from '../contract/errors.js';
 import { isoTimeOrNull, parseDuration } from '../contract/time.js';
 import { toBase64Url } from '../platform/bytes.js';
 import type { ConnectionRecord } from '../storage/records.js';
-import type { ConnectionState, ConnectionTokens, ProviderState } from '../storage/states.js';
+import {
+  type ConnectionState,
+  type ConnectionTokens,
+  ownGrant,
+  type ProviderState,
+} from '../storage/states.js';
 import type { RefreshOutcome } from '../telemetry/observation.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { CLIENT_REFUSED, clientCredentialsTokens } from './client-credentials.js';
@@ -196,7 +201,7 @@ export class Refresher {
     const now = o.now();
     const stillValid = tokens.expires_at === null || tokens.expires_at > now;
     // The client credentials grant: the next token is obtained as the first was (§14).
-    const own = connectionState(record).grant === 'client_credentials';
+    const own = ownGrant(connectionState(record).grant);
     if (tokens.refresh_token === null && !own) {
       // Nothing to refresh with: a valid token is still the best answer, even when forced.
       if (stillValid) return tokens;
@@ -233,11 +238,12 @@ export class Refresher {
       } else next = await this.#refreshGrant(tokens, provider, auth);
     } catch (error) {
       const code = await oauthErrorCode(error);
-      if (own && code !== null && CLIENT_REFUSED.has(code)) {
+      if (own && code !== null && (CLIENT_REFUSED.has(code) || code === 'invalid_grant')) {
+        // Asking again with the same client or assertion cannot succeed (SEP-1933: no retry).
         throw await this.records.requireReauthorization(
           id,
           describeOAuthFailure(error),
-          `the authorization server refused the client credentials grant (${code}): fix the provider's client, then authorize again`,
+          `the authorization server refused the client's own grant (${code}): fix the provider's client or assertion source, then authorize again`,
         );
       }
       if (

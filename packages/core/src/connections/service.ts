@@ -16,7 +16,7 @@ import { parseQuery, parseShape } from '../contract/validation.js';
 import { renewable } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
-import { connectWithClientCredentials } from './client-credentials.js';
+import { connectWithoutConsent } from './client-credentials.js';
 import { createConnectionFetch } from './connection-fetch.js';
 import { type ProbeResult, probeMcp } from './probe.js';
 import { Refresher } from './refresh.js';
@@ -85,14 +85,14 @@ export class ConnectionService {
     if (await this.#ownGrant(principal, providerId, input)) {
       throw new KeywayError(
         'invalid_request',
-        `provider ${JSON.stringify(providerId)} uses the client credentials grant: there is no consent URL; use connections.start(), which answers the connection`,
+        `provider ${JSON.stringify(providerId)} needs no consent page (docs/api.md §14): there is no consent URL; use connections.start(), which answers the connection`,
       );
     }
     return this.#flow.authorize(principal, providerId, input);
   }
 
   /**
-   * Whether a provider's client gets its own tokens (docs/api.md §14): asked once the input
+   * Whether a provider's tokens need no consent page (docs/api.md §14): asked once the input
    * is valid and the caller covers the connection and the provider, as authorize checks them.
    */
   async #ownGrant(principal: Principal, providerId: string, input: AuthorizeInput) {
@@ -101,7 +101,13 @@ export class ConnectionService {
     assertCoversPath(principal, parseResourcePath(shape.connection_id, 'connection_id'));
     assertCoversPath(principal, provider);
     const { state } = await this.#records.o.providers.resolve(provider);
-    return state.grant === 'client_credentials';
+    if (state.grant === undefined && shape.subject_token !== undefined) {
+      const message = '"subject_token" is for a provider of mode "enterprise"';
+      throw new KeywayError('invalid_request', message, {
+        details: [{ path: 'subject_token', message }],
+      });
+    }
+    return state.grant !== undefined;
   }
 
   /**
@@ -125,7 +131,7 @@ export class ConnectionService {
     input: AuthorizeInput,
   ): Promise<AuthorizeResult | ConnectionView> {
     if (await this.#ownGrant(principal, providerId, input))
-      return connectWithClientCredentials(this.#records, principal, providerId, input);
+      return connectWithoutConsent(this.#records, principal, providerId, input);
     return this.#flow.authorize(principal, providerId, input);
   }
 

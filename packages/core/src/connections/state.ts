@@ -12,11 +12,13 @@ import {
   type ConnectionState,
   type ConnectionTokens,
   type OAuthParty,
+  ownGrant,
   readSealed,
   SealedTokensSchema,
 } from '../storage/states.js';
 import type { Observer } from '../telemetry/observation.js';
 import type { Vault } from '../vault/vault.js';
+import type { AssertionSource } from './assertions.js';
 import {
   clientAuthentication,
   currentParty,
@@ -77,6 +79,8 @@ export interface ConnectionServiceOptions {
   refreshIdleAfterMs: number | false;
   /** Told of every refresh's outcome (docs/api.md §16 metrics). */
   observe: Observer;
+  /** Where `jwt_bearer` providers read their assertions (docs/api.md §14). */
+  assertionSources: Readonly<Record<string, AssertionSource>>;
 }
 
 /** A change {@link ConnectionRecords.update} writes, or `null` to write nothing. */
@@ -347,12 +351,12 @@ export class ConnectionRecords {
     tokens: Omit<ConnectionTokens, 'generation'>,
     requestedScopes: string[],
     actor: string,
-    grant?: 'client_credentials',
+    grant?: 'client_credentials' | 'jwt_bearer' | 'enterprise',
   ): Promise<ConnectionRecord | null> {
     const now = this.o.now();
     const scopes = tokens.scope.length > 0 ? tokens.scope : requestedScopes;
     // A client that gets its own tokens gets the next one as it got this one.
-    const refreshable = tokens.refresh_token !== null || grant !== undefined;
+    const refreshable = tokens.refresh_token !== null || ownGrant(grant);
     return this.update(id, (record) => {
       const previous = connectionState(record);
       const generation = previous.generation + 1;

@@ -58,7 +58,7 @@ export interface ConnectionView {
    */
   refreshable: boolean;
   /** How the connection obtains its tokens (API.md §5). */
-  grant: 'authorization_code' | 'client_credentials';
+  grant: 'authorization_code' | 'client_credentials' | 'jwt_bearer' | 'enterprise';
   /**
    * What an `oauth2` provider's profile keeps from the authorization (docs/api.md §15):
    * Salesforce's `instance_url`, QuickBooks' `realmId`, Slack's `team_id`. Never a secret;

@@ -67,7 +67,18 @@ export const ProviderViewBody = z.object({
     pkce: z.literal('assume_s256').optional(),
   }),
   credentials: z.object({
-    mode: z.enum(['register', 'custom', 'client_credentials']),
+    mode: z.enum(['register', 'custom', 'client_credentials', 'jwt_bearer', 'enterprise']),
+    assertion_source: z.string().optional(),
+    assertion_file: z.string().optional(),
+    /** Mode `enterprise`: the identity provider and Keyway's client there (never its secret). */
+    identity_provider: z
+      .object({
+        issuer: z.string(),
+        token_endpoint: z.string(),
+        client_id: z.string(),
+        client_secret_set: z.boolean(),
+      })
+      .optional(),
     client_id: z.string(),
     registration: z.enum(['dynamic', 'metadata_document', 'manual']),
     token_endpoint_auth_method: z.enum([
@@ -156,7 +167,7 @@ export const ConnectionViewBody = z.object({
   scopes: z.array(z.string()),
   refreshable: z.boolean(),
   /** How its tokens are obtained: a user's consent, or the client's own (docs/api.md §14). */
-  grant: z.enum(['authorization_code', 'client_credentials']),
+  grant: z.enum(['authorization_code', 'client_credentials', 'jwt_bearer', 'enterprise']),
   /** `oauth2`: what the profile keeps from the authorization; `{}` when none. */
   metadata: z.record(z.string(), z.string()),
   token_expires_at: time.nullable(),

@@ -153,7 +153,9 @@ export const McpProviderBody = z.strictObject({
   }),
   credentials: z
     .strictObject({
-      mode: z.enum(['register', 'custom', 'client_credentials']).optional(),
+      mode: z
+        .enum(['register', 'custom', 'client_credentials', 'jwt_bearer', 'enterprise'])
+        .optional(),
       ...clientFields,
       /**
        * Mode `client_credentials`, `private_key_jwt` (RFC 7523 §2.2): the client's private
@@ -162,6 +164,22 @@ export const McpProviderBody = z.strictObject({
       private_key: z.string().min(1).max(16384).optional(),
       /** The algorithm of `private_key`'s assertions. Default `ES256`. */
       signing_algorithm: z.enum(SIGNING_ALGORITHMS).optional(),
+      /** Mode `jwt_bearer`: the configured assertion source its assertions are read from. */
+      assertion_source: z.string().min(1).max(64).optional(),
+      /** Mode `jwt_bearer`, a `directory` source: the file of it to read. */
+      assertion_file: z.string().min(1).max(128).optional(),
+      /**
+       * Mode `enterprise` (SEP-990): the enterprise identity provider that exchanges a user's
+       * ID token for an identity assertion grant (ID-JAG), and Keyway's client there.
+       */
+      identity_provider: z
+        .strictObject({
+          issuer: z.string().min(1).max(2048),
+          token_endpoint: z.string().min(1).max(2048),
+          client_id: z.string().min(1).max(2048),
+          client_secret: z.string().min(1).max(4096).optional(),
+        })
+        .optional(),
       /**
        * Mode `custom`: the redirect URI the operator registered: `shared`
        * (`{base}/api/oauth/callback`, the default) or `per_server` (the server's own, shown
@@ -238,6 +256,11 @@ export const AuthorizeBody = z.strictObject({
   redirect_to: z.string().optional(),
   /** Hold the completed consent until the app confirms it (docs/api.md §5 user verification). */
   verify_user: z.boolean().optional(),
+  /**
+   * Mode `enterprise` (docs/api.md §14): the user's identity assertion (an ID token of the
+   * enterprise identity provider), exchanged once and never stored.
+   */
+  subject_token: z.string().min(1).max(16384).optional(),
 });
 
 /** Body of `POST /api/oauth/verify` (docs/api.md §5 user verification). */

@@ -55,10 +55,11 @@ export interface DiscoverOptions {
   /** `assume_s256`: S256 for a server that does it without advertising it (docs/api.md §6 item 4). */
   pkce?: 'assume_s256';
   /**
-   * `client_credentials`: for a client that gets its own tokens (docs/api.md §14): no
-   * browser is sent anywhere, so neither an authorization endpoint nor PKCE is required.
+   * `client_credentials`, `jwt_bearer`: for a client that gets its own tokens (docs/api.md
+   * §14): no browser is sent anywhere, so neither an authorization endpoint nor PKCE is
+   * required.
    */
-  grant?: 'client_credentials';
+  grant?: 'client_credentials' | 'jwt_bearer' | 'enterprise';
   /** The provider it is for, named on its `keyway.discovery` span (docs/api.md §16). */
   providerId?: string;
 }

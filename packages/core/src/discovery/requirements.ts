@@ -38,12 +38,12 @@ export function checkRequirements(
   server: oauth.AuthorizationServer,
   allowedHosts: ReadonlySet<string>,
   pkce?: 'assume_s256',
-  grant?: 'client_credentials',
+  grant?: 'client_credentials' | 'jwt_bearer' | 'enterprise',
 ): { step: DiscoveryStep; info: AuthorizationServerInfo | null; warning?: DiscoveryStep } {
   const problems: string[] = [];
   let warning: DiscoveryStep | undefined;
   // The client credentials grant sends no browser anywhere: only the token endpoint counts.
-  const own = grant === 'client_credentials';
+  const own = grant !== undefined;
   const required = own
     ? (['token_endpoint'] as const)
     : (['authorization_endpoint', 'token_endpoint'] as const);
@@ -87,7 +87,7 @@ export function checkRequirements(
     step: requirementsStep(
       true,
       own
-        ? 'token endpoint and issuer (the client credentials grant: no authorization endpoint or PKCE needed); every endpoint https (plain http only on an allowed host)'
+        ? 'token endpoint and issuer (a client that gets its own tokens: no authorization endpoint or PKCE needed); every endpoint https (plain http only on an allowed host)'
         : 'authorization and token endpoints, issuer, S256; every endpoint https (plain http only on an allowed host)',
     ),
     info: {

@@ -7,6 +7,7 @@ import {
   resolveProfile,
 } from '../catalog/resolve.js';
 import type { Profile } from '../catalog/schema.js';
+import { ASSERTION_FILE } from '../connections/assertions.js';
 import {
   type OAuth2ProviderInput,
   ProviderBody,
@@ -55,7 +56,13 @@ export interface ProviderSpec {
   authorizationParams: Record<string, string> | undefined;
   tokenParams: Record<string, string> | undefined;
   pkce: 'assume_s256' | undefined;
-  mode: 'register' | 'custom' | 'client_credentials';
+  mode: 'register' | 'custom' | 'client_credentials' | 'jwt_bearer' | 'enterprise';
+  /** Mode `enterprise`: the identity provider, its endpoint checked, its secret if any. */
+  identityProvider:
+    | { issuer: string; token_endpoint: string; client_id: string; client_secret?: string }
+    | undefined;
+  /** Mode `jwt_bearer`: the configured source its assertions are read from. */
+  assertion: { source: string; file?: string } | undefined;
   clientId: string | undefined;
   clientSecret: string | undefined;
   /** Mode `client_credentials` with `private_key_jwt`: the key (PEM) and its algorithm. */
@@ -129,6 +136,7 @@ export function parseProviderInput(
   input: ProviderInput,
   checkUrl: EndpointCheck,
   profiles: ReadonlyMap<string, Profile>,
+  sources: readonly string[] = [],
 ): ProviderSpec {
   const shape = parseShape(ProviderBody, input);
   const common = {
@@ -156,6 +164,8 @@ export function parseProviderInput(
       mode: 'custom',
       clientId: shape.credentials.client_id,
       privateKey: undefined,
+      assertion: undefined,
+      identityProvider: undefined,
       callback: undefined,
     };
   }
@@ -165,6 +175,26 @@ export function parseProviderInput(
   if (mode !== 'register' && clientId === undefined)
     throw invalid('credentials.client_id', `mode "${mode}" needs a "client_id"`);
   const privateKey = privateKeyOf(mode, shape.credentials ?? {}, common.clientSecret);
+  const assertion = assertionOf(mode, shape.credentials ?? {}, common.clientSecret, sources);
+  const given = shape.credentials?.identity_provider;
+  if ((given !== undefined) !== (mode === 'enterprise'))
+    throw invalid(
+      'credentials.identity_provider',
+      mode === 'enterprise'
+        ? 'mode "enterprise" needs the "identity_provider" that exchanges its users\' ID tokens'
+        : '"identity_provider" is for mode "enterprise"',
+    );
+  const identityProvider =
+    given === undefined
+      ? undefined
+      : {
+          ...given,
+          issuer: checkUrl(given.issuer, 'credentials.identity_provider.issuer') && given.issuer,
+          token_endpoint: checkUrl(
+            given.token_endpoint,
+            'credentials.identity_provider.token_endpoint',
+          ),
+        };
   if (mode === 'register' && (clientId !== undefined || common.clientSecret !== undefined)) {
     throw invalid(
       'credentials',
@@ -177,7 +207,7 @@ export function parseProviderInput(
       'credentials.callback',
       mode === 'register'
         ? 'mode "register" chooses the redirect URI itself; "callback" is for mode "custom"'
-        : 'mode "client_credentials" has no redirect URI; "callback" is for mode "custom"',
+        : `mode "${mode}" has no redirect URI; "callback" is for mode "custom"`,
     );
   }
   return {
@@ -188,8 +218,51 @@ export function parseProviderInput(
     mode,
     clientId,
     privateKey,
+    assertion,
+    identityProvider,
     callback,
   };
+}
+
+/**
+ * Where a `jwt_bearer` provider reads its assertions: a source the operator configured
+ * (`createBroker({ assertionSources })`), and a file of it when it is a directory.
+ *
+ * @throws {KeywayError} `invalid_request` naming the field.
+ */
+function assertionOf(
+  mode: ProviderSpec['mode'],
+  credentials: { assertion_source?: string; assertion_file?: string },
+  secret: string | undefined,
+  sources: readonly string[],
+): ProviderSpec['assertion'] {
+  const { assertion_source: source, assertion_file: file } = credentials;
+  if (mode !== 'jwt_bearer') {
+    const given =
+      source !== undefined ? 'assertion_source' : file !== undefined ? 'assertion_file' : null;
+    if (given !== null)
+      throw invalid(`credentials.${given}`, `"${given}" is for mode "jwt_bearer"`);
+    return undefined;
+  }
+  if (secret !== undefined)
+    throw invalid(
+      'credentials.client_secret',
+      'mode "jwt_bearer" authenticates with its assertion, not a secret',
+    );
+  if (source === undefined || !sources.includes(source)) {
+    const known =
+      sources.length === 0 ? 'none is configured' : `the configured ones: ${sources.join(', ')}`;
+    throw invalid(
+      'credentials.assertion_source',
+      `mode "jwt_bearer" needs "assertion_source", one of the broker's assertion sources (${known})`,
+    );
+  }
+  if (file !== undefined && !ASSERTION_FILE.test(file))
+    throw invalid(
+      'credentials.assertion_file',
+      '"assertion_file" is one file name of the source\'s directory',
+    );
+  return { source, ...(file === undefined ? {} : { file }) };
 }
 
 /**

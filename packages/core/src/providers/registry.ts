@@ -35,6 +35,8 @@ export interface ProviderRegistryOptions {
   declared: Record<string, ProviderInput>;
   /** The `oauth2` profiles: the built-in catalog and the app's own. */
   profiles: ReadonlyMap<string, Profile>;
+  /** The names of the configured assertion sources (`jwt_bearer`, docs/api.md §14). */
+  assertionSources: readonly string[];
   events: EventLog;
   /**
    * Called after a provider moved to another authorization server or client: puts its
@@ -92,6 +94,7 @@ export class ProviderRegistry {
       input,
       (text, field) => this.resourceUrl(text, field),
       this.#o.profiles,
+      this.#o.assertionSources,
     );
   }
 

@@ -21,6 +21,7 @@ import type { ClientProfile } from './registration.js';
 import type { ProviderRegistry } from './registry.js';
 import {
   CLIENT_SECRET_KIND,
+  IDP_SECRET_KIND,
   type ProviderView,
   providerState,
   providerView,
@@ -171,6 +172,9 @@ export class ProviderService {
       { kind: CLIENT_SECRET_KIND, key: secretKey(providerId, issuer) },
       { kind: REGISTRATION_TOKEN_KIND, key: secretKey(providerId, issuer) },
     ]);
+    const idp = state.identity_provider;
+    if (idp !== undefined)
+      keys.push({ kind: IDP_SECRET_KIND, key: secretKey(providerId, idp.issuer) });
     const outcome = await this.#o.events.recorded(
       { type: 'provider.deleted', actor: actorOf(principal), resource: providerId },
       (events) => this.#o.storage.deleteProvider(providerId, keys, events),

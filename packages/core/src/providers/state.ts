@@ -13,6 +13,8 @@ import { type ClientProfile, redirectUriOf } from './registration.js';
 /** Vault kinds of the secrets Keyway keeps for providers. */
 export const CLIENT_SECRET_KIND = 'client_secret';
 export const REGISTRATION_TOKEN_KIND = 'registration_access_token';
+/** The vault kind of an `enterprise` provider's client secret at its identity provider. */
+export const IDP_SECRET_KIND = 'idp_client_secret';
 
 /** The vault key of a provider's secrets at one issuer. */
 export const secretKey = (providerId: string, issuer: string): string => `${providerId} ${issuer}`;
@@ -47,8 +49,18 @@ export interface ProviderView {
     pkce?: 'assume_s256';
   };
   credentials: {
-    /** `client_credentials`: the operator's client gets its own tokens (docs/api.md §14). */
-    mode: 'register' | 'custom' | 'client_credentials';
+    /** `client_credentials`, `jwt_bearer`: the client gets its own tokens (docs/api.md §14). */
+    mode: 'register' | 'custom' | 'client_credentials' | 'jwt_bearer' | 'enterprise';
+    /** `enterprise`: the identity provider, and whether Keyway holds a secret there. */
+    identity_provider?: {
+      issuer: string;
+      token_endpoint: string;
+      client_id: string;
+      client_secret_set: boolean;
+    };
+    /** `jwt_bearer`: the configured source its assertions are read from, and its file. */
+    assertion_source?: string;
+    assertion_file?: string;
     client_id: string;
     registration: StoredRegistration['registration'];
     token_endpoint_auth_method: StoredRegistration['token_endpoint_auth_method'];
@@ -137,6 +149,15 @@ export function providerView(record: ProviderRecord, profile: ClientProfile | nu
     },
     credentials: {
       mode: state.grant ?? state.mode,
+      ...(state.identity_provider === undefined
+        ? {}
+        : { identity_provider: { ...state.identity_provider } }),
+      ...(state.assertion === undefined
+        ? {}
+        : {
+            assertion_source: state.assertion.source,
+            ...(state.assertion.file === undefined ? {} : { assertion_file: state.assertion.file }),
+          }),
       client_id: client.client_id,
       registration: client.registration,
       token_endpoint_auth_method: client.token_endpoint_auth_method,

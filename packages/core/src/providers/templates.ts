@@ -13,7 +13,7 @@ import {
 import type { Vault } from '../vault/vault.js';
 import { invalid } from './client.js';
 import { customRegistration, type ProviderSpec } from './input.js';
-import { CLIENT_SECRET_KIND, registrationUsable, secretKey } from './state.js';
+import { CLIENT_SECRET_KIND, IDP_SECRET_KIND, registrationUsable, secretKey } from './state.js';
 
 /*
  * What each template makes of a provider's input (docs/api.md §4). `mcp`: the endpoints
@@ -91,6 +91,36 @@ export async function customClient(
 }
 
 /**
+ * Mode `enterprise`: the identity provider as stored, its client secret sealed (or kept for
+ * the same client id at the same issuer, or deleted).
+ */
+async function identityProviderWrite(
+  providerId: string,
+  spec: ProviderSpec,
+  previous: ProviderState | null,
+  vault: Vault,
+) {
+  const given = spec.identityProvider;
+  if (given === undefined) return undefined;
+  const key = { kind: IDP_SECRET_KIND, key: secretKey(providerId, given.issuer) };
+  const before = previous?.identity_provider;
+  const keep =
+    given.client_secret === undefined &&
+    before?.issuer === given.issuer &&
+    before.client_id === given.client_id &&
+    before.client_secret_set;
+  const state = {
+    issuer: given.issuer,
+    token_endpoint: given.token_endpoint,
+    client_id: given.client_id,
+    client_secret_set: given.client_secret !== undefined || keep,
+  };
+  if (given.client_secret !== undefined)
+    return { state, puts: [await vault.seal(key, given.client_secret)], deletes: [] };
+  return { state, puts: [], deletes: keep ? [] : [key] };
+}
+
+/**
  * A `private_key_jwt` client's key (PKCS #8 PEM), as given, once it imports for its algorithm.
  *
  * @throws {KeywayError} `invalid_request` naming `credentials.private_key`.
@@ -157,7 +187,7 @@ export async function mcpWrite(
     allowedHosts: deps.allowedHosts,
     providerId,
     ...(spec.pkce === undefined ? {} : { pkce: spec.pkce }),
-    ...(spec.mode === 'client_credentials' ? { grant: 'client_credentials' as const } : {}),
+    ...(spec.mode === 'register' || spec.mode === 'custom' ? {} : { grant: spec.mode }),
   });
   const issuer = discovery.authorization_server.issuer;
   const { now, vault } = deps;
@@ -190,6 +220,12 @@ export async function mcpWrite(
     }
   }
 
+  const idp = await identityProviderWrite(providerId, spec, previous, vault);
+  if (idp !== undefined) {
+    puts.push(...idp.puts);
+    deletes.push(...idp.deletes);
+  }
+
   const state: ProviderState = {
     label: spec.label ?? previous?.label ?? providerId,
     ...(spec.handOut ? {} : { hand_out: false }),
@@ -201,7 +237,9 @@ export async function mcpWrite(
       ...(spec.pkce === undefined ? {} : { pkce: spec.pkce }),
     },
     mode: spec.mode === 'register' ? 'register' : 'custom',
-    ...(spec.mode === 'client_credentials' ? { grant: 'client_credentials' as const } : {}),
+    ...(spec.mode === 'register' || spec.mode === 'custom' ? {} : { grant: spec.mode }),
+    ...(spec.assertion === undefined ? {} : { assertion: spec.assertion }),
+    ...(idp === undefined ? {} : { identity_provider: idp.state }),
     resource: discovery.resource,
     authorization_server: discovery.authorization_server,
     challenge_scope: discovery.challenge_scope,

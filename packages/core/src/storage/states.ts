@@ -134,10 +134,22 @@ export const ProviderStateSchema = z.object({
   }),
   mode: z.enum(['register', 'custom']),
   /**
-   * `client_credentials` (docs/api.md §14): the operator's client (`mode` `custom`) gets its
-   * tokens itself, with no user and no consent. Absent: the authorization code grant.
+   * `client_credentials`, `jwt_bearer` (docs/api.md §14): the operator's client (`mode`
+   * `custom`) gets its tokens itself, with no user and no consent. Absent: the
+   * authorization code grant.
    */
-  grant: z.literal('client_credentials').optional(),
+  grant: z.enum(['client_credentials', 'jwt_bearer', 'enterprise']).optional(),
+  /** `jwt_bearer`: where its assertions are read (a configured source, a file of it). */
+  assertion: z.object({ source: z.string(), file: z.string().optional() }).optional(),
+  /** `enterprise`: the identity provider (its client secret is a vault entry). */
+  identity_provider: z
+    .object({
+      issuer: z.string(),
+      token_endpoint: z.string(),
+      client_id: z.string(),
+      client_secret_set: z.boolean(),
+    })
+    .optional(),
   /** The protected resource of an `mcp` provider; `null` for `oauth2` (no RFC 8707 `resource`). */
   resource: ResourceInfoSchema.nullable(),
   authorization_server: AuthorizationServerInfoSchema,
@@ -227,8 +239,8 @@ export const ConnectionStateSchema = z.object({
    * (Salesforce's `instance_url`, QuickBooks' `realmId`). Absent: none.
    */
   metadata: z.record(z.string(), z.string()).optional(),
-  /** `client_credentials`: tokens the client obtains itself (docs/api.md §14). Absent: consent. */
-  grant: z.literal('client_credentials').optional(),
+  /** How its tokens came (docs/api.md §14). Absent: a user's consent (authorization code). */
+  grant: z.enum(['client_credentials', 'jwt_bearer', 'enterprise']).optional(),
 });
 
 /** What a connection's vault entry holds (sealed), as written before parties were kept too. */
@@ -244,8 +256,8 @@ export const SealedTokensSchema = z.object({
   party: OAuthPartySchema.optional(),
   /** `oauth2`: what the profile keeps from the answers (the connection state's `metadata`). */
   metadata: z.record(z.string(), z.string()).optional(),
-  /** `client_credentials`: renewed with the client's own credentials, not a refresh token. */
-  grant: z.literal('client_credentials').optional(),
+  /** How they came (docs/api.md §14); `client_credentials` and `jwt_bearer` renew themselves. */
+  grant: z.enum(['client_credentials', 'jwt_bearer', 'enterprise']).optional(),
   // Written before the party was kept: only the issuer and client id.
   issuer: z.string().optional(),
   client_id: z.string().optional(),
@@ -357,5 +369,10 @@ export function readSealed<S extends z.ZodType>(schema: S, text: string, what: s
  * client's own credentials (docs/api.md §14).
  */
 export function renewable(tokens: ConnectionTokens): boolean {
-  return tokens.refresh_token !== null || tokens.grant === 'client_credentials';
+  return tokens.refresh_token !== null || ownGrant(tokens.grant);
+}
+
+/** Whether a grant renews itself, with no user (docs/api.md §14): not `enterprise`. */
+export function ownGrant(grant: string | undefined): grant is 'client_credentials' | 'jwt_bearer' {
+  return grant === 'client_credentials' || grant === 'jwt_bearer';
 }

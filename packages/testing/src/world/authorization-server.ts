@@ -1,4 +1,5 @@
 import { sha256 } from '@noble/hashes/sha2.js';
+import { assertionProblem } from './assertion.js';
 import { classicAnswer, classicConsent, classicError, readTokenRequest } from './classic.js';
 import { createClients } from './clients.js';
 import { b64url, ISSUED_CLIENT_PREFIX, json, oauthError, random } from './http.js';
@@ -10,6 +11,8 @@ import type { WorldState } from './state.js';
  * (RFC 7591), consent, the token endpoint (codes with PKCE, refresh with rotation and
  * replay detection, the client credentials grant), revocation (RFC 7009).
  */
+const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+
 export function createAuthorizationServer(world: WorldState) {
   const {
     opt,
@@ -34,7 +37,12 @@ export function createAuthorizationServer(world: WorldState) {
       revocation_endpoint: endpoint('revoke'),
       ...(opt('dynamicRegistration', true) ? { registration_endpoint: endpoint('register') } : {}),
       response_types_supported: ['code'],
-      grant_types_supported: ['authorization_code', 'refresh_token', 'client_credentials'],
+      grant_types_supported: [
+        'authorization_code',
+        'refresh_token',
+        'client_credentials',
+        ...(world.options.jwtBearer === undefined ? [] : [JWT_BEARER_GRANT]),
+      ],
       token_endpoint_auth_methods_supported: opt('tokenEndpointAuthMethods', [
         'client_secret_basic',
         'client_secret_post',
@@ -257,6 +265,30 @@ export function createAuthorizationServer(world: WorldState) {
       }
       return tokenAnswer(
         issueTokens(client.client_id, refresh.scope, refresh.resource, presented, refresh.family),
+      );
+    }
+    const bearer = world.options.jwtBearer;
+    if (grant === JWT_BEARER_GRANT && bearer !== undefined) {
+      // RFC 7523 §2.1: a workload's token from a trusted issuer, for this server.
+      stats.jwtBearerGrants++;
+      const problem = await assertionProblem(
+        form.get('assertion') ?? '',
+        { iss: bearer.issuer },
+        bearer.publicJwk,
+        [issuerString, endpoint('token')],
+        now(),
+        null,
+      );
+      if (problem !== null) return tokenError(400, 'invalid_grant', problem);
+      return tokenAnswer(
+        issueTokens(
+          client.client_id,
+          form.get('scope') ?? '',
+          form.get('resource'),
+          null,
+          undefined,
+          false,
+        ),
       );
     }
     if (grant === 'client_credentials' && client.grant_types.includes('client_credentials')) {

@@ -57,7 +57,7 @@ export function createClients(world: WorldState) {
         );
       const problem = await assertionProblem(
         assertion,
-        client.client_id,
+        { iss: client.client_id, sub: client.client_id },
         client.public_jwk,
         [issuerString, endpoint('token')],
         now(),

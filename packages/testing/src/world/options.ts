@@ -186,6 +186,11 @@ export interface TestWorldOptions {
   basicCredentials?: 'form' | 'raw';
   /** Quirks of a classic OAuth 2 API (the `oauth2` template). */
   classic?: ClassicQuirks;
+  /**
+   * Accept the JWT bearer grant (RFC 7523 §2.1, workload identity): ES256 assertions that
+   * `issuer` signed with the key of `publicJwk`, for this server, unexpired.
+   */
+  jwtBearer?: { issuer: string; publicJwk: JsonWebKey };
   /** Endpoints that fail, and how. */
   failures?: Partial<Record<Endpoint, Failure>>;
   /** A scope `tools/call` requires; without it the MCP server answers 403 insufficient_scope. */
@@ -240,6 +245,8 @@ export interface WorldStats {
   mcpCalls: number;
   /** Client credentials grants answered (RFC 6749 §4.4). */
   clientCredentialsGrants: number;
+  /** JWT bearer grants asked for (RFC 7523 §2.1), accepted or not. */
+  jwtBearerGrants: number;
   /** Requests to the classic API (`classic.apiBase`, `classic.afterConnect`) with a valid token. */
   apiCalls: number;
   /** Refresh requests that presented a refresh token already used once. */

@@ -36,6 +36,7 @@ export function createWorldState(initial: TestWorldOptions) {
     mcpCalls: 0,
     apiCalls: 0,
     clientCredentialsGrants: 0,
+    jwtBearerGrants: 0,
     refreshTokenReuses: 0,
   };
   const clients = new Map<string, RegisteredClient>();
