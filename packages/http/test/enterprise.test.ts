@@ -204,6 +204,22 @@ describe.each(storageFactories)('enterprise-managed authorization ($name storage
     expect(view.body).toMatchObject({ status: 'error', error: { code: 'invalid_response' } });
   });
 
+  it('drops the secret at the identity provider when the provider stops using it', async () => {
+    const { world, storage, h } = await setUp();
+    const key = `acme/crm ${IDP}`;
+    expect(await storage.getVaultEntry('idp_client_secret', key)).not.toBeNull();
+    const custom = await h.call('PUT', '/api/admin/providers/acme/crm', {
+      body: {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+        credentials: { mode: 'custom', client_id: 'xaa-client', client_secret: SECRET },
+      },
+    });
+    expect(custom.status, custom.text).toBe(200);
+    expect(custom.body.credentials.identity_provider).toBeUndefined();
+    expect(await storage.getVaultEntry('idp_client_secret', key)).toBeNull();
+  });
+
   it('records the identity provider’s refusal, and sends nothing on', async () => {
     const { world, h } = await setUp();
     const refused = await authorize(h, { subject_token: 'mallory-id-token' });

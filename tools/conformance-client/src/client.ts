@@ -162,6 +162,7 @@ class ConformanceClient {
   readonly #credentials: Record<string, unknown> | null;
   /** The user's ID token from the enterprise identity provider (SEP-990), when there is one. */
   readonly #subjectToken: string | undefined;
+  readonly #scenario: string;
   #providerReady = false;
   #authorizations = 0;
   #token: string | null = null;
@@ -190,6 +191,7 @@ class ConformanceClient {
     this.#providerId = `conformance/${options.runId}`;
     this.#connectionId = `conformance/${options.runId}/connection`;
     this.#credentials = credentialsOf(options.scenario, options.context, options.runId);
+    this.#scenario = options.scenario;
     const idpToken = options.context?.idp_id_token;
     this.#subjectToken = typeof idpToken === 'string' ? idpToken : undefined;
   }
@@ -327,6 +329,8 @@ class ConformanceClient {
     if (!this.#providerReady) {
       await this.#keyway.call('PUT', `/api/admin/providers/${this.#providerId}`, {
         template: 'mcp',
+        // DPoP (SEP-1932): an inject-only provider's tokens are bound to Keyway's key.
+        ...(this.#scenario.startsWith('auth/dpop') ? { hand_out: false } : {}),
         configuration: { resource_url: this.#server },
         ...(this.#credentials === null ? {} : { credentials: this.#credentials }),
       });

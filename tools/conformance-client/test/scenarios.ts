@@ -47,6 +47,8 @@ const NEW_IN_2026 = [
 const EXTENSIONS = ['auth/client-credentials-basic', 'auth/client-credentials-jwt'];
 /** Extension scenarios of the newest release only. */
 const NEW_EXTENSIONS = ['auth/wif-jwt-bearer', 'auth/enterprise-managed-authorization'];
+/** DPoP (SEP-1932): the gateway's only, its token never leaving the broker. */
+const DPOP = ['auth/dpop', 'auth/dpop-nonce'];
 
 /** A run: the suite release, the scenario, and the spec version (the wire) it runs at. */
 export interface Run {
@@ -55,6 +57,8 @@ export interface Run {
   specVersion: string | null;
   /** Run at `specVersion` although the scenario belongs to no revision (an extension). */
   force?: boolean;
+  /** Through the gateway only: the token is DPoP-bound and never handed out (§14). */
+  gatewayOnly?: boolean;
 }
 
 export const RUNS: Run[] = [
@@ -83,8 +87,17 @@ export const RUNS: Run[] = [
   })),
   // Extensions belong to no spec revision: each at the suite's default wire, and forced
   // onto the stateless one of 2026-07-28.
-  ...[...EXTENSIONS, ...NEW_EXTENSIONS].flatMap((scenario) => [
-    { suite: '0.2.0-alpha.12' as const, scenario, specVersion: null },
-    { suite: '0.2.0-alpha.12' as const, scenario, specVersion: '2026-07-28', force: true },
-  ]),
+  ...[...EXTENSIONS, ...NEW_EXTENSIONS, ...DPOP].flatMap((scenario) => {
+    const gatewayOnly = DPOP.includes(scenario) ? { gatewayOnly: true } : {};
+    return [
+      { suite: '0.2.0-alpha.12' as const, scenario, specVersion: null, ...gatewayOnly },
+      {
+        suite: '0.2.0-alpha.12' as const,
+        scenario,
+        specVersion: '2026-07-28',
+        force: true,
+        ...gatewayOnly,
+      },
+    ];
+  }),
 ];

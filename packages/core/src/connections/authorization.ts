@@ -20,6 +20,7 @@ import {
 } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { consentUrl, hashFlowId, hashState, requestedScopes } from './consent.js';
+import { dpopOptions, newDpopKey, wantsDpop, withNonceRetry } from './dpop.js';
 import {
   currentParty,
   describeOAuthFailure,
@@ -309,32 +310,46 @@ export class AuthorizationFlow {
           `the authorization response's "iss" ${quoted(iss.join(', '))} is not the issuer ${quoted(saved.party.issuer)} exactly (RFC 9207): refused`,
         );
       }
-      const { oauth2: quirks } = (await o.providers.resolve(pending.providerId)).state;
+      const { state: provider } = await o.providers.resolve(pending.providerId);
+      const { oauth2: quirks, authorization_server: server } = provider;
+      // RFC 9449: an inject-only provider's tokens, at a server that takes DPoP, are bound to
+      // a key of this connection (a token that is handed out stays a Bearer token).
+      const key =
+        server.issuer === saved.party.issuer && wantsDpop(server) && provider.hand_out === false
+          ? await newDpopKey()
+          : undefined;
+      const dpop = await dpopOptions(key);
       tokens = await inSpan(
         'keyway.code_exchange',
         { [PROVIDER]: pending.providerId },
         async () => {
           const { as, client } = oauthPartyOf(saved.party);
           const params = oauth.validateAuthResponse(as, client, query, state);
-          const response = await oauth.authorizationCodeGrantRequest(
-            as,
-            client,
-            auth,
-            params,
-            // RFC 6749 §4.1.3: the same redirect_uri as the authorization request.
-            saved.redirect_uri,
-            saved.pkce === 'none' ? oauth.nopkce : verifier,
-            {
-              ...tokenRequestOptions(o.outbound, quirks),
-              additionalParameters: { ...saved.token_params, ...resourceParam(saved.party) },
-            },
-          );
-          const result = await oauth.processAuthorizationCodeResponse(
-            as,
-            client,
-            await readTokenAnswer(response, quirks),
-          );
-          const next = tokensFrom(result, { refresh_token: null, party: saved.party }, o.now());
+          const result = await withNonceRetry(async () => {
+            const response = await oauth.authorizationCodeGrantRequest(
+              as,
+              client,
+              auth,
+              params,
+              // RFC 6749 §4.1.3: the same redirect_uri as the authorization request.
+              saved.redirect_uri,
+              saved.pkce === 'none' ? oauth.nopkce : verifier,
+              {
+                ...tokenRequestOptions(o.outbound, quirks),
+                ...dpop,
+                additionalParameters: { ...saved.token_params, ...resourceParam(saved.party) },
+              },
+            );
+            return oauth.processAuthorizationCodeResponse(
+              as,
+              client,
+              await readTokenAnswer(response, quirks),
+            );
+          });
+          const next = {
+            ...tokensFrom(result, { refresh_token: null, party: saved.party }, o.now()),
+            ...(key === undefined ? {} : { dpop: key }),
+          };
           const metadata = await afterConnect(
             o.outbound,
             quirks,

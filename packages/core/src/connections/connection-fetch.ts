@@ -2,6 +2,7 @@ import * as oauth from 'oauth4webapi';
 import { z } from 'zod';
 import { ERROR_STATUS, KeywayError, type KeywayErrorCode } from '../contract/errors.js';
 import { oauthFetch } from '../outbound/oauth-fetch.js';
+import { type DpopKey, dpopOptions, withNonceRetry } from './dpop.js';
 
 /** What a remote Keyway's credentials endpoint answers, as far as it is read. */
 const RemoteAnswer = z.object({
@@ -17,7 +18,7 @@ const RemoteAnswer = z.object({
  */
 export type CredentialSource = (options: {
   forceRefresh: boolean;
-}) => Promise<{ access_token: string }>;
+}) => Promise<{ access_token: string; dpop?: DpopKey | undefined }>;
 
 /**
  * The MCP server refused a call for lack of scope (`403`, `error="insufficient_scope"`):
@@ -85,21 +86,28 @@ export function createConnectionFetch(
     const headers = new Headers(init.headers ?? request?.headers);
     const body = (init.body ?? (request?.body ? await request.text() : null)) as string | null;
     const send = async (forceRefresh: boolean) => {
-      const { access_token } = await source({ forceRefresh });
-      return oauth.protectedResourceRequest(access_token, method, url, new Headers(headers), body, {
-        // The app chose this server; plain http is its call (local development).
-        [oauth.allowInsecureRequests]: true,
-        [oauth.customFetch]: oauthFetch((target, options) =>
-          transport(target, { ...options, ...(init.signal ? { signal: init.signal } : {}) }),
-        ),
-      });
+      const { access_token, dpop } = await source({ forceRefresh });
+      // A DPoP-bound token (the probe's) goes with a proof of its key (RFC 9449 §7).
+      const proof = await dpopOptions(dpop);
+      return withNonceRetry(() =>
+        oauth.protectedResourceRequest(access_token, method, url, new Headers(headers), body, {
+          // The app chose this server; plain http is its call (local development).
+          [oauth.allowInsecureRequests]: true,
+          [oauth.customFetch]: oauthFetch((target, options) =>
+            transport(target, { ...options, ...(init.signal ? { signal: init.signal } : {}) }),
+          ),
+          ...proof,
+        }),
+      );
     };
     for (const forceRefresh of [false, true]) {
       try {
         return await send(forceRefresh);
       } catch (error) {
         if (!(error instanceof oauth.WWWAuthenticateChallengeError)) throw error;
-        const bearer = error.cause.find((challenge) => challenge.scheme === 'bearer');
+        const bearer = error.cause.find(
+          (challenge) => challenge.scheme === 'bearer' || challenge.scheme === 'dpop',
+        );
         if (error.status === 403 && bearer?.parameters.error === 'insufficient_scope') {
           const scopes = (bearer.parameters.scope ?? '').split(' ').filter(Boolean);
           throw new InsufficientScopeError(scopes, error.response);

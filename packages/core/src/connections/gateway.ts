@@ -12,6 +12,7 @@ import { type ConnectionTokens, renewable } from '../storage/states.js';
 import type { Observer } from '../telemetry/observation.js';
 import type { AuthorizeResult } from './authorization.js';
 import { InsufficientScopeError } from './connection-fetch.js';
+import { dpopOptions, withNonceRetry } from './dpop.js';
 import {
   forwardedBody,
   type GatewayLimits,
@@ -219,9 +220,9 @@ export class Gateway {
     const release = this.#o.slots.take(connectionId, actorOf(principal));
     const provider = record.providerId;
     try {
-      const send = (token: string) =>
-        this.#send(token, request.method, signal, new URL(target), headers, body);
-      let answer = await send(current.tokens.access_token);
+      const send = (tokens: ConnectionTokens) =>
+        this.#send(tokens, request.method, signal, new URL(target), headers, body);
+      let answer = await send(current.tokens);
       if (answer.kind === 'refused' && renewable(current.tokens)) {
         let tokens: ConnectionTokens;
         try {
@@ -233,7 +234,7 @@ export class Gateway {
           }
           throw error;
         }
-        answer = await send(tokens.access_token);
+        answer = await send(tokens);
       }
       if (answer.kind === 'refused') {
         // The server will not take the connection's token, fresh or not: the user must
@@ -282,7 +283,7 @@ export class Gateway {
    * `403` with `insufficient_scope`), the body of those cancelled.
    */
   async #send(
-    token: string,
+    tokens: ConnectionTokens,
     method: string,
     signal: AbortSignal,
     url: URL,
@@ -294,17 +295,22 @@ export class Gateway {
     | { kind: 'step_up'; error: InsufficientScopeError }
   > {
     try {
-      const response = await oauth.protectedResourceRequest(
-        token,
-        method,
-        url,
-        new Headers(headers),
-        body,
-        {
-          [oauth.allowInsecureRequests]: true,
-          [oauth.customFetch]: oauthFetch(this.#o.stream),
-          signal,
-        },
+      // A DPoP-bound token goes as `DPoP` with a fresh proof (`ath`), a nonce retried once.
+      const dpop = await dpopOptions(tokens.dpop);
+      const response = await withNonceRetry(() =>
+        oauth.protectedResourceRequest(
+          tokens.access_token,
+          method,
+          url,
+          new Headers(headers),
+          body,
+          {
+            [oauth.allowInsecureRequests]: true,
+            [oauth.customFetch]: oauthFetch(this.#o.stream),
+            signal,
+            ...dpop,
+          },
+        ),
       );
       if (response.status === 401) {
         await response.body?.cancel().catch(() => {});
@@ -313,7 +319,9 @@ export class Gateway {
       return { kind: 'answer', response };
     } catch (error) {
       if (!(error instanceof oauth.WWWAuthenticateChallengeError)) throw error;
-      const bearer = error.cause.find((challenge) => challenge.scheme === 'bearer');
+      const bearer = error.cause.find(
+        (challenge) => challenge.scheme === 'bearer' || challenge.scheme === 'dpop',
+      );
       // Scopes as RFC 6749 §3.3 writes them: nothing else reaches the caller or a consent.
       const scopes = (bearer?.parameters.scope ?? '')
         .split(' ')

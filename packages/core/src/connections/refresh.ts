@@ -12,6 +12,7 @@ import {
 import type { RefreshOutcome } from '../telemetry/observation.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { CLIENT_REFUSED, clientCredentialsTokens } from './client-credentials.js';
+import { dpopOptions, withNonceRetry } from './dpop.js';
 import {
   describeOAuthFailure,
   oauthErrorCode,
@@ -167,26 +168,35 @@ export class Refresher {
   ): Promise<ConnectionTokens> {
     const { o } = this.records;
     const { as, client } = oauthPartyOf(tokens.party, true);
-    const response = await oauth.refreshTokenGrantRequest(
-      as,
-      client,
-      auth,
-      tokens.refresh_token as string,
-      {
-        ...tokenRequestOptions(o.outbound, provider.oauth2),
-        additionalParameters: {
-          ...tokenParamsOf(provider),
-          ...resourceParam(tokens.party),
+    // A DPoP-bound connection proves its key at each refresh too (RFC 9449 §5).
+    const dpop = await dpopOptions(tokens.dpop);
+    const result = await withNonceRetry(async () => {
+      const response = await oauth.refreshTokenGrantRequest(
+        as,
+        client,
+        auth,
+        tokens.refresh_token as string,
+        {
+          ...tokenRequestOptions(o.outbound, provider.oauth2),
+          ...dpop,
+          additionalParameters: {
+            ...tokenParamsOf(provider),
+            ...resourceParam(tokens.party),
+          },
         },
-      },
-    );
-    const result = await oauth.processRefreshTokenResponse(
-      as,
-      client,
-      await readTokenAnswer(response, provider.oauth2),
-    );
+      );
+      return oauth.processRefreshTokenResponse(
+        as,
+        client,
+        await readTokenAnswer(response, provider.oauth2),
+      );
+    });
     const metadata = metadataOf(result, null, provider.oauth2, tokens.metadata);
-    const next = tokensFrom(result, tokens, o.now());
+    const next: ConnectionTokens = {
+      ...tokensFrom(result, tokens, o.now()),
+      ...(tokens.dpop === undefined ? {} : { dpop: tokens.dpop }),
+      ...(tokens.grant === undefined ? {} : { grant: tokens.grant }),
+    };
     if (metadata !== undefined) next.metadata = metadata;
     return next;
   }

@@ -229,6 +229,12 @@ export class ConnectionService {
       connectionId,
       force,
     );
+    if (tokens.dpop !== undefined) {
+      throw new KeywayError(
+        'credentials_not_exportable',
+        `connection ${JSON.stringify(connectionId)} holds a DPoP-bound token (RFC 9449), useless without the key that never leaves the broker: call the server through the gateway ({base}/mcp/${connectionId})`,
+      );
+    }
     // Recorded before the token leaves: a hand-out that cannot be recorded does not happen.
     await this.#records.o.events.append({
       type: 'credentials.issued',

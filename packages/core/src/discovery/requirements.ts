@@ -104,6 +104,12 @@ export function checkRequirements(
       client_id_metadata_document_supported: server.client_id_metadata_document_supported === true,
       authorization_response_iss_parameter_supported:
         server.authorization_response_iss_parameter_supported === true,
+      ...(Array.isArray(server.dpop_signing_alg_values_supported)
+        ? {
+            dpop_signing_alg_values_supported:
+              stringArray(server.dpop_signing_alg_values_supported) ?? [],
+          }
+        : {}),
     },
   };
 }

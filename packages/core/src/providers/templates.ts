@@ -225,6 +225,10 @@ export async function mcpWrite(
     puts.push(...idp.puts);
     deletes.push(...idp.deletes);
   }
+  // A secret at an identity provider the provider no longer uses goes with it.
+  const formerIdp = previous?.identity_provider?.issuer;
+  if (formerIdp !== undefined && formerIdp !== idp?.state.issuer)
+    deletes.push({ kind: IDP_SECRET_KIND, key: secretKey(providerId, formerIdp) });
 
   const state: ProviderState = {
     label: spec.label ?? previous?.label ?? providerId,

@@ -39,6 +39,8 @@ export const AuthorizationServerInfoSchema = z.object({
    * `prompt=consent` (OpenID Connect Core §11). Absent in records made before it was kept.
    */
   openid: z.boolean().optional(),
+  /** RFC 9449 §5.1: the DPoP proof algorithms it takes; absent: none advertised. */
+  dpop_signing_alg_values_supported: z.array(z.string()).optional(),
 });
 
 const AuthMethodSchema = z.enum([
@@ -243,6 +245,12 @@ export const ConnectionStateSchema = z.object({
   grant: z.enum(['client_credentials', 'jwt_bearer', 'enterprise']).optional(),
 });
 
+/** A JSON Web Key, as WebCrypto exports it (RFC 7517). */
+const jwk = z.custom<JsonWebKey>(
+  (value) =>
+    typeof value === 'object' && value !== null && typeof (value as JsonWebKey).kty === 'string',
+);
+
 /** What a connection's vault entry holds (sealed), as written before parties were kept too. */
 export const SealedTokensSchema = z.object({
   access_token: z.string(),
@@ -256,6 +264,8 @@ export const SealedTokensSchema = z.object({
   party: OAuthPartySchema.optional(),
   /** `oauth2`: what the profile keeps from the answers (the connection state's `metadata`). */
   metadata: z.record(z.string(), z.string()).optional(),
+  /** DPoP (RFC 9449): the connection's key pair; its tokens are bound to it. */
+  dpop: z.object({ private_jwk: jwk, public_jwk: jwk }).optional(),
   /** How they came (docs/api.md §14); `client_credentials` and `jwt_bearer` renew themselves. */
   grant: z.enum(['client_credentials', 'jwt_bearer', 'enterprise']).optional(),
   // Written before the party was kept: only the issuer and client id.

@@ -1,0 +1,216 @@
+import { createHash } from 'node:crypto';
+import { memoryStorage } from '@keyway/store-memory';
+import { createTestWorld } from '@keyway/testing';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Harness } from './harness.js';
+
+/*
+ * DPoP (docs/api.md §14; RFC 9449; SEP-1932): an inject-only provider whose authorization
+ * server takes ES256 proofs gets a key pair per connection; every token request and every request that
+ * presents the token carries a fresh proof (`ath` for the token), a server nonce is
+ * retried once, and the token is never handed out. The servers are @keyway/testing's, with
+ * the DPoP checks of RFC 9449 §4.3 and §7 in front of them here.
+ */
+
+const BASE = 'https://keyway.example.test';
+const RPC = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
+const ACCEPT = { accept: 'application/json, text/event-stream' };
+
+interface Proof {
+  header: { typ?: string; alg?: string; jwk?: JsonWebKey };
+  claims: { jti?: string; htm?: string; htu?: string; iat?: number; ath?: string; nonce?: string };
+  valid: boolean;
+}
+
+/** A request's DPoP proof, its signature checked with the key in its header. */
+async function proofOf(request: Request): Promise<Proof | null> {
+  const proof = request.headers.get('dpop');
+  if (proof === null) return null;
+  const [head = '', body = '', signature = ''] = proof.split('.');
+  const decode = (part: string) => JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+  const header = decode(head) as Proof['header'];
+  const key = await crypto.subtle.importKey(
+    'jwk',
+    header.jwk as JsonWebKey,
+    { name: 'ECDSA', namedCurve: 'P-256' },
+    false,
+    ['verify'],
+  );
+  const valid = await crypto.subtle.verify(
+    { name: 'ECDSA', hash: 'SHA-256' },
+    key,
+    Buffer.from(signature, 'base64url'),
+    new TextEncoder().encode(`${head}.${body}`),
+  );
+  return { header, claims: decode(body), valid };
+}
+
+const ath = (token: string) => createHash('sha256').update(token).digest('base64url');
+
+describe('DPoP-bound connections', () => {
+  let h: Harness | undefined;
+  afterEach(async () => {
+    if (h === undefined) return;
+    expect(h.errors).toEqual([]);
+    await h.broker.close();
+    h = undefined;
+  });
+
+  async function setUp(handOut = false) {
+    const world = createTestWorld({
+      now: () => Date.now(),
+      serverMetadataOverrides: { dpop_signing_alg_values_supported: ['ES256'] },
+    });
+    const tokenEndpoint = `${world.issuer}/oauth/token`;
+    const seen = { token: [] as Proof[], mcp: [] as { proof: Proof; token: string }[] };
+    const servers = { asNonce: 'as-nonce-1', rsNonce: 'rs-nonce-1', rsAlwaysNonce: false };
+    h = new Harness(memoryStorage(), {
+      baseUrl: BASE,
+      providerManagement: true,
+      now: () => Date.now(),
+      fetch: async (input, init) => {
+        const request = new Request(input, init);
+        if (
+          request.method === 'POST' &&
+          request.url === tokenEndpoint &&
+          request.headers.has('dpop')
+        ) {
+          const proof = await proofOf(request);
+          seen.token.push(proof as Proof);
+          if (proof?.claims.nonce !== servers.asNonce) {
+            return Response.json(
+              { error: 'use_dpop_nonce' },
+              { status: 400, headers: { 'dpop-nonce': servers.asNonce } },
+            );
+          }
+          const answer = (await (await world.fetch(request)).json()) as Record<string, unknown>;
+          return Response.json({ ...answer, token_type: 'DPoP' });
+        }
+        const authorization = request.headers.get('authorization') ?? '';
+        if (request.url === world.resourceUrl && authorization.startsWith('DPoP ')) {
+          const token = authorization.slice(5);
+          const proof = (await proofOf(request)) as Proof;
+          seen.mcp.push({ proof, token });
+          if (servers.rsAlwaysNonce || proof.claims.nonce !== servers.rsNonce) {
+            return Response.json(
+              { error: 'use_dpop_nonce' },
+              {
+                status: 401,
+                headers: {
+                  'www-authenticate': 'DPoP error="use_dpop_nonce"',
+                  'dpop-nonce': servers.rsNonce,
+                },
+              },
+            );
+          }
+          if (!proof.valid || proof.claims.ath !== ath(token))
+            return Response.json({ error: 'invalid_token' }, { status: 401 });
+          const headers = new Headers(request.headers);
+          headers.set('authorization', `Bearer ${token}`);
+          headers.delete('dpop');
+          return world.fetch(new Request(request, { headers }));
+        }
+        return world.fetch(request);
+      },
+    });
+    const put = await h.call('PUT', '/api/admin/providers/acme/linear', {
+      body: {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+        ...(handOut ? {} : { hand_out: false }),
+      },
+    });
+    expect(put.status, put.text).toBe(201);
+    const started = await h.call('POST', '/api/oauth/authorize/acme/linear', {
+      body: { connection_id: 'acme/users/alice/linear' },
+    });
+    const back = new URL(world.consent(started.body.authorization_url));
+    const done = await h.call('GET', `${back.pathname}${back.search}`, { token: null });
+    expect(done.status, done.text).toBe(200);
+    return { world, seen, servers, tokenEndpoint, h };
+  }
+
+  it('binds the tokens to a key of the connection, proves it on every request, and never hands them out', async () => {
+    const { seen, servers, tokenEndpoint, world, h } = await setUp();
+    // The code exchange: a proof, then the same request again with the server's nonce.
+    expect(seen.token).toHaveLength(2);
+    const [first, second] = seen.token as [Proof, Proof];
+    for (const proof of [first, second]) {
+      expect(proof.valid).toBe(true);
+      expect(proof.header).toMatchObject({ typ: 'dpop+jwt', alg: 'ES256' });
+      expect(proof.header.jwk).not.toHaveProperty('d');
+      expect(proof.claims).toMatchObject({ htm: 'POST', htu: tokenEndpoint });
+      expect(proof.claims.ath).toBeUndefined();
+    }
+    expect(first.claims.nonce).toBeUndefined();
+    expect(second.claims.nonce).toBe(servers.asNonce);
+    expect(first.claims.jti).not.toBe(second.claims.jti);
+    const view = await h.call('GET', '/api/oauth/connections/acme/users/alice/linear');
+    expect(view.body.status).toBe('active');
+
+    const handOut = await h.call('GET', '/api/oauth/credentials/acme/users/alice/linear');
+    expect(handOut.status).toBe(403);
+    expect(handOut.body.error).toBe('credentials_not_exportable');
+
+    // Through the gateway: `DPoP <token>`, a proof with `ath`, the resource's nonce retried once.
+    const listed = await h.call('POST', '/mcp/acme/users/alice/linear', {
+      body: RPC,
+      headers: ACCEPT,
+    });
+    expect(listed.status, listed.text).toBe(200);
+    expect(listed.body.result.tools[0].name).toBe('echo');
+    expect(seen.mcp).toHaveLength(2);
+    for (const { proof, token } of seen.mcp) {
+      expect(proof.valid).toBe(true);
+      expect(proof.claims).toMatchObject({ htm: 'POST', htu: world.resourceUrl, ath: ath(token) });
+      expect(proof.header.jwk).toEqual(first.header.jwk);
+    }
+    expect(seen.mcp[1]?.proof.claims.nonce).toBe(servers.rsNonce);
+    expect(listed.text).not.toContain(seen.mcp[0]?.token);
+    // The nonce is kept: the next call needs one request.
+    await h.call('POST', '/mcp/acme/users/alice/linear', { body: RPC, headers: ACCEPT });
+    expect(seen.mcp).toHaveLength(3);
+    expect(new Set(seen.mcp.map(({ proof }) => proof.claims.jti)).size).toBe(3);
+    // The probe presents the token the same way.
+    const probe = await h.call('POST', '/api/oauth/probe/acme/users/alice/linear');
+    expect(probe.status, probe.text).toBe(200);
+    expect(probe.body.ok).toBe(true);
+    expect(seen.mcp.length).toBeGreaterThan(3);
+    expect(
+      seen.mcp.every(({ proof, token }) => proof.valid && proof.claims.ath === ath(token)),
+    ).toBe(true);
+  });
+
+  it('keeps Bearer tokens for a provider whose tokens are handed out', async () => {
+    const { seen, world, h } = await setUp(true);
+    expect(seen.token).toEqual([]);
+    expect(world.tokenRequests).toHaveLength(1);
+    const handOut = await h.call('GET', '/api/oauth/credentials/acme/users/alice/linear');
+    expect(handOut.status, handOut.text).toBe(200);
+    expect(handOut.body.token_type).toBe('Bearer');
+    expect(world.isValidAccessToken(handOut.body.access_token)).toBe(true);
+  });
+
+  it('retries a nonce challenge once per token, never more', async () => {
+    const { seen, servers, h } = await setUp();
+    servers.rsAlwaysNonce = true;
+    const refused = await h.call('POST', '/mcp/acme/users/alice/linear', {
+      body: RPC,
+      headers: ACCEPT,
+    });
+    // The token, then a refreshed one, each sent twice (once with the nonce): then the
+    // connection needs consent, which the gateway asks for (URL elicitation).
+    expect(refused.status, refused.text).toBe(200);
+    expect(refused.body.error.code).toBe(-32042);
+    const perToken = [...new Set(seen.mcp.map(({ token }) => token))].map(
+      (token) => seen.mcp.filter((sent) => sent.token === token).length,
+    );
+    expect(perToken).toEqual([2, 2]);
+    // The refresh in between proved the key too, with the nonce the server gave before.
+    expect(seen.token).toHaveLength(3);
+    expect(seen.token[2]).toMatchObject({
+      valid: true,
+      claims: { htm: 'POST', nonce: servers.asNonce },
+    });
+  });
+});
