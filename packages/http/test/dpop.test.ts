@@ -56,14 +56,19 @@ describe('DPoP-bound connections', () => {
     h = undefined;
   });
 
-  async function setUp(handOut = false) {
+  async function setUp(handOut = false, mode: 'consent' | 'client_credentials' = 'consent') {
     const world = createTestWorld({
       now: () => Date.now(),
       serverMetadataOverrides: { dpop_signing_alg_values_supported: ['ES256'] },
     });
     const tokenEndpoint = `${world.issuer}/oauth/token`;
     const seen = { token: [] as Proof[], mcp: [] as { proof: Proof; token: string }[] };
-    const servers = { asNonce: 'as-nonce-1', rsNonce: 'rs-nonce-1', rsAlwaysNonce: false };
+    const servers = {
+      asNonce: 'as-nonce-1',
+      rsNonce: 'rs-nonce-1',
+      rsAlwaysNonce: false,
+      rsRefuseOnce: false,
+    };
     h = new Harness(memoryStorage(), {
       baseUrl: BASE,
       providerManagement: true,
@@ -103,8 +108,13 @@ describe('DPoP-bound connections', () => {
               },
             );
           }
-          if (!proof.valid || proof.claims.ath !== ath(token))
-            return Response.json({ error: 'invalid_token' }, { status: 401 });
+          if (!proof.valid || proof.claims.ath !== ath(token) || servers.rsRefuseOnce) {
+            servers.rsRefuseOnce = false;
+            return Response.json(
+              { error: 'invalid_token' },
+              { status: 401, headers: { 'www-authenticate': 'DPoP error="invalid_token"' } },
+            );
+          }
           const headers = new Headers(request.headers);
           headers.set('authorization', `Bearer ${token}`);
           headers.delete('dpop');
@@ -113,17 +123,40 @@ describe('DPoP-bound connections', () => {
         return world.fetch(request);
       },
     });
+    const own = mode === 'client_credentials';
+    if (own) {
+      world.preregister({
+        client_id: 'svc',
+        client_secret: 'svc-secret-0123456789',
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: ['client_credentials'],
+        redirect_uris: [],
+      });
+    }
     const put = await h.call('PUT', '/api/admin/providers/acme/linear', {
       body: {
         template: 'mcp',
         configuration: { resource_url: world.resourceUrl },
         ...(handOut ? {} : { hand_out: false }),
+        ...(own
+          ? {
+              credentials: {
+                mode: 'client_credentials',
+                client_id: 'svc',
+                client_secret: 'svc-secret-0123456789',
+              },
+            }
+          : {}),
       },
     });
     expect(put.status, put.text).toBe(201);
     const started = await h.call('POST', '/api/oauth/authorize/acme/linear', {
       body: { connection_id: 'acme/users/alice/linear' },
     });
+    if (own) {
+      expect(started.status, started.text).toBe(201);
+      return { world, seen, servers, tokenEndpoint, h };
+    }
     const back = new URL(world.consent(started.body.authorization_url));
     const done = await h.call('GET', `${back.pathname}${back.search}`, { token: null });
     expect(done.status, done.text).toBe(200);
@@ -179,6 +212,36 @@ describe('DPoP-bound connections', () => {
     expect(
       seen.mcp.every(({ proof, token }) => proof.valid && proof.claims.ath === ath(token)),
     ).toBe(true);
+  });
+
+  it('binds the tokens of the client credentials grant too, renewed with the same key', async () => {
+    const { seen, servers, world, h } = await setUp(false, 'client_credentials');
+    expect(seen.token).toHaveLength(2);
+    expect(seen.token[1]).toMatchObject({
+      valid: true,
+      claims: { htm: 'POST', nonce: servers.asNonce },
+    });
+    const listed = await h.call('POST', '/mcp/acme/users/alice/linear', {
+      body: RPC,
+      headers: ACCEPT,
+    });
+    expect(listed.status, listed.text).toBe(200);
+    expect(seen.mcp.at(-1)?.proof.header.jwk).toEqual(seen.token[0]?.header.jwk);
+    // The server refuses the token once: it is obtained again, proved with the same key.
+    servers.rsRefuseOnce = true;
+    const again = await h.call('POST', '/mcp/acme/users/alice/linear', {
+      body: RPC,
+      headers: ACCEPT,
+    });
+    expect(again.status, again.text).toBe(200);
+    expect(
+      world.tokenRequests.filter((form) => form.grant_type === 'client_credentials'),
+    ).toHaveLength(2);
+    expect(seen.token).toHaveLength(3);
+    expect(seen.token[2]).toMatchObject({ valid: true, claims: { nonce: servers.asNonce } });
+    expect(seen.token[2]?.header.jwk).toEqual(seen.token[0]?.header.jwk);
+    const tokens = [...new Set(seen.mcp.map(({ token }) => token))];
+    expect(tokens).toHaveLength(2);
   });
 
   it('keeps Bearer tokens for a provider whose tokens are handed out', async () => {

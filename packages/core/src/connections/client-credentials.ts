@@ -8,6 +8,7 @@ import type { ConnectionTokens, OAuthParty, ProviderState } from '../storage/sta
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { readAssertion } from './assertions.js';
 import { requestedScopes } from './consent.js';
+import { type DpopKey, dpopOptions, newDpopKey, wantsDpop, withNonceRetry } from './dpop.js';
 import { EnterpriseRefused, enterpriseTokens } from './enterprise.js';
 import {
   currentParty,
@@ -44,6 +45,7 @@ export async function clientCredentialsTokens(
   state: ProviderState,
   party: OAuthParty,
   scopes: readonly string[],
+  dpop?: DpopKey,
   authentication?: oauth.ClientAuth,
 ): Promise<Omit<ConnectionTokens, 'generation'>> {
   const { o } = records;
@@ -61,30 +63,38 @@ export async function clientCredentialsTokens(
       ...resourceParam(party),
       ...(scopes.length > 0 ? { scope: scopes.join(' ') } : {}),
     });
-    const options = tokenRequestOptions(o.outbound, state.oauth2);
+    // A DPoP-bound connection proves its key here too (RFC 9449 §5), a nonce retried once.
+    const options = {
+      ...tokenRequestOptions(o.outbound, state.oauth2),
+      ...(await dpopOptions(dpop)),
+    };
     let result: oauth.TokenEndpointResponse;
     if (state.grant === 'jwt_bearer') {
       // RFC 7523 §2.1: the workload's assertion, read now from its source, never kept.
       const ref = state.assertion ?? { source: '' };
       parameters.set('assertion', await readAssertion(o.assertionSources, ref));
-      const response = await oauth.genericTokenEndpointRequest(
-        as,
-        client,
-        auth,
-        JWT_BEARER_GRANT,
-        parameters,
-        options,
+      result = await withNonceRetry(async () =>
+        oauth.processGenericTokenEndpointResponse(
+          as,
+          client,
+          await oauth.genericTokenEndpointRequest(
+            as,
+            client,
+            auth,
+            JWT_BEARER_GRANT,
+            parameters,
+            options,
+          ),
+        ),
       );
-      result = await oauth.processGenericTokenEndpointResponse(as, client, response);
     } else {
-      const response = await oauth.clientCredentialsGrantRequest(
-        as,
-        client,
-        auth,
-        parameters,
-        options,
+      result = await withNonceRetry(async () =>
+        oauth.processClientCredentialsResponse(
+          as,
+          client,
+          await oauth.clientCredentialsGrantRequest(as, client, auth, parameters, options),
+        ),
       );
-      result = await oauth.processClientCredentialsResponse(as, client, response);
     }
     // No refresh token is kept: the next token is obtained as this one was.
     const { generation: _, ...tokens } = tokensFrom(
@@ -92,7 +102,12 @@ export async function clientCredentialsTokens(
       { refresh_token: null, party },
       o.now(),
     );
-    return { ...tokens, refresh_token: null, grant: state.grant ?? 'client_credentials' };
+    return {
+      ...tokens,
+      refresh_token: null,
+      grant: state.grant ?? 'client_credentials',
+      ...(dpop === undefined ? {} : { dpop }),
+    };
   });
 }
 
@@ -159,12 +174,17 @@ export async function connectWithoutConsent(
     actor,
   });
   if (incarnation === null) throw new KeywayError('not_found', 'the connection was deleted');
+  // DPoP (RFC 9449) for an inject-only provider whose server takes it, as for consent.
+  const key =
+    wantsDpop(state.authorization_server) && state.hand_out === false
+      ? await newDpopKey()
+      : undefined;
   let tokens: Omit<ConnectionTokens, 'generation'>;
   try {
     tokens =
       shape.subject_token === undefined
-        ? await clientCredentialsTokens(records, provider, state, party, scopes)
-        : await enterpriseTokens(records, provider, state, party, scopes, shape.subject_token);
+        ? await clientCredentialsTokens(records, provider, state, party, scopes, key)
+        : await enterpriseTokens(records, provider, state, party, scopes, shape.subject_token, key);
   } catch (error) {
     if (error instanceof KeywayError) throw error;
     const failure =

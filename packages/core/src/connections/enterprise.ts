@@ -5,6 +5,7 @@ import { libraryOptions } from '../outbound/oauth-fetch.js';
 import { IDP_SECRET_KIND, secretKey } from '../providers/state.js';
 import type { ConnectionTokens, OAuthParty, ProviderState } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
+import { type DpopKey, dpopOptions, withNonceRetry } from './dpop.js';
 import {
   clientAuthentication,
   describeOAuthFailure,
@@ -100,6 +101,7 @@ export async function enterpriseTokens(
   party: OAuthParty,
   scopes: readonly string[],
   subjectToken: string,
+  dpop?: DpopKey,
 ): Promise<Omit<ConnectionTokens, 'generation'>> {
   const { o } = records;
   const idp = state.identity_provider;
@@ -155,26 +157,35 @@ export async function enterpriseTokens(
     try {
       // RFC 7523 at the MCP server's authorization server, as its client.
       const { as, client } = oauthPartyOf(party);
-      const response = await oauth.genericTokenEndpointRequest(
-        as,
-        client,
-        auth,
-        JWT_BEARER,
-        new URLSearchParams({
-          ...tokenParamsOf(state),
-          assertion: grant,
-          ...resourceParam(party),
-          ...scope,
-        }),
-        tokenRequestOptions(o.outbound, state.oauth2),
+      const options = {
+        ...tokenRequestOptions(o.outbound, state.oauth2),
+        ...(await dpopOptions(dpop)),
+      };
+      const result = await withNonceRetry(async () =>
+        oauth.processGenericTokenEndpointResponse(
+          as,
+          client,
+          await oauth.genericTokenEndpointRequest(
+            as,
+            client,
+            auth,
+            JWT_BEARER,
+            new URLSearchParams({
+              ...tokenParamsOf(state),
+              assertion: grant,
+              ...resourceParam(party),
+              ...scope,
+            }),
+            options,
+          ),
+        ),
       );
-      const result = await oauth.processGenericTokenEndpointResponse(as, client, response);
       const { generation: _, ...tokens } = tokensFrom(
         result,
         { refresh_token: null, party },
         o.now(),
       );
-      return { ...tokens, grant: 'enterprise' as const };
+      return { ...tokens, grant: 'enterprise' as const, ...(dpop === undefined ? {} : { dpop }) };
     } catch (error) {
       const failure = describeOAuthFailure(error);
       throw new EnterpriseRefused(

@@ -242,6 +242,7 @@ export class Refresher {
           provider,
           tokens.party,
           connectionState(record).scopes,
+          tokens.dpop,
           auth,
         );
         next = { ...obtained, generation: tokens.generation };
