@@ -13,6 +13,7 @@ import { EnterpriseRefused, enterpriseTokens } from './enterprise.js';
 import {
   currentParty,
   describeOAuthFailure,
+  jwtBearerGrant,
   oauthPartyOf,
   resourceParam,
   tokensFrom,
@@ -28,9 +29,6 @@ import { type ConnectionView, connectionState, connectionView } from './view.js'
  * connection without a user. Authorize obtains the token at once; a token due is obtained
  * again the same way, under the refresh's single-flight lease.
  */
-
-/** RFC 7523 §2.1: the JWT bearer authorization grant. */
-const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 
 /**
  * A token for `party`'s client, asked for `scopes` and the party's RFC 8707 `resource`
@@ -73,20 +71,7 @@ export async function clientCredentialsTokens(
       // RFC 7523 §2.1: the workload's assertion, read now from its source, never kept.
       const ref = state.assertion ?? { source: '' };
       parameters.set('assertion', await readAssertion(o.assertionSources, ref));
-      result = await withNonceRetry(async () =>
-        oauth.processGenericTokenEndpointResponse(
-          as,
-          client,
-          await oauth.genericTokenEndpointRequest(
-            as,
-            client,
-            auth,
-            JWT_BEARER_GRANT,
-            parameters,
-            options,
-          ),
-        ),
-      );
+      result = await jwtBearerGrant(as, client, auth, parameters, options);
     } else {
       result = await withNonceRetry(async () =>
         oauth.processClientCredentialsResponse(

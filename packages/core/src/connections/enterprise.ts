@@ -5,10 +5,11 @@ import { libraryOptions } from '../outbound/oauth-fetch.js';
 import { IDP_SECRET_KIND, secretKey } from '../providers/state.js';
 import type { ConnectionTokens, OAuthParty, ProviderState } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
-import { type DpopKey, dpopOptions, withNonceRetry } from './dpop.js';
+import { type DpopKey, dpopOptions } from './dpop.js';
 import {
   clientAuthentication,
   describeOAuthFailure,
+  jwtBearerGrant,
   oauthPartyOf,
   resourceParam,
   tokensFrom,
@@ -28,7 +29,6 @@ import type { ConnectionRecords } from './state.js';
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
 const ID_JAG = 'urn:ietf:params:oauth:token-type:id-jag';
-const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 
 /** A failure of one of the two exchanges, with the code the connection records. */
 export class EnterpriseRefused extends Error {
@@ -161,24 +161,17 @@ export async function enterpriseTokens(
         ...tokenRequestOptions(o.outbound, state.oauth2),
         ...(await dpopOptions(dpop)),
       };
-      const result = await withNonceRetry(async () =>
-        oauth.processGenericTokenEndpointResponse(
-          as,
-          client,
-          await oauth.genericTokenEndpointRequest(
-            as,
-            client,
-            auth,
-            JWT_BEARER,
-            new URLSearchParams({
-              ...tokenParamsOf(state),
-              assertion: grant,
-              ...resourceParam(party),
-              ...scope,
-            }),
-            options,
-          ),
-        ),
+      const result = await jwtBearerGrant(
+        as,
+        client,
+        auth,
+        new URLSearchParams({
+          ...tokenParamsOf(state),
+          assertion: grant,
+          ...resourceParam(party),
+          ...scope,
+        }),
+        options,
       );
       const { generation: _, ...tokens } = tokensFrom(
         result,

@@ -4,6 +4,7 @@ import { OutboundError } from '../outbound/errors.js';
 import { editJsonAnswer } from '../outbound/oauth-fetch.js';
 import type { TokenEndpointAuthMethod } from '../providers/registration.js';
 import type { ConnectionTokens, OAuthParty, ProviderState } from '../storage/states.js';
+import { withNonceRetry } from './dpop.js';
 
 /*
  * The OAuth party of an authorization (docs/api.md §5 "Connections keep their party"): the
@@ -239,4 +240,31 @@ export function tokensFrom(
     generation: previous.generation ?? 0,
     party: previous.party,
   };
+}
+
+/**
+ * The JWT bearer grant (RFC 7523 §2.1) with `parameters` (its `assertion` among them), a
+ * DPoP nonce retried once.
+ */
+export function jwtBearerGrant(
+  as: oauth.AuthorizationServer,
+  client: oauth.Client,
+  auth: oauth.ClientAuth,
+  parameters: URLSearchParams,
+  options: Parameters<typeof oauth.genericTokenEndpointRequest>[5],
+): Promise<oauth.TokenEndpointResponse> {
+  return withNonceRetry(async () =>
+    oauth.processGenericTokenEndpointResponse(
+      as,
+      client,
+      await oauth.genericTokenEndpointRequest(
+        as,
+        client,
+        auth,
+        'urn:ietf:params:oauth:grant-type:jwt-bearer',
+        parameters,
+        options,
+      ),
+    ),
+  );
 }
