@@ -286,7 +286,17 @@ describe('soak: keyway serve on SQLite under 200 connections of mixed traffic', 
         measuring = false;
         running = false;
         await Promise.all(clients);
-        const end = await ask<Memory>('memory');
+        // The heap that stays: the least of a few readings after full collections, a quarter
+        // second apart. A transient (a buffer still draining, a timer's work on a busy
+        // machine) lifts one reading, not all; a leak lifts every one.
+        const readings: Memory[] = [];
+        for (let i = 0; i < 3; i++) {
+          if (i > 0) await new Promise((resolve) => setTimeout(resolve, 250));
+          readings.push(await ask<Memory>('memory'));
+        }
+        const end = readings.reduce((least, reading) =>
+          reading.heapUsed < least.heapUsed ? reading : least,
+        );
         const seconds = (Date.now() - measuredFrom) / 1000;
 
         const sorted = latencies.sort((a, b) => a - b);
@@ -306,8 +316,9 @@ describe('soak: keyway serve on SQLite under 200 connections of mixed traffic', 
         expect(world.stats.refreshes).toBeGreaterThan(CONNECTIONS);
         expect(world.stats.refreshes).toBeGreaterThanOrEqual(MIN_REFRESHES);
         // Not a machine's figure: both heaps are measured after a full collection with no
-        // request in flight, so load on the machine moves neither; only a leak of at least
-        // one small object per request (LEAK_BYTES) crosses this.
+        // request in flight, the end one settled (the least of three readings), so load on
+        // the machine moves neither; only a leak of at least one small object per request
+        // (LEAK_BYTES) crosses this.
         expect(end.heapUsed - warm.heapUsed).toBeLessThan(
           SETTLING_BYTES + LEAK_BYTES * latencies.length,
         );

@@ -1,6 +1,6 @@
 import { createTestWorld } from '@keyway/testing';
-import { afterEach, describe, expect, it } from 'vitest';
-import { Harness, ROOT_KEY, storageFactories } from './harness.js';
+import { describe, expect, it } from 'vitest';
+import { Harness, harnessPerTest, ROOT_KEY, storageFactories } from './harness.js';
 
 /*
  * The client credentials grant (docs/api.md §14; SEP-1046): a provider whose client gets
@@ -28,18 +28,16 @@ const claimsOf = (assertion: string) =>
   JSON.parse(Buffer.from(assertion.split('.')[1] as string, 'base64url').toString('utf8'));
 
 describe.each(storageFactories)('the client credentials grant ($name storage)', (factory) => {
-  let h: Harness | undefined;
-  afterEach(async () => {
-    if (h === undefined) return;
-    expect(h.errors).toEqual([]);
-    await h.broker.close();
-    h = undefined;
-  });
+  const slot = harnessPerTest();
 
   async function setUp() {
-    const world = createTestWorld({ now: () => (h as Harness).now, dynamicRegistration: false });
+    const world = createTestWorld({
+      now: () => (slot.h as Harness).now,
+      dynamicRegistration: false,
+    });
     const storage = await factory.create();
-    h = new Harness(storage, { fetch: world.fetch, baseUrl: BASE, providerManagement: true });
+    const h = new Harness(storage, { fetch: world.fetch, baseUrl: BASE, providerManagement: true });
+    slot.h = h;
     return { world, storage, h };
   }
 
@@ -192,17 +190,18 @@ describe.each(storageFactories)('the client credentials grant ($name storage)', 
 
   it('needs no authorization endpoint or PKCE at a server that only issues tokens to clients', async () => {
     const world = createTestWorld({
-      now: () => (h as Harness).now,
+      now: () => (slot.h as Harness).now,
       dynamicRegistration: false,
       codeChallengeMethods: null,
       tokenEndpointAuthMethods: ['client_secret_post'],
       serverMetadataOverrides: { authorization_endpoint: undefined },
     });
-    h = new Harness(await factory.create(), {
+    const h = new Harness(await factory.create(), {
       fetch: world.fetch,
       baseUrl: BASE,
       providerManagement: true,
     });
+    slot.h = h;
     world.preregister({
       client_id: 'svc',
       client_secret: SECRET,
@@ -295,6 +294,13 @@ describe.each(storageFactories)('the client credentials grant ($name storage)', 
     expect(refused.body.error).toBe('upstream_error');
     const view = await h.call('GET', '/api/oauth/connections/acme/services/svc');
     expect(view.body).toMatchObject({ status: 'error', error: { code: 'invalid_client' } });
+    // No consent page to elicit through the gateway: it says to authorize again.
+    const gateway = await h.call('POST', '/mcp/acme/services/svc', {
+      body: { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} },
+      headers: { accept: 'application/json, text/event-stream' },
+    });
+    expect(gateway.status, gateway.text).toBe(409);
+    expect(gateway.body.error).toBe('reauthorization_required');
     expect(refused.text).not.toContain('wrong-secret');
     // The in-process authorize() has no consent URL to give for it.
     const root = await h.broker.authenticate(ROOT_KEY);

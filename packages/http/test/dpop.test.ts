@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { memoryStorage } from '@keyway/store-memory';
 import { createTestWorld } from '@keyway/testing';
-import { afterEach, describe, expect, it } from 'vitest';
-import { Harness } from './harness.js';
+import { describe, expect, it } from 'vitest';
+import { Harness, harnessPerTest } from './harness.js';
 
 /*
  * DPoP (docs/api.md §14; RFC 9449; SEP-1932): an inject-only provider whose authorization
@@ -48,13 +48,7 @@ async function proofOf(request: Request): Promise<Proof | null> {
 const ath = (token: string) => createHash('sha256').update(token).digest('base64url');
 
 describe('DPoP-bound connections', () => {
-  let h: Harness | undefined;
-  afterEach(async () => {
-    if (h === undefined) return;
-    expect(h.errors).toEqual([]);
-    await h.broker.close();
-    h = undefined;
-  });
+  const slot = harnessPerTest();
 
   async function setUp(handOut = false, mode: 'consent' | 'client_credentials' = 'consent') {
     const world = createTestWorld({
@@ -69,7 +63,7 @@ describe('DPoP-bound connections', () => {
       rsAlwaysNonce: false,
       rsRefuseOnce: false,
     };
-    h = new Harness(memoryStorage(), {
+    const h = new Harness(memoryStorage(), {
       baseUrl: BASE,
       providerManagement: true,
       now: () => Date.now(),
@@ -123,6 +117,7 @@ describe('DPoP-bound connections', () => {
         return world.fetch(request);
       },
     });
+    slot.h = h;
     const own = mode === 'client_credentials';
     if (own) {
       world.preregister({

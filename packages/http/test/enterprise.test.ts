@@ -1,6 +1,6 @@
 import { createTestWorld } from '@keyway/testing';
-import { afterEach, describe, expect, it } from 'vitest';
-import { Harness, storageFactories } from './harness.js';
+import { describe, expect, it } from 'vitest';
+import { Harness, harnessPerTest, storageFactories } from './harness.js';
 import { es256Signer } from './jwt-signer.js';
 
 /*
@@ -58,13 +58,7 @@ async function identityProvider() {
 }
 
 describe.each(storageFactories)('enterprise-managed authorization ($name storage)', (factory) => {
-  let h: Harness | undefined;
-  afterEach(async () => {
-    if (h === undefined) return;
-    expect(h.errors).toEqual([]);
-    await h.broker.close();
-    h = undefined;
-  });
+  const slot = harnessPerTest();
 
   async function setUp() {
     const idp = await identityProvider();
@@ -81,7 +75,7 @@ describe.each(storageFactories)('enterprise-managed authorization ($name storage
       redirect_uris: [],
     });
     const storage = await factory.create();
-    h = new Harness(storage, {
+    const h = new Harness(storage, {
       baseUrl: BASE,
       providerManagement: true,
       now: () => Date.now(),
@@ -90,6 +84,7 @@ describe.each(storageFactories)('enterprise-managed authorization ($name storage
         return request.url.startsWith(IDP) ? idp.fetch(request) : world.fetch(request);
       },
     });
+    slot.h = h;
     const put = await h.call('PUT', '/api/admin/providers/acme/crm', {
       body: {
         template: 'mcp',

@@ -22,7 +22,7 @@ import { memoryStorage } from '@keyway/store-memory';
 import { type PostgresStorage, postgresStorage } from '@keyway/store-postgres';
 import { type SqliteStorage, sqliteStorage } from '@keyway/store-sqlite';
 import { createTestSchema } from '@keyway/test-support/postgres';
-import { inject, vi } from 'vitest';
+import { afterEach, expect, inject, vi } from 'vitest';
 import { createHandler, type KeywayHandler } from '../src/index.js';
 
 export const ROOT_KEY = 'test-root-key-0123456789-abcdefghijklmnop';
@@ -323,4 +323,20 @@ export function captureConsole(lines: string[]): void {
       );
     });
   }
+}
+
+/**
+ * The harness of each test of a `describe`, closed after it once it met no internal error:
+ * `const slot = harnessPerTest();` then `slot.h = new Harness(…)` in the test.
+ */
+export function harnessPerTest(): { h: Harness | undefined } {
+  const slot: { h: Harness | undefined } = { h: undefined };
+  afterEach(async () => {
+    const h = slot.h;
+    if (h === undefined) return;
+    slot.h = undefined;
+    expect(h.errors).toEqual([]);
+    await h.broker.close();
+  });
+  return slot;
 }

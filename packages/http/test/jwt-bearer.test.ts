@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { memoryStorage } from '@keyway/store-memory';
 import { createTestWorld } from '@keyway/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Harness } from './harness.js';
+import { Harness, harnessPerTest } from './harness.js';
 import { es256Signer } from './jwt-signer.js';
 
 /*
@@ -18,14 +18,10 @@ const WORKLOAD_ISSUER = 'https://idp.example.test';
 const GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 
 describe('the JWT bearer grant (workload identity)', () => {
-  let h: Harness | undefined;
+  const slot = harnessPerTest();
   let directory: string | undefined;
-  afterEach(async () => {
+  afterEach(() => {
     if (directory !== undefined) rmSync(directory, { recursive: true, force: true });
-    if (h === undefined) return;
-    expect(h.errors).toEqual([]);
-    await h.broker.close();
-    h = undefined;
   });
 
   async function setUp() {
@@ -52,7 +48,7 @@ describe('the JWT bearer grant (workload identity)', () => {
       });
     directory = mkdtempSync(join(tmpdir(), 'keyway-wif-'));
     const current = { jwt: await token() };
-    h = new Harness(memoryStorage(), {
+    const h = new Harness(memoryStorage(), {
       fetch: world.fetch,
       baseUrl: BASE,
       providerManagement: true,
@@ -62,6 +58,7 @@ describe('the JWT bearer grant (workload identity)', () => {
         projected: { directory },
       },
     });
+    slot.h = h;
     return { world, token, current, directory, h };
   }
 
@@ -213,7 +210,7 @@ describe('the JWT bearer grant (workload identity)', () => {
     expect(
       () =>
         new Harness(memoryStorage(), {
-          assertionSources: { 'Not A Name': { file: '/tmp/x' } } as never,
+          assertionSources: { 'Not A Name': { env: 'WORKLOAD_TOKEN' } } as never,
         }),
     ).toThrow(TypeError);
   });

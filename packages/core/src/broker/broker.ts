@@ -180,7 +180,7 @@ export function createBroker(config: BrokerConfig): Broker {
   const gatewayOptions = {
     records,
     refresher,
-    authorize: connections.start.bind(connections),
+    authorize: connections.authorize.bind(connections),
     stream: resolved.stream,
     limits: resolved.gateway,
     slots: new StreamSlots(resolved.gateway, resolved.observe),

@@ -22,7 +22,7 @@ import {
 import type { Refresher } from './refresh.js';
 import type { ConnectionRecords } from './state.js';
 import { usableTokens } from './tokens.js';
-import { type ConnectionView, connectionState, RESOURCE_CHANGED } from './view.js';
+import { connectionState, RESOURCE_CHANGED } from './view.js';
 
 /*
  * The MCP gateway (docs/api.md §13): a caller's MCP request forwarded to the resource its
@@ -90,12 +90,12 @@ export function headerEntries(headers: GatewayRequest['headers']): [string, stri
 export interface GatewayOptions {
   records: ConnectionRecords;
   refresher: Refresher;
-  /** Starts an authorization (the connection service's `start`). */
+  /** Starts an authorization (the connection service's `authorize`). */
   authorize: (
     principal: Principal,
     providerId: string,
     input: { connection_id: string; scopes?: string[] },
-  ) => Promise<AuthorizeResult | ConnectionView>;
+  ) => Promise<AuthorizeResult>;
   /** The guarded streaming fetch (no redirects, idle limit). */
   stream: OutboundFetch;
   limits: GatewayLimits;
@@ -364,10 +364,15 @@ export class Gateway {
     if (providerId !== undefined) {
       this.#o.observe({ kind: 'gateway', provider: providerId, outcome: 'consent_required' });
     }
-    // An enterprise-managed connection is authorized by the app with the user's ID token
-    // (docs/api.md §14): there is no URL to send the user to.
-    const enterprise = record !== null && connectionState(record).grant === 'enterprise';
-    if (id === undefined || !mayAuthorize || providerId === undefined || enterprise) {
+    // A provider with no consent page (docs/api.md §14: client credentials, JWT bearer,
+    // enterprise) has no URL to send a user to: it is authorized again through the API.
+    const withoutConsent =
+      providerId !== undefined &&
+      (await records.o.providers.resolve(providerId).then(
+        ({ state }) => state.grant !== undefined,
+        () => false,
+      ));
+    if (id === undefined || !mayAuthorize || providerId === undefined || withoutConsent) {
       throw isKeywayError(cause) && cause.code === 'reauthorization_required' && status === 'active'
         ? cause
         : new KeywayError(
@@ -382,13 +387,6 @@ export class Gateway {
       connection_id: connectionId,
       ...(challenged.length > 0 ? { scopes: [...new Set([...granted, ...challenged])] } : {}),
     });
-    if (!('authorization_url' in started)) {
-      // The client credentials grant: no user to ask, a new token already obtained.
-      throw new KeywayError(
-        'connection_not_active',
-        `connection ${JSON.stringify(connectionId)} was not usable; Keyway obtained a new token with the client credentials grant: retry the request`,
-      );
-    }
     const message = `Keyway needs your consent to use ${providerId} for ${connectionId}: open the link to authorize it, then retry.`;
     return {
       status: 200,

@@ -82,7 +82,7 @@ export class ConnectionService {
     providerId: string,
     input: AuthorizeInput,
   ): Promise<AuthorizeResult> {
-    if (await this.#ownGrant(principal, providerId, input)) {
+    if (await this.#withoutConsent(principal, providerId, input)) {
       throw new KeywayError(
         'invalid_request',
         `provider ${JSON.stringify(providerId)} needs no consent page (docs/api.md §14): there is no consent URL; use connections.start(), which answers the connection`,
@@ -95,7 +95,7 @@ export class ConnectionService {
    * Whether a provider's tokens need no consent page (docs/api.md §14): asked once the input
    * is valid and the caller covers the connection and the provider, as authorize checks them.
    */
-  async #ownGrant(principal: Principal, providerId: string, input: AuthorizeInput) {
+  async #withoutConsent(principal: Principal, providerId: string, input: AuthorizeInput) {
     const provider = parseResourcePath(providerId);
     const shape = parseShape(AuthorizeBody, input);
     assertCoversPath(principal, parseResourcePath(shape.connection_id, 'connection_id'));
@@ -130,7 +130,7 @@ export class ConnectionService {
     providerId: string,
     input: AuthorizeInput,
   ): Promise<AuthorizeResult | ConnectionView> {
-    if (await this.#ownGrant(principal, providerId, input))
+    if (await this.#withoutConsent(principal, providerId, input))
       return connectWithoutConsent(this.#records, principal, providerId, input);
     return this.#flow.authorize(principal, providerId, input);
   }

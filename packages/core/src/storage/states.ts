@@ -43,6 +43,12 @@ export const AuthorizationServerInfoSchema = z.object({
   dpop_signing_alg_values_supported: z.array(z.string()).optional(),
 });
 
+/**
+ * The grants with no consent page (docs/api.md §14), as providers, connections and their
+ * tokens record them; absent: the authorization code grant.
+ */
+const GrantSchema = z.enum(['client_credentials', 'jwt_bearer', 'enterprise']);
+
 const AuthMethodSchema = z.enum([
   'client_secret_basic',
   'client_secret_post',
@@ -140,7 +146,7 @@ export const ProviderStateSchema = z.object({
    * `custom`) gets its tokens itself, with no user and no consent. Absent: the
    * authorization code grant.
    */
-  grant: z.enum(['client_credentials', 'jwt_bearer', 'enterprise']).optional(),
+  grant: GrantSchema.optional(),
   /** `jwt_bearer`: where its assertions are read (a configured source, a file of it). */
   assertion: z.object({ source: z.string(), file: z.string().optional() }).optional(),
   /** `enterprise`: the identity provider (its client secret is a vault entry). */
@@ -242,7 +248,7 @@ export const ConnectionStateSchema = z.object({
    */
   metadata: z.record(z.string(), z.string()).optional(),
   /** How its tokens came (docs/api.md §14). Absent: a user's consent (authorization code). */
-  grant: z.enum(['client_credentials', 'jwt_bearer', 'enterprise']).optional(),
+  grant: GrantSchema.optional(),
 });
 
 /** A JSON Web Key, as WebCrypto exports it (RFC 7517). */
@@ -267,7 +273,7 @@ export const SealedTokensSchema = z.object({
   /** DPoP (RFC 9449): the connection's key pair; its tokens are bound to it. */
   dpop: z.object({ private_jwk: jwk, public_jwk: jwk }).optional(),
   /** How they came (docs/api.md §14); `client_credentials` and `jwt_bearer` renew themselves. */
-  grant: z.enum(['client_credentials', 'jwt_bearer', 'enterprise']).optional(),
+  grant: GrantSchema.optional(),
   // Written before the party was kept: only the issuer and client id.
   issuer: z.string().optional(),
   client_id: z.string().optional(),
