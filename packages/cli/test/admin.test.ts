@@ -62,6 +62,8 @@ describe('keyway admin commands, in process against a broker and the test world'
       ready: true,
       storage: { engine: 'memory', schema_version: null, schema_expected: null },
       reason: null,
+      credential: { name: null, scopes: ['**'], expires_at: null },
+      provider_management: true,
     });
     // A database left at an older schema (another instance rolled back, say).
     const storage = memoryStorage();

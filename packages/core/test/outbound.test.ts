@@ -193,4 +193,32 @@ describe('createOutboundFetch(): the SSRF guard', () => {
     expect(error.code).toBe('network');
     expect(error.message).toBe('https://a.example: the request failed');
   });
+
+  it('says why the network refused, from the codes of the causes only (#30)', async () => {
+    const failing = (cause: unknown) =>
+      createOutboundFetch({
+        fetch: recorder(() => {
+          throw new TypeError('fetch failed', { cause });
+        }).transport,
+      })('https://a.example/path?token=secret').catch((e) => e);
+    const refused = Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:443 token=secret'), {
+      code: 'ECONNREFUSED',
+    });
+    expect((await failing(refused)).message).toBe(
+      'https://a.example: the request failed: the connection was refused (ECONNREFUSED)',
+    );
+    const tls = Object.assign(new Error('unable to verify'), {
+      code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+    });
+    expect((await failing(tls)).message).toBe(
+      'https://a.example: the request failed: the TLS certificate was refused (UNABLE_TO_VERIFY_LEAF_SIGNATURE)',
+    );
+    const odd = Object.assign(new Error('odd'), { code: 'EWHATEVER' });
+    expect((await failing(odd)).message).toBe(
+      'https://a.example: the request failed: it failed (EWHATEVER)',
+    );
+    // A code that is not a code (a message smuggled in) is never quoted.
+    const smuggled = Object.assign(new Error('x'), { code: 'Bearer secret-token' });
+    expect((await failing(smuggled)).message).toBe('https://a.example: the request failed');
+  });
 });

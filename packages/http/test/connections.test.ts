@@ -105,6 +105,7 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
         refreshable: false,
         grant: 'authorization_code',
         metadata: {},
+        token_response: null,
         token_expires_at: null,
         created_at: iso(START),
         updated_at: iso(START),
@@ -178,6 +179,17 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
         error: null,
       });
       expect(connection.text).not.toMatch(/at_|rt_/);
+      // The token response described for the debugger (#30): no token, the refresh token's
+      // presence, every field by name.
+      expect(connection.body.token_response).toEqual({
+        received_at: iso(START),
+        grant_type: 'authorization_code',
+        token_type: 'bearer',
+        expires_in: 3600,
+        scope: 'read',
+        refresh_token: 'present',
+        fields: ['access_token', 'expires_in', 'refresh_token', 'scope', 'token_type'],
+      });
       const raw = await factory.rawText(h.storage);
       // The exact values the world issued: a pattern such as at_… also matches random
       // base64url ciphertext now and then.
@@ -198,6 +210,21 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
         resource: CONNECTION,
         data: { scopes: ['read'], token_expires_at: iso(START + 3_600_000), refreshable: true },
       });
+      // A refresh that brings no new refresh token says so.
+      world.set({ rotateRefreshTokens: false });
+      const forced = await h.call('GET', `/api/oauth/credentials/${CONNECTION}?force_refresh=true`);
+      expect(forced.status).toBe(200);
+      const refreshed = await h.call('GET', `/api/oauth/connections/${CONNECTION}`);
+      expect(refreshed.body.token_response).toEqual({
+        received_at: iso(START),
+        grant_type: 'refresh_token',
+        token_type: 'bearer',
+        expires_in: 3600,
+        scope: 'read',
+        refresh_token: 'absent',
+        fields: ['access_token', 'expires_in', 'scope', 'token_type'],
+      });
+      expect(refreshed.body.refreshable).toBe(true);
     });
 
     it('exchanges the code with the redirect_uri of the authorization request, whoever handles the callback', async () => {

@@ -44,6 +44,8 @@ describe.each(storageFactories)('health and status ($name storage)', (factory) =
       ready: true,
       storage: { engine: factory.name, schema_version: schema, schema_expected: schema },
       reason: null,
+      credential: { name: null, scopes: ['**'], expires_at: null },
+      provider_management: false,
     });
     // The status is not public.
     expect((await h.call('GET', '/api/admin/status', { token: null })).status).toBe(401);
@@ -67,6 +69,8 @@ describe.each(storageFactories)('health and status ($name storage)', (factory) =
       ready: false,
       storage: { engine: factory.name, schema_version: 2, schema_expected: 3 },
       reason: 'storage: schema version 2, this code needs 3',
+      credential: { name: null, scopes: ['**'], expires_at: null },
+      provider_management: false,
     });
     const minted = await h.call('POST', '/api/admin/tokens', {
       body: { name: 'ops', scopes: ['acme'] },
@@ -75,6 +79,12 @@ describe.each(storageFactories)('health and status ($name storage)', (factory) =
     expect(scoped.status).toBe(200);
     expect(scoped.body.ready).toBe(false);
     expect(scoped.body.reason).toBeNull();
+    // Who is asking (the inspector shows only what these scopes allow).
+    expect(scoped.body.credential).toEqual({
+      name: 'ops',
+      scopes: ['acme/**'],
+      expires_at: minted.body.expires_at,
+    });
   });
 
   it('is not ready while the storage cannot answer, and the error stays off the wire', async () => {

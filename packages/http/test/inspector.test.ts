@@ -71,6 +71,35 @@ describe('the inspector page (docs/api.md §9)', () => {
     ).catch((error: { code: number; stderr: string }) => error);
     expect('code' in result ? result.stderr : '').toBe('');
   }, 60_000);
+
+  it('writes no markup from values: no HTML sink in its sources, no storage of any kind', async () => {
+    const { readdirSync, readFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const source = join(root, 'packages/http/inspector');
+    const files = readdirSync(source, { recursive: true, encoding: 'utf8' }).filter((file) =>
+      /\.tsx?$/.test(file),
+    );
+    expect(files.length).toBeGreaterThan(10);
+    const found: string[] = [];
+    for (const file of files) {
+      const text = readFileSync(join(source, file), 'utf8');
+      for (const sink of [
+        'innerHTML',
+        'outerHTML',
+        'insertAdjacentHTML',
+        'dangerouslySetInnerHTML',
+        'document.write',
+        'localStorage',
+        'sessionStorage',
+        'document.cookie',
+        'indexedDB',
+        'eval(',
+      ]) {
+        if (text.includes(sink)) found.push(`${file}: ${sink}`);
+      }
+    }
+    expect(found).toEqual([]);
+  });
 });
 
 describe('the callback page with the inspector on', () => {

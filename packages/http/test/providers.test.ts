@@ -101,6 +101,19 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
           token_endpoint_auth_method: 'client_secret_basic',
           client_secret_set: true,
           client_secret_expires_at: null,
+          // The server's answer, its secrets masked (#30: the inspector's debugger).
+          registration_response: {
+            application_type: 'web',
+            client_id: client?.client_id,
+            client_id_issued_at: Math.floor(START / 1000),
+            client_secret: '(masked)',
+            client_secret_expires_at: 0,
+            grant_types: ['authorization_code', 'refresh_token'],
+            redirect_uris: [serverCallback(BASE, world.issuer)],
+            registration_access_token: '(masked)',
+            registration_client_uri: `${world.issuer}/oauth/register/${client?.client_id}`,
+            token_endpoint_auth_method: 'client_secret_basic',
+          },
           redirect_uri: serverCallback(BASE, world.issuer),
         },
         resource: {
@@ -198,6 +211,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
         token_endpoint_auth_method: 'none',
         client_secret_set: false,
         client_secret_expires_at: null,
+        registration_response: null,
         redirect_uri: CALLBACK,
       });
       expect(world.stats.registrations).toBe(0);
@@ -287,6 +301,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
         token_endpoint_auth_method: 'client_secret_basic',
         client_secret_set: true,
         client_secret_expires_at: null,
+        registration_response: null,
         redirect_uri: CALLBACK,
       });
       expect(world.stats.registrations).toBe(0);
@@ -463,6 +478,23 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
         error: null,
       });
       expect(reply.body.steps).toHaveLength(5);
+      // The documents read, as the servers sent them, on the steps that found them (#30).
+      const documents = reply.body.steps.map((step: { step: string; document?: unknown }) => [
+        step.step,
+        step.document === undefined,
+      ]);
+      expect(documents).toEqual([
+        ['probe', true],
+        ['resource_metadata', false],
+        ['resource_match', true],
+        ['authorization_server_metadata', false],
+        ['requirements', true],
+      ]);
+      const [, metadata, , server] = reply.body.steps;
+      expect(metadata.document.resource).toBe(world.resourceUrl);
+      expect(metadata.document.authorization_servers).toEqual([world.issuer]);
+      expect(server.document.issuer).toBe(world.issuer);
+      expect(server.document.code_challenge_methods_supported).toEqual(['S256']);
       expect(world.stats.registrations).toBe(0);
       expect((await h.call('GET', '/api/admin/providers')).body.items).toEqual([]);
       world.set({ codeChallengeMethods: null });
@@ -470,6 +502,15 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
         body: { resource_url: world.resourceUrl },
       });
       expect(failing.body).toMatchObject({ ok: false, error: 'unsupported_authorization_server' });
+      // A PUT that fails names the steps in its details, without the documents.
+      const refused = await h.call('PUT', '/api/admin/providers/linear', {
+        body: { template: 'mcp', configuration: { resource_url: world.resourceUrl } },
+      });
+      expect(refused.status).toBe(422);
+      expect(refused.body.details).toHaveLength(5);
+      expect(
+        refused.body.details.filter((step: Record<string, unknown>) => 'document' in step),
+      ).toEqual([]);
     });
   });
 });

@@ -347,7 +347,12 @@ export class AuthorizationFlow {
             );
           });
           const next = {
-            ...tokensFrom(result, { refresh_token: null, party: saved.party }, o.now()),
+            ...tokensFrom(
+              result,
+              { refresh_token: null, party: saved.party },
+              o.now(),
+              'authorization_code',
+            ),
             ...(key === undefined ? {} : { dpop: key }),
           };
           const metadata = await afterConnect(

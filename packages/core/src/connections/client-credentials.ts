@@ -13,6 +13,7 @@ import { EnterpriseRefused, enterpriseTokens } from './enterprise.js';
 import {
   currentParty,
   describeOAuthFailure,
+  JWT_BEARER_GRANT,
   jwtBearerGrant,
   oauthPartyOf,
   resourceParam,
@@ -86,6 +87,7 @@ export async function clientCredentialsTokens(
       result,
       { refresh_token: null, party },
       o.now(),
+      state.grant === 'jwt_bearer' ? JWT_BEARER_GRANT : 'client_credentials',
     );
     return {
       ...tokens,

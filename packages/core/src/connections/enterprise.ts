@@ -9,6 +9,7 @@ import { type DpopKey, dpopOptions } from './dpop.js';
 import {
   clientAuthentication,
   describeOAuthFailure,
+  JWT_BEARER_GRANT,
   jwtBearerGrant,
   oauthPartyOf,
   resourceParam,
@@ -177,6 +178,7 @@ export async function enterpriseTokens(
         result,
         { refresh_token: null, party },
         o.now(),
+        JWT_BEARER_GRANT,
       );
       return { ...tokens, grant: 'enterprise' as const, ...(dpop === undefined ? {} : { dpop }) };
     } catch (error) {

@@ -3,7 +3,12 @@ import { resourceMatches } from '../discovery/resource-metadata.js';
 import { OutboundError } from '../outbound/errors.js';
 import { editJsonAnswer } from '../outbound/oauth-fetch.js';
 import type { TokenEndpointAuthMethod } from '../providers/registration.js';
-import type { ConnectionTokens, OAuthParty, ProviderState } from '../storage/states.js';
+import type {
+  ConnectionTokens,
+  OAuthParty,
+  ProviderState,
+  TokenAnswer,
+} from '../storage/states.js';
 import { withNonceRetry } from './dpop.js';
 
 /*
@@ -222,13 +227,27 @@ export function asTokenAnswer(response: Response): Promise<Response> {
   });
 }
 
-/** The tokens to keep from a token response; an unrotated refresh token is kept. */
+/**
+ * The tokens to keep from a token response (an unrotated refresh token is kept), and the
+ * response described without its tokens (`answer`: the connection state keeps it, the
+ * vault entry does not).
+ */
 export function tokensFrom(
   result: oauth.TokenEndpointResponse,
   previous: { refresh_token: string | null; party: OAuthParty; generation?: number },
   now: number,
-): ConnectionTokens {
+  grantType: string,
+): ConnectionTokens & { answer: TokenAnswer } {
   return {
+    answer: {
+      received_at: now,
+      grant_type: grantType,
+      token_type: result.token_type,
+      expires_in: typeof result.expires_in === 'number' ? result.expires_in : null,
+      scope: typeof result.scope === 'string' ? result.scope : null,
+      refresh_token: typeof result.refresh_token === 'string' ? 'present' : 'absent',
+      fields: Object.keys(result).sort(),
+    },
     access_token: result.access_token,
     token_type: result.token_type,
     refresh_token: result.refresh_token ?? previous.refresh_token,
@@ -241,6 +260,9 @@ export function tokensFrom(
     party: previous.party,
   };
 }
+
+/** The `grant_type` of the JWT bearer grant (RFC 7523 §2.1). */
+export const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 
 /**
  * The JWT bearer grant (RFC 7523 §2.1) with `parameters` (its `assertion` among them), a
@@ -261,7 +283,7 @@ export function jwtBearerGrant(
         as,
         client,
         auth,
-        'urn:ietf:params:oauth:grant-type:jwt-bearer',
+        JWT_BEARER_GRANT,
         parameters,
         options,
       ),

@@ -8,6 +8,7 @@ import {
   type ConnectionTokens,
   ownGrant,
   type ProviderState,
+  type TokenAnswer,
 } from '../storage/states.js';
 import type { RefreshOutcome } from '../telemetry/observation.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
@@ -23,6 +24,9 @@ import {
 import { metadataOf, readTokenAnswer, tokenParamsOf, tokenRequestOptions } from './quirks.js';
 import { type ConnectionRecords, notFound } from './state.js';
 import { connectionState, FORGOTTEN_CLIENT, PARTY_CHANGED, partyChangeOf } from './view.js';
+
+/** New tokens, and their token response described for the connection state. */
+type Received = ConnectionTokens & { answer?: TokenAnswer };
 
 export const REFRESH_IDLE =
   '"refreshIdleAfter" must be false, milliseconds (at least 1000) or a duration such as "7d"';
@@ -165,7 +169,7 @@ export class Refresher {
     tokens: ConnectionTokens,
     provider: ProviderState,
     auth: oauth.ClientAuth,
-  ): Promise<ConnectionTokens> {
+  ): Promise<Received> {
     const { o } = this.records;
     const { as, client } = oauthPartyOf(tokens.party, true);
     // A DPoP-bound connection proves its key at each refresh too (RFC 9449 §5).
@@ -192,8 +196,8 @@ export class Refresher {
       );
     });
     const metadata = metadataOf(result, null, provider.oauth2, tokens.metadata);
-    const next: ConnectionTokens = {
-      ...tokensFrom(result, tokens, o.now()),
+    const next: Received = {
+      ...tokensFrom(result, tokens, o.now(), 'refresh_token'),
       ...(tokens.dpop === undefined ? {} : { dpop: tokens.dpop }),
       ...(tokens.grant === undefined ? {} : { grant: tokens.grant }),
     };
@@ -233,7 +237,7 @@ export class Refresher {
       throw await this.records.requireReauthorization(id, moved, moved.description);
     }
     const { state: provider } = await o.providers.resolve(record.providerId);
-    let next: ConnectionTokens;
+    let received: Received;
     try {
       if (own) {
         const obtained = await clientCredentialsTokens(
@@ -245,8 +249,8 @@ export class Refresher {
           tokens.dpop,
           auth,
         );
-        next = { ...obtained, generation: tokens.generation };
-      } else next = await this.#refreshGrant(tokens, provider, auth);
+        received = { ...obtained, generation: tokens.generation };
+      } else received = await this.#refreshGrant(tokens, provider, auth);
     } catch (error) {
       const code = await oauthErrorCode(error);
       if (own && code !== null && (CLIENT_REFUSED.has(code) || code === 'invalid_grant')) {
@@ -311,6 +315,7 @@ export class Refresher {
         { cause: error },
       );
     }
+    const { answer, ...next } = received;
     const refreshedAt = o.now();
     let superseded = false;
     const written = await this.records.update(id, (current) => {
@@ -333,6 +338,7 @@ export class Refresher {
             error: null,
             refreshable: next.refresh_token !== null || own,
             ...(next.metadata === undefined ? {} : { metadata: next.metadata }),
+            ...(answer === undefined ? {} : { token_response: answer }),
           } satisfies ConnectionState,
         },
         tokens: next,

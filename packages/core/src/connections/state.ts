@@ -15,6 +15,7 @@ import {
   ownGrant,
   readSealed,
   SealedTokensSchema,
+  type TokenAnswer,
 } from '../storage/states.js';
 import type { Observer } from '../telemetry/observation.js';
 import type { Vault } from '../vault/vault.js';
@@ -348,11 +349,12 @@ export class ConnectionRecords {
   /** Writes the tokens of a completed authorization: a new generation, active. */
   async activate(
     id: string,
-    tokens: Omit<ConnectionTokens, 'generation'>,
+    received: Omit<ConnectionTokens, 'generation'> & { answer?: TokenAnswer },
     requestedScopes: string[],
     actor: string,
     grant?: 'client_credentials' | 'jwt_bearer' | 'enterprise',
   ): Promise<ConnectionRecord | null> {
+    const { answer, ...tokens } = received;
     const now = this.o.now();
     const scopes = tokens.scope.length > 0 ? tokens.scope : requestedScopes;
     // A client that gets its own tokens gets the next one as it got this one.
@@ -385,6 +387,7 @@ export class ConnectionRecords {
             ...(grant === undefined ? {} : { grant }),
             ...(previous.incarnation === undefined ? {} : { incarnation: previous.incarnation }),
             ...(tokens.metadata === undefined ? {} : { metadata: tokens.metadata }),
+            ...(answer === undefined ? {} : { token_response: answer }),
           } satisfies ConnectionState,
         },
         tokens: { ...tokens, generation },

@@ -7,6 +7,7 @@ import {
   PendingRecordStateSchema,
   readSealed,
   readStored,
+  TokenAnswerSchema,
 } from '../storage/states.js';
 import { hashFlowId } from './consent.js';
 import { type ConnectionRecords, VERIFICATION_TOKENS_KIND } from './state.js';
@@ -39,7 +40,10 @@ export async function verifyFlow(
   }
   assertCoversPath(principal, taken.connectionId);
   const tokens = readSealed(
-    ConnectionTokensSchema.omit({ generation: true }),
+    // The token response's description waits with them, for the connection state.
+    ConnectionTokensSchema.omit({ generation: true }).extend({
+      answer: TokenAnswerSchema.optional(),
+    }),
     await o.vault().open({
       kind: VERIFICATION_TOKENS_KIND,
       key: flowHash,

@@ -42,6 +42,17 @@ export function connectionFailure(failure: {
   };
 }
 
+/** {@link ConnectionView.token_response}: a token response described, never a token. */
+export interface TokenResponseView {
+  received_at: string;
+  grant_type: string;
+  token_type: string;
+  expires_in: number | null;
+  scope: string | null;
+  refresh_token: 'present' | 'absent';
+  fields: string[];
+}
+
 /**
  * A connection as the API shows it (API.md §5): never a token.
  *
@@ -65,6 +76,12 @@ export interface ConnectionView {
    * `{}` when none.
    */
   metadata: Record<string, string>;
+  /**
+   * The last token response without its tokens (the inspector's OAuth debugger): whether a
+   * refresh token came, what `expires_in` and `scope` said, every field by name. `null`
+   * before the first one, and for connections authorized before it was kept.
+   */
+  token_response: TokenResponseView | null;
   token_expires_at: string | null;
   created_at: string;
   updated_at: string;
@@ -138,6 +155,10 @@ export function connectionView(record: ConnectionRecord, now: number): Connectio
     refreshable: state.refreshable === true,
     grant: state.grant ?? 'authorization_code',
     metadata: { ...state.metadata },
+    token_response:
+      state.token_response === undefined
+        ? null
+        : { ...state.token_response, received_at: isoTime(state.token_response.received_at) },
     token_expires_at: isoTimeOrNull(state.token_expires_at),
     created_at: isoTime(record.createdAt),
     updated_at: isoTime(record.updatedAt),

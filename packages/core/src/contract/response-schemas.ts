@@ -1,5 +1,9 @@
 import { z } from 'zod';
-import { AuthorizationServerInfoSchema, ResourceInfoSchema } from '../storage/states.js';
+import {
+  AuthorizationServerInfoSchema,
+  ResourceInfoSchema,
+  TokenAnswerSchema,
+} from '../storage/states.js';
 import {
   CONNECTION_ERROR_CODES,
   CONNECTION_STATUSES,
@@ -89,6 +93,8 @@ export const ProviderViewBody = z.object({
     ]),
     client_secret_set: z.boolean(),
     client_secret_expires_at: time.nullable(),
+    /** Dynamic registration: the server's answer, its secrets masked (docs/api.md §4). */
+    registration_response: z.record(z.string(), z.unknown()).nullable(),
     redirect_uri: z.string().nullable(),
   }),
   resource: z
@@ -140,6 +146,12 @@ export const DiscoveryStepBody = z.object({
   status: z.number().int().nullable(),
   ok: z.boolean(),
   note: z.string(),
+  /**
+   * The public document this step read, as the server sent it: the protected-resource
+   * metadata (RFC 9728) or the authorization-server metadata (RFC 8414). Only on the step
+   * that found it.
+   */
+  document: z.record(z.string(), z.unknown()).optional(),
 });
 
 /** A discovery trace (docs/api.md §6): what `POST /api/admin/discover` answers. */
@@ -170,6 +182,8 @@ export const ConnectionViewBody = z.object({
   grant: z.enum(['authorization_code', 'client_credentials', 'jwt_bearer', 'enterprise']),
   /** `oauth2`: what the profile keeps from the authorization; `{}` when none. */
   metadata: z.record(z.string(), z.string()),
+  /** The last token response without its tokens (the inspector's OAuth debugger). */
+  token_response: TokenAnswerSchema.extend({ received_at: time }).nullable(),
   token_expires_at: time.nullable(),
   created_at: time,
   updated_at: time,

@@ -135,6 +135,8 @@ export async function discoverResource(
     if (result.outcome === 'mismatch') return trace;
     if (result.outcome === 'found') {
       found = { url, metadata: result.metadata };
+      const read = result.steps.find((step) => step.step === 'resource_metadata' && step.ok);
+      if (read !== undefined) read.document = { ...result.metadata };
       break;
     }
     if (result.notFound) notFound++;
@@ -232,6 +234,7 @@ export async function discoverAuthorizationServer(
     steps.push(result.step);
     if (result.outcome === 'refused') return trace;
     if (result.outcome === 'found') {
+      result.step.document = { ...result.server };
       server = result.server;
       foundAt = url;
       break;

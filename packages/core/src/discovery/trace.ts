@@ -19,6 +19,11 @@ export interface DiscoveryStep {
   status: number | null;
   ok: boolean;
   note: string;
+  /**
+   * The public document this step read, as the server sent it (protected-resource or
+   * authorization-server metadata); only on the step that found it. Never stored.
+   */
+  document?: Record<string, unknown>;
 }
 
 /**
@@ -109,5 +114,8 @@ export function throwUnlessDiscovered(trace: DiscoveryTrace): Discovery {
     code === 'unsupported_authorization_server'
       ? `the authorization server does not meet what Keyway requires (${failed?.note ?? 'unknown'})`
       : `discovery failed at ${failed?.step ?? 'an unknown step'}: ${failed?.note ?? 'no details'}`;
-  throw new KeywayError(code, summary, { details: trace.steps.map((step) => ({ ...step })) });
+  throw new KeywayError(code, summary, {
+    // The documents stay out of an error: its steps say what failed and why.
+    details: trace.steps.map(({ document: _, ...step }) => step),
+  });
 }

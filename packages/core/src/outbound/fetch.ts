@@ -1,6 +1,6 @@
 import { readBounded } from '../platform/bytes.js';
 import { classifyAddress, isIpLiteral } from './address.js';
-import { OutboundError } from './errors.js';
+import { networkFailure, OutboundError } from './errors.js';
 import { allowedHostSet, normalizeHost } from './hosts.js';
 import { defaultTransport, type Transport } from './transport.js';
 
@@ -173,7 +173,7 @@ export function createOutboundFetch(options: OutboundOptions = {}): OutboundFetc
           ]);
         } catch (cause) {
           if (cause instanceof OutboundError || timeout.aborted) throw cause;
-          throw new OutboundError('network', `${url.origin}: the request failed`, { cause });
+          throw new OutboundError('network', `${url.origin}: ${networkFailure(cause)}`, { cause });
         }
         const location = response.headers.get('location');
         if (REDIRECT.has(response.status) && location !== null) {

@@ -1,4 +1,4 @@
-import { OutboundError } from './errors.js';
+import { networkFailure, OutboundError } from './errors.js';
 import {
   abortion,
   assertOutboundUrl,
@@ -84,7 +84,7 @@ export function createStreamingFetch(options: StreamingFetchOptions = {}): Outbo
       settle();
       if (expired) throw timedOut(`no answer within ${timeoutMs} ms`);
       if (cause instanceof OutboundError || signal.aborted) throw cause;
-      throw new OutboundError('network', `${origin}: the request failed`, { cause });
+      throw new OutboundError('network', `${origin}: ${networkFailure(cause)}`, { cause });
     } finally {
       clearTimeout(head);
     }

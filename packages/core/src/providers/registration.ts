@@ -43,6 +43,24 @@ export interface ClientRegistration {
 export interface RegisteredClient extends ClientRegistration {
   client_secret: string | null;
   registration_access_token: string | null;
+  /**
+   * The registration answer (RFC 7591 §3.2.1) as the server sent it, its secrets masked:
+   * for a person debugging the provider. Only for dynamic registration.
+   */
+  response?: Record<string, unknown>;
+}
+
+/** What stands in a shown registration answer for a secret the server handed out. */
+export const MASKED = '(masked)';
+
+/** A registration answer with its secrets masked: the client secret, the access token. */
+function maskedAnswer(answer: Record<string, unknown>): Record<string, unknown> {
+  const shown = { ...answer };
+  for (const field of ['client_secret', 'registration_access_token']) {
+    if (shown[field] !== undefined && shown[field] !== null && shown[field] !== '')
+      shown[field] = MASKED;
+  }
+  return shown;
 }
 
 /** What the deployment tells authorization servers about itself. */
@@ -288,5 +306,6 @@ export async function registerClient(
       typeof client.registration_access_token === 'string'
         ? client.registration_access_token
         : null,
+    response: maskedAnswer(client),
   };
 }

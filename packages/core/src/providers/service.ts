@@ -56,6 +56,11 @@ export class ProviderService {
     this.#o = options;
   }
 
+  /** Whether this deployment manages providers over its API (`providerManagement: true`). */
+  get managed(): boolean {
+    return this.#o.management;
+  }
+
   #assertManagement(): void {
     if (!this.#o.management) {
       throw new KeywayError(

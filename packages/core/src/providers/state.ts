@@ -67,6 +67,11 @@ export interface ProviderView {
     client_secret_set: boolean;
     client_secret_expires_at: string | null;
     /**
+     * Dynamic registration: the server's answer (RFC 7591 §3.2.1) with `client_secret` and
+     * `registration_access_token` masked; `null` for other clients.
+     */
+    registration_response: Record<string, unknown> | null;
+    /**
      * The redirect URI the client uses, for an operator to register with a `custom` client:
      * the shared callback, or the server's own (docs/api.md §5 "Mix-up defense"). `null` on a
      * broker without a base URL.
@@ -163,6 +168,7 @@ export function providerView(record: ProviderRecord, profile: ClientProfile | nu
       token_endpoint_auth_method: client.token_endpoint_auth_method,
       client_secret_set: client.client_secret_set,
       client_secret_expires_at: isoTimeOrNull(client.client_secret_expires_at),
+      registration_response: client.response === undefined ? null : { ...client.response },
       redirect_uri:
         profile === null
           ? null

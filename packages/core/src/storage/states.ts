@@ -49,6 +49,23 @@ export const AuthorizationServerInfoSchema = z.object({
  */
 const GrantSchema = z.enum(['client_credentials', 'jwt_bearer', 'enterprise']);
 
+/**
+ * What the last token response looked like, for a person debugging a connection (the
+ * inspector's OAuth debugger): the values that are not secrets, whether a refresh token came,
+ * and the names of every field. Never a token.
+ */
+export const TokenAnswerSchema = z.object({
+  received_at: z.number(),
+  /** The `grant_type` of the request it answered. */
+  grant_type: z.string(),
+  token_type: z.string(),
+  expires_in: z.number().nullable(),
+  scope: z.string().nullable(),
+  refresh_token: z.enum(['present', 'absent']),
+  /** Every field of the answer, by name. */
+  fields: z.array(z.string()),
+});
+
 const AuthMethodSchema = z.enum([
   'client_secret_basic',
   'client_secret_post',
@@ -80,6 +97,8 @@ export const StoredRegistrationSchema = z.object({
    * it. The next authorization registers a new client first (docs/api.md §6 item 11).
    */
   stale: z.boolean().optional(),
+  /** Dynamic registration: the server's answer with its secrets masked (for debugging). */
+  response: z.record(z.string(), z.unknown()).optional(),
 });
 
 const stringRecord = z.record(z.string(), z.string());
@@ -249,6 +268,8 @@ export const ConnectionStateSchema = z.object({
   metadata: z.record(z.string(), z.string()).optional(),
   /** How its tokens came (docs/api.md §14). Absent: a user's consent (authorization code). */
   grant: GrantSchema.optional(),
+  /** The last token response, without its tokens. Absent: none since it was kept. */
+  token_response: TokenAnswerSchema.optional(),
 });
 
 /** A JSON Web Key, as WebCrypto exports it (RFC 7517). */
@@ -336,6 +357,7 @@ export type ProviderState = z.infer<typeof ProviderStateSchema>;
 export type OAuthParty = z.infer<typeof OAuthPartySchema>;
 export type OAuth2Quirks = z.infer<typeof OAuth2QuirksSchema>;
 export type ConnectionState = z.infer<typeof ConnectionStateSchema>;
+export type TokenAnswer = z.infer<typeof TokenAnswerSchema>;
 /**
  * What a connection's vault entry holds (sealed): its OAuth tokens and the party they came from.
  *

@@ -74,8 +74,24 @@ export const HEALTH_ROUTES: Route[] = [
               ],
             },
             reason: { type: ['string', 'null'] },
+            credential: {
+              type: 'object',
+              description:
+                'Who is asking: the root key (`name` null, scopes `**`) or a broker token with its scopes and expiry.',
+              properties: {
+                name: { type: ['string', 'null'] },
+                scopes: { type: 'array', items: { type: 'string' } },
+                expires_at: { type: ['string', 'null'], format: 'date-time' },
+              },
+              required: ['name', 'scopes', 'expires_at'],
+              additionalProperties: false,
+            },
+            provider_management: {
+              type: 'boolean',
+              description: 'Whether providers are managed over this API (§4).',
+            },
           },
-          required: ['version', 'ready', 'storage', 'reason'],
+          required: ['version', 'ready', 'storage', 'reason', 'credential', 'provider_management'],
           additionalProperties: false,
         },
       },
@@ -95,6 +111,15 @@ export const HEALTH_ROUTES: Route[] = [
                 schema_expected: health.storage.schema?.expected ?? null,
               },
         reason: principal.kind === 'root' ? health.reason : null,
+        credential:
+          principal.kind === 'root'
+            ? { name: null, scopes: ['**'], expires_at: null }
+            : {
+                name: principal.name,
+                scopes: [...principal.scopes],
+                expires_at: new Date(principal.expiresAt).toISOString(),
+              },
+        provider_management: broker.providers.managed,
       });
     },
   },
