@@ -599,4 +599,66 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       );
     expect(errors.filter((error) => !error.includes('401'))).toEqual([]);
   }, 90_000);
+
+  it('works from the keyboard alone, follows the audit cursor, and registers a client again', async () => {
+    for (let n = 0; n < 30; n++) {
+      const minted = await callApi(keyway.url, ROOT_KEY, 'POST', '/api/admin/tokens', {
+        name: `bulk.t${n}`,
+        scopes: ['acme/bulk'],
+      });
+      expect(minted.status).toBe(201);
+    }
+    const { page, errors } = await open(1440);
+    // Sign in and move between views with Tab and Enter only.
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('credential');
+    await page.keyboard.type(ROOT_KEY);
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.locator('#status').textContent()).toContain('Credential accepted');
+    // The focus moves to the first view's link once the form is gone.
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Connect');
+    let reached = '';
+    for (let step = 0; step < 12 && reached !== 'Audit'; step++) {
+      await page.keyboard.press('Tab');
+      reached = await page.evaluate(() => document.activeElement?.textContent ?? '');
+    }
+    expect(reached).toBe('Audit');
+    await page.keyboard.press('Enter');
+    await expect
+      .poll(() => page.getByRole('heading', { level: 2, name: 'Audit', exact: true }).isVisible())
+      .toBe(true);
+
+    // The 30 newest token.created events: a page of 25, then the older ones by the cursor.
+    await page.getByLabel('Type').selectOption('token.created');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await expect.poll(() => page.locator('tbody tr').count()).toBe(25);
+    const resources = () => page.locator('tbody tr td:nth-child(4)').allTextContents();
+    expect((await resources())[0]).toBe('bulk.t29');
+    await page.getByRole('button', { name: 'Older' }).click();
+    await expect.poll(async () => (await resources()).length).toBeGreaterThan(25);
+    expect((await resources()).slice(0, 30)).toEqual(
+      Array.from({ length: 30 }, (_, n) => `bulk.t${29 - n}`),
+    );
+
+    // Re-register: a new client, and the provider's connections wait for a new consent.
+    const before = await callApi(keyway.url, ROOT_KEY, 'GET', '/api/admin/providers/inspect/demo');
+    await go(page, 'Providers');
+    await page.getByRole('button', { name: 'Open inspect/demo' }).click();
+    const provider = page.getByRole('region', { name: 'Provider inspect/demo' });
+    await provider.getByRole('button', { name: 'Re-register' }).click();
+    await provider.getByRole('button', { name: 'Confirm: register a new client' }).click();
+    await expect
+      .poll(() => provider.locator('.note').textContent())
+      .toMatch(/^Registered again: client /);
+    const after = await callApi(keyway.url, ROOT_KEY, 'GET', '/api/admin/providers/inspect/demo');
+    expect(after.body.credentials.client_id).not.toBe(before.body.credentials.client_id);
+    expect(await provider.locator('.note').textContent()).toBe(
+      `Registered again: client ${after.body.credentials.client_id}. Its connections need a new consent.`,
+    );
+    await go(page, 'Connections');
+    await expect
+      .poll(() => page.getByRole('row').filter({ hasText: 'acme/users/alice/demo' }).textContent())
+      .toContain('error');
+    expect(errors).toEqual([]);
+  }, 90_000);
 });

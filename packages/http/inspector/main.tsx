@@ -86,6 +86,10 @@ function App() {
     addEventListener('hashchange', follow);
     return () => removeEventListener('hashchange', follow);
   }, []);
+  useEffect(() => {
+    // Signed in: the form that had the focus is gone, so the keyboard starts at the views.
+    if (who !== null) document.querySelector<HTMLElement>('nav a')?.focus();
+  }, [who]);
   const views = who === null ? [] : VIEWS.filter((v) => v.for(who));
   const shown = views.find((v) => v.id === view)?.id ?? 'connect';
   return (
