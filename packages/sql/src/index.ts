@@ -28,5 +28,11 @@ export {
   schemaColumns,
   stepDdl,
 } from './schema.js';
-export { connectionListQuery, pathListQuery, type SqlQuery } from './statements.js';
+export {
+  auditListQuery,
+  connectionListQuery,
+  eventAncestors,
+  pathListQuery,
+  type SqlQuery,
+} from './statements.js';
 export { sqlStorage } from './storage.js';

@@ -164,6 +164,60 @@ export function eventStorageCases({ open, connectAgain, readBehind }: CaseContex
       });
       expect(indexes(events, both)).toEqual([5, 3]);
     });
+
+    it('pages a scoped listing across overlapping subtrees with every filter, each event once', async () => {
+      const { storage, events } = await seeded();
+      // `acme` covers `acme/users`: the events of both are listed once, newest first.
+      const scoped = (extra: Partial<Parameters<typeof storage.listAuditEvents>[0]>) =>
+        storage.listAuditEvents({
+          limit: 2,
+          within: ['acme/users', 'acme', 'linear'],
+          tokensBelow: 'ci',
+          ...extra,
+        });
+      const first = await scoped({});
+      expect(indexes(events, first)).toEqual([7, 5]);
+      const second = await scoped({ before: first[1]?.id as string });
+      expect(indexes(events, second)).toEqual([2, 1]);
+      const third = await scoped({ before: second[1]?.id as string });
+      expect(indexes(events, third)).toEqual([0]);
+      expect(indexes(events, await scoped({ limit: 10, type: 'token.created' }))).toEqual([5]);
+      expect(indexes(events, await scoped({ limit: 10, since: NOW + 2 }))).toEqual([7, 5, 2]);
+      expect(
+        indexes(events, await scoped({ limit: 10, since: NOW + 1, before: events[7]?.id })),
+      ).toEqual([5, 2, 1]);
+    });
+
+    it('finds a deep event under each of its ancestors, and a token event under each ancestor token', async () => {
+      const storage = await open();
+      const deep = auditEvent({ time: NOW, resource: 'a/b/c/d' });
+      const token = auditEvent({
+        time: NOW + 1,
+        type: 'token.created',
+        resourceKind: 'token',
+        resource: 'x.y.z',
+      });
+      await storage.appendEvents({ events: [deep, token], deliveries: [] });
+      for (const root of ['a', 'a/b', 'a/b/c', 'a/b/c/d']) {
+        const seen = await storage.listAuditEvents({ limit: 5, within: [root], tokensBelow: null });
+        expect(seen.map((e) => e.id)).toEqual([deep.id]);
+      }
+      for (const root of ['a/b/c/d/e', 'a/b/cc', 'b']) {
+        expect(
+          await storage.listAuditEvents({ limit: 5, within: [root], tokensBelow: null }),
+        ).toEqual([]);
+      }
+      for (const name of ['x', 'x.y']) {
+        const seen = await storage.listAuditEvents({ limit: 5, within: [], tokensBelow: name });
+        expect(seen.map((e) => e.id)).toEqual([token.id]);
+      }
+      // A token's own events are its ancestors' to read, not its own.
+      for (const name of ['x.y.z', 'x.yy', 'y']) {
+        expect(await storage.listAuditEvents({ limit: 5, within: [], tokensBelow: name })).toEqual(
+          [],
+        );
+      }
+    });
   });
 
   describe('webhook deliveries', () => {

@@ -1,3 +1,4 @@
+export { EVENTS_BEFORE_ANCESTORS, expectBackfilled } from './audit-backfill.js';
 export {
   type ConformanceTarget,
   type ReadBehind,
