@@ -28,11 +28,5 @@ export {
   schemaColumns,
   stepDdl,
 } from './schema.js';
-export {
-  auditListQuery,
-  connectionListQuery,
-  eventAncestors,
-  pathListQuery,
-  type SqlQuery,
-} from './statements.js';
+export { connectionListQuery, pathListQuery, type SqlQuery } from './statements.js';
 export { sqlStorage } from './storage.js';

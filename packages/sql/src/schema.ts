@@ -31,11 +31,7 @@ export interface Column {
 export type SchemaStep =
   | { create: string; columns: Column[]; primaryKey: string[] }
   | { index: string; on: string; columns: string[] }
-  | { addColumn: Column; to: string; default: string }
-  /** Fills a table made by the same migration from the rows already there. */
-  | { backfill: 'audit_event_ancestors' }
-  /** Drops an index nothing reads any more (it only slowed writes). */
-  | { dropIndex: string };
+  | { addColumn: Column; to: string; default: string };
 
 const c = (name: string, type: ColumnType, unique?: boolean): Column =>
   unique ? { name, type, unique } : { name, type };
@@ -181,24 +177,6 @@ export const MIGRATION_STEPS: readonly (readonly SchemaStep[])[] = [
     { index: 'webhook_deliveries_status', on: 'webhook_deliveries', columns: ['status', 'id'] },
     { index: 'webhook_deliveries_expires_at', on: 'webhook_deliveries', columns: ['expires_at'] },
   ],
-  [
-    // Issue 27: each event under each of its resource's ancestors (a path's `a`, `a/b`,
-    // `a/b/c`; a token's strict ancestors by name), so that a scoped caller's page of the
-    // audit log is an index range read newest first, not every event of its subtree sorted.
-    {
-      create: 'audit_event_ancestors',
-      columns: [c('kind', 'text'), c('ancestor', 'key'), c('id', 'key'), c('expires_at', 'bigint')],
-      primaryKey: ['kind', 'ancestor', 'id'],
-    },
-    {
-      index: 'audit_event_ancestors_expires_at',
-      on: 'audit_event_ancestors',
-      columns: ['expires_at'],
-    },
-    { backfill: 'audit_event_ancestors' },
-    // The scoped reads' former index: the ancestors serve them now.
-    { dropIndex: 'audit_events_resource' },
-  ],
 ];
 
 function columnType(dialect: Dialect, type: ColumnType): string {
@@ -225,36 +203,8 @@ export function stepDdl(dialect: Dialect, step: SchemaStep): string {
   if ('index' in step) {
     return `CREATE INDEX keyway_${step.index} ON ${tableName(dialect, step.on)} (${step.columns.join(', ')})`;
   }
-  if ('backfill' in step) return ancestorsBackfill(dialect);
-  if ('dropIndex' in step) return `DROP INDEX ${tableName(dialect, step.dropIndex)}`;
   const column = `${step.addColumn.name} ${columnType(dialect, step.addColumn.type)}`;
   return `ALTER TABLE ${tableName(dialect, step.to)} ADD COLUMN ${column} NOT NULL DEFAULT ${step.default}`;
-}
-
-/**
- * The ancestors of the events written before migration 4, in one statement: a recursive
- * walk that cuts each resource at every separator (`/` for a path, `.` for a token name). A
- * path is under itself too; a token only under its strict ancestors (docs/api.md §11: the
- * events of a token are its ancestors' to read).
- */
-function ancestorsBackfill(dialect: Dialect): string {
-  const events = tableName(dialect, 'audit_events');
-  const sep = "CASE WHEN resource_kind = 'path' THEN '/' ELSE '.' END";
-  // `cut`: the position of the separator that ends the current ancestor, 0 past the last.
-  const locate = (text: string, separator = 'sep') =>
-    dialect.engine === 'sqlite' ? `instr(${text}, ${separator})` : `strpos(${text}, ${separator})`;
-  return `WITH RECURSIVE walk(kind, resource, id, expires_at, sep, cut) AS (
-    SELECT resource_kind, resource, id, expires_at, ${sep}, ${locate('resource', sep)}
-      FROM ${events}
-    UNION ALL
-    SELECT kind, resource, id, expires_at, sep,
-      CASE WHEN ${locate('substr(resource, cut + 1)')} = 0 THEN 0
-           ELSE cut + ${locate('substr(resource, cut + 1)')} END
-      FROM walk WHERE cut > 0
-  )
-  INSERT INTO ${tableName(dialect, 'audit_event_ancestors')} (kind, ancestor, id, expires_at)
-  SELECT kind, CASE WHEN cut = 0 THEN resource ELSE substr(resource, 1, cut - 1) END, id, expires_at
-    FROM walk WHERE cut > 0 OR kind = 'path'`;
 }
 
 /** The SQL of each migration in a dialect, in order: migration `n` is element `n - 1`. */

@@ -129,20 +129,17 @@ export function connectionListQuery(query: ListConnectionsQuery): SqlQuery {
   });
 }
 
-/**
- * The audit log's query, newest first (exported for EXPLAIN in the adapters' tests). A
- * caller confined to subtrees reads through `audit_event_ancestors`: for each subtree root
- * (and for a token, its own name among token ancestors) one index range in id order, newest
- * first, cut at the page, then merged and cut again — a page costs its size, not the
- * subtree's events (issue 27). Other callers read the log itself newest first.
- */
+/** The audit log's query, newest first (exported for EXPLAIN in the adapters' tests). */
 export function auditListQuery(query: ListAuditQuery): SqlQuery {
-  if (query.within !== undefined) return scopedAuditQuery(query, query.within);
   const where: string[] = [];
   const params: unknown[] = [];
   const visible: string[] = [];
-  // Every path event; token events as `tokensBelow` says.
-  visible.push("resource_kind = 'path'");
+  if (query.within === undefined) visible.push("resource_kind = 'path'");
+  else if (query.within.length > 0) {
+    const ranges = query.within.map(() => 'resource = ? OR (resource >= ? AND resource < ?)');
+    visible.push(`(resource_kind = 'path' AND (${ranges.join(' OR ')}))`);
+    for (const root of query.within) params.push(root, `${root}/`, `${root}0`);
+  }
   if (query.tokensBelow === undefined) visible.push("resource_kind = 'token'");
   else if (query.tokensBelow !== null) {
     // Names starting `N.`: the range [`N.`, `N/`) (`/` follows `.`).
@@ -167,42 +164,6 @@ export function auditListQuery(query: ListAuditQuery): SqlQuery {
     sql: `SELECT * FROM {audit_events} WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT ?`,
     params,
   };
-}
-
-/** {@link auditListQuery} for a caller confined to the subtrees `within`. */
-function scopedAuditQuery(query: ListAuditQuery, within: readonly string[]): SqlQuery {
-  const branches: [kind: 'path' | 'token', ancestor: string][] = within.map((root) => [
-    'path',
-    root,
-  ]);
-  if (query.tokensBelow !== undefined && query.tokensBelow !== null)
-    branches.push(['token', query.tokensBelow]);
-  if (branches.length === 0) {
-    return { sql: 'SELECT * FROM {audit_events} WHERE FALSE LIMIT ?', params: [query.limit] };
-  }
-  const filters: string[] = [];
-  const filterParams: unknown[] = [];
-  if (query.type !== undefined) {
-    filters.push('e.type = ?');
-    filterParams.push(query.type);
-  }
-  if (query.since !== undefined) {
-    filters.push('e.time >= ?');
-    filterParams.push(query.since);
-  }
-  if (query.before !== undefined) {
-    filters.push('a.id < ?');
-    filterParams.push(query.before);
-  }
-  const params: unknown[] = [];
-  const pieces = branches.map(([kind, ancestor], i) => {
-    params.push(kind, ancestor, ...filterParams, query.limit);
-    const where = ['a.kind = ?', 'a.ancestor = ?', ...filters].join(' AND ');
-    return `SELECT * FROM (SELECT e.* FROM {audit_event_ancestors} a JOIN {audit_events} e ON e.id = a.id WHERE ${where} ORDER BY a.id DESC LIMIT ?) AS under${i}`;
-  });
-  params.push(query.limit);
-  // UNION, not UNION ALL: subtrees that overlap give an event once.
-  return { sql: `${pieces.join(' UNION ')} ORDER BY id DESC LIMIT ?`, params };
 }
 
 const insertSql = (codec: RowCodec<unknown>, conflict: string) =>
@@ -257,35 +218,8 @@ export function* deleteVault(keys: VaultKey[] | undefined) {
 }
 
 /** Appends events and their deliveries. */
-/**
- * What an event is listed under for scoped readers (`audit_event_ancestors`): a path and
- * each of its prefixes (`a`, `a/b`, `a/b/c`); a token's strict ancestors by name (`a`, `a.b`
- * for `a.b.c`), whose holders read its events (docs/api.md §11).
- */
-export function eventAncestors(kind: 'path' | 'token', resource: string): string[] {
-  const separator = kind === 'path' ? '/' : '.';
-  const parts = resource.split(separator);
-  const count = kind === 'path' ? parts.length : parts.length - 1;
-  return Array.from({ length: count }, (_, i) => parts.slice(0, i + 1).join(separator));
-}
-
 export function* writeEvents(write: EventWrite | undefined) {
-  const ancestors: unknown[] = [];
-  for (const event of write?.events ?? []) {
-    yield* run(INSERT_EVENT, AUDIT_EVENTS.toRow(event));
-    for (const ancestor of eventAncestors(event.resourceKind, event.resource))
-      ancestors.push(event.resourceKind, ancestor, event.id, event.expiresAt);
-  }
-  // A statement for up to 100 ancestors: few statements, under every engine's bound on
-  // parameters (a token tree's narrowing writes an event per descendant).
-  for (let at = 0; at < ancestors.length; at += 400) {
-    const chunk = ancestors.slice(at, at + 400);
-    const rows = Array.from({ length: chunk.length / 4 }, () => '(?, ?, ?, ?)');
-    yield* run(
-      `INSERT INTO {audit_event_ancestors} (kind, ancestor, id, expires_at) VALUES ${rows.join(', ')}`,
-      chunk,
-    );
-  }
+  for (const event of write?.events ?? []) yield* run(INSERT_EVENT, AUDIT_EVENTS.toRow(event));
   for (const delivery of write?.deliveries ?? []) {
     yield* run(INSERT_DELIVERY, WEBHOOK_DELIVERIES.toRow(delivery));
   }

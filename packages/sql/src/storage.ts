@@ -428,11 +428,6 @@ export function sqlStorage(
               [now, limit],
             );
           }
-          // The listing rows of the events gone (not counted: they are not records).
-          yield* run(
-            `DELETE FROM {audit_event_ancestors} WHERE (kind, ancestor, id) IN (SELECT kind, ancestor, id FROM {audit_event_ancestors} WHERE expires_at <= ? LIMIT ?{lock FOR UPDATE SKIP LOCKED})`,
-            [now, limit],
-          );
           return removed;
         })(),
       ),

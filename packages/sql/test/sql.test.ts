@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import {
   CODECS,
   compile,
-  eventAncestors,
   migrations,
   pathListQuery,
   postgresDialect,
@@ -33,27 +32,7 @@ describe('the schema and the codecs', () => {
     expect(postgres).toContain(
       'CREATE INDEX keyway_connections_provider ON "keyway".keyway_connections (provider_id, id);',
     );
-    expect(migrations(SQLITE)).toHaveLength(4);
-    // Migration 4: the ancestors of events, filled from the log in one statement per engine
-    // (SQLite's instr, PostgreSQL's strpos), and the index they replace dropped.
-    const sqlite4 = migrations(SQLITE)[3] as string;
-    const postgres4 = migrations(postgresDialect('keyway'))[3] as string;
-    expect(sqlite4).toContain('PRIMARY KEY (kind, ancestor, id)\n) WITHOUT ROWID;');
-    expect(sqlite4).toContain('WITH RECURSIVE walk(kind, resource, id, expires_at, sep, cut)');
-    expect(sqlite4).toContain(
-      "instr(resource, CASE WHEN resource_kind = 'path' THEN '/' ELSE '.' END)",
-    );
-    expect(sqlite4).toContain('DROP INDEX keyway_audit_events_resource;');
-    expect(postgres4).toContain('INSERT INTO "keyway".keyway_audit_event_ancestors');
-    expect(postgres4).toContain('strpos(substr(resource, cut + 1), sep)');
-    expect(postgres4).toContain('DROP INDEX "keyway".keyway_audit_events_resource;');
-  });
-
-  it('lists an event under each ancestor: a path under itself too, a token only strictly', () => {
-    expect(eventAncestors('path', 'a/b/c')).toEqual(['a', 'a/b', 'a/b/c']);
-    expect(eventAncestors('path', 'linear')).toEqual(['linear']);
-    expect(eventAncestors('token', 'ci.deploy.x')).toEqual(['ci', 'ci.deploy']);
-    expect(eventAncestors('token', 'ci')).toEqual([]);
+    expect(migrations(SQLITE)).toHaveLength(3);
   });
 });
 

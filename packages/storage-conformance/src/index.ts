@@ -1,4 +1,3 @@
-export { EVENTS_BEFORE_ANCESTORS, expectBackfilled } from './audit-backfill.js';
 export {
   type ConformanceTarget,
   type ReadBehind,

@@ -1,4 +1,3 @@
-import { EVENTS_BEFORE_ANCESTORS, expectBackfilled } from '@keyway/storage-conformance';
 import { createTestSchema } from '@keyway/test-support/postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { MIGRATIONS, type PostgresStorage, postgresStorage } from '../src/index.js';
@@ -18,34 +17,6 @@ describe('postgresStorage()', () => {
     );
     expect(rows).toEqual(MIGRATIONS.map((_, i) => ({ version: i + 1 })));
     for (const instance of instances) await instance.close();
-    await drop();
-  });
-
-  it('lists the events written before migration 4 under their ancestors once it has run', async () => {
-    const { schema, drop } = await createTestSchema(url);
-    const first = await postgresStorage({ connectionString: url, schema });
-    const q = (sql: string, params: unknown[] = []) =>
-      first.pool.query(sql.replaceAll('{s}', `"${schema}"`), params);
-    // Back to schema 3, its events written as they were then (no ancestors).
-    await q('DROP TABLE {s}.keyway_audit_event_ancestors');
-    await q(
-      'CREATE INDEX keyway_audit_events_resource ON {s}.keyway_audit_events (resource_kind, resource, id)',
-    );
-    await q('DELETE FROM {s}.keyway_migrations WHERE version = 4');
-    for (const [id, kind, resource] of EVENTS_BEFORE_ANCESTORS) {
-      await q(
-        `INSERT INTO {s}.keyway_audit_events (id, type, time, actor, resource_kind, resource, data, expires_at)
-         VALUES ($1, 'connection.created', 1, 'root', $2, $3, '{}', 9000000000000)`,
-        [id, kind, resource],
-      );
-    }
-    await first.close();
-    const storage = await postgresStorage({ connectionString: url, schema });
-    const { rows } = await storage.pool.query(
-      `SELECT kind, ancestor, id FROM "${schema}".keyway_audit_event_ancestors ORDER BY id, ancestor`,
-    );
-    await expectBackfilled(storage, rows);
-    await storage.close();
     await drop();
   });
 

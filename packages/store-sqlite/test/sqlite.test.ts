@@ -1,10 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { auditListQuery } from '@keyway/sql';
-import { EVENTS_BEFORE_ANCESTORS, expectBackfilled } from '@keyway/storage-conformance';
 import Database from 'better-sqlite3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { driverOf, MIGRATIONS, sqliteStorage } from '../src/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keyway-sqlite-plan-'));
@@ -30,35 +28,6 @@ describe('sqliteStorage()', () => {
     await second.close();
   });
 
-  it('lists the events written before migration 4 under their ancestors once it has run', async () => {
-    const file = join(dir, 'before-ancestors.sqlite');
-    const old = new Database(file);
-    old.exec(
-      'CREATE TABLE keyway_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
-    );
-    for (const [i, sql] of MIGRATIONS.slice(0, 3).entries()) {
-      old.exec(sql);
-      old.prepare('INSERT INTO keyway_migrations VALUES (?, 0)').run(i + 1);
-    }
-    const insert = old.prepare(
-      `INSERT INTO keyway_audit_events (id, type, time, actor, resource_kind, resource, data, expires_at)
-       VALUES (?, 'connection.created', ?, 'root', ?, ?, '{}', ?)`,
-    );
-    for (const [id, kind, resource] of EVENTS_BEFORE_ANCESTORS)
-      insert.run(id, 1, kind, resource, 9e12);
-    old.close();
-    const storage = sqliteStorage(file);
-    await expectBackfilled(
-      storage,
-      storage.database
-        .prepare(
-          'SELECT kind, ancestor, id FROM keyway_audit_event_ancestors ORDER BY id, ancestor',
-        )
-        .all(),
-    );
-    await storage.close();
-  });
-
   it('leaves an open Database it was given to its owner', async () => {
     const db = new Database(join(dir, 'borrowed.sqlite'));
     const storage = sqliteStorage(db);
@@ -82,63 +51,6 @@ describe('sqliteStorage()', () => {
     expect(await storage.health()).toMatchObject({ engine: 'sqlite' });
     await storage.close();
     expect((storage.database as Database.Database).open).toBe(false);
-  });
-
-  describe('the audit log of a scoped caller on 100,000 events (issue 27)', () => {
-    const storage = sqliteStorage(join(dir, 'audit-plan.sqlite'));
-    const events = Array.from({ length: 100_000 }, (_, i) => ({
-      id: `evt_${String(i).padStart(8, '0')}`,
-      type: i % 2 ? 'connection.created' : 'secret.read',
-      time: i,
-      actor: 'root',
-      resourceKind: 'path' as const,
-      resource: `tenant-${i % 100}/users/u${i}`,
-      data: {},
-      expiresAt: 9e12,
-    }));
-    beforeAll(async () => {
-      await storage.appendEvents({ events, deliveries: [] });
-      storage.database.exec('ANALYZE');
-    });
-    afterAll(() => storage.close());
-
-    it('reads each subtree newest first on the ancestors index, cut at the page, never the log', async () => {
-      const query = {
-        within: ['tenant-7', 'tenant-8/users'],
-        tokensBelow: 'ci',
-        type: 'secret.read',
-        before: 'evt_00090000',
-        limit: 25,
-      };
-      const { sql, params } = auditListQuery(query);
-      const compiled = sql
-        .replaceAll('{audit_event_ancestors}', 'keyway_audit_event_ancestors')
-        .replaceAll('{audit_events}', 'keyway_audit_events');
-      const lines = (
-        storage.database.prepare(`EXPLAIN QUERY PLAN ${compiled}`).all(...params) as {
-          detail: string;
-        }[]
-      ).map((row) => row.detail);
-      // One index range a subtree, in id order, each event then read by its key.
-      expect(lines.filter((line) => line.startsWith('SEARCH a '))).toEqual([
-        'SEARCH a USING PRIMARY KEY (kind=? AND ancestor=? AND id<?)',
-        'SEARCH a USING PRIMARY KEY (kind=? AND ancestor=? AND id<?)',
-        'SEARCH a USING PRIMARY KEY (kind=? AND ancestor=? AND id<?)',
-      ]);
-      expect(lines.filter((line) => line.startsWith('SEARCH e '))).toHaveLength(3);
-      expect(lines.filter((line) => /^SCAN (a|e|keyway_)/.test(line))).toEqual([]);
-      const page = await storage.listAuditEvents(query);
-      const expected = events
-        .filter(
-          (e) =>
-            e.type === 'secret.read' &&
-            e.id < 'evt_00090000' &&
-            (e.resource.startsWith('tenant-7/') || e.resource.startsWith('tenant-8/users/')),
-        )
-        .reverse()
-        .slice(0, 25);
-      expect(page.map((e) => e.id)).toEqual(expected.map((e) => e.id));
-    });
   });
 
   describe('query plans on 100,000 connections', () => {
