@@ -120,10 +120,11 @@ export function providerLine(view: {
   authorization_server: { issuer: string };
   credentials: { client_id: string; registration: string; mode?: string };
   hand_out?: boolean;
+  dpop?: boolean;
 }): string {
   const what =
     view.template === 'oauth2'
       ? `oauth2 ${view.profile ? `profile ${clean(view.profile)}` : '(named endpoints)'}`
       : clean(view.configuration.resource_url ?? '');
-  return `${clean(view.id)}: ${what} via ${clean(view.authorization_server.issuer)} (client ${clean(view.credentials.client_id)}, ${clean(view.credentials.registration)}${view.credentials.mode === 'client_credentials' ? ', client credentials grant' : ''}${view.hand_out === false ? ', inject-only' : ''})`;
+  return `${clean(view.id)}: ${what} via ${clean(view.authorization_server.issuer)} (client ${clean(view.credentials.client_id)}, ${clean(view.credentials.registration)}${view.credentials.mode === 'client_credentials' ? ', client credentials grant' : ''}${view.dpop === true ? ', DPoP' : ''}${view.hand_out === false ? ', inject-only' : ''})`;
 }

@@ -226,6 +226,15 @@ describe('keyway admin commands, in process against a broker and the test world'
       EXIT.ok,
     );
     expect(last()).not.toContain('inject-only');
+    // --dpop: DPoP-bound tokens, so inject-only too.
+    expect(
+      await run('provider', 'put', 'linear', '--resource-url', world.resourceUrl, '--dpop'),
+    ).toBe(EXIT.ok);
+    expect(last()).toBe(
+      `linear: ${world.resourceUrl} via ${world.issuer} (client ${world.clients.keys().next().value}, dynamic, DPoP, inject-only)`,
+    );
+    expect(await run('provider', 'get', 'linear', '--json')).toBe(EXIT.ok);
+    expect(JSON.parse(last())).toMatchObject({ dpop: true, hand_out: false });
   });
 
   it('makes a classic API provider from a profile, its secret from stdin, and lists the catalog (#28)', async () => {

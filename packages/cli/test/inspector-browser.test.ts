@@ -548,6 +548,16 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
     await expect
       .poll(() => page.locator('#provider-result code').textContent())
       .toBe('credentials.assertion_source');
+    // DPoP, for a server that requires it without listing it: sent as `dpop: true`.
+    await mode.selectOption('register');
+    await page.getByLabel('Provider id').fill('inspect/dpop');
+    await page.getByLabel(/^DPoP: tokens bound to a key/).check();
+    await page.getByRole('button', { name: 'Save provider' }).click();
+    await expect
+      .poll(() => page.locator('#provider-result').textContent())
+      .toContain('Provider inspect/dpop: client');
+    const bound = await callApi(keyway.url, ROOT_KEY, 'GET', '/api/admin/providers/inspect/dpop');
+    expect(bound.body).toMatchObject({ dpop: true, hand_out: false });
     await mode.selectOption('enterprise');
     await expect.poll(() => page.getByLabel('IdP token endpoint').isVisible()).toBe(true);
     expect(await accessibility(page)).toEqual([]);

@@ -42,6 +42,7 @@ const EMPTY = {
   idpClientId: '',
   idpClientSecret: '',
   injectOnly: false,
+  dpop: false,
 };
 type Values = typeof EMPTY;
 
@@ -113,6 +114,8 @@ export function ProviderForm(props: { resourceUrl: string; onSaved: (view: Json)
     setError(null);
     setSaved(null);
     const scopes = words(v.scopes);
+    // DPoP-bound tokens are inject-only by themselves (docs/api.md §14).
+    const handOut = v.dpop ? { dpop: true } : v.injectOnly ? { hand_out: false } : {};
     const shown = Object.fromEntries(
       (profile?.params ?? []).map((name) => [name, (params[name] ?? '').trim()]),
     );
@@ -120,7 +123,7 @@ export function ProviderForm(props: { resourceUrl: string; onSaved: (view: Json)
       ? {
           template: 'oauth2',
           profile: v.profile,
-          ...(v.injectOnly ? { hand_out: false } : {}),
+          ...handOut,
           configuration: {
             ...(scopes.length > 0 ? { scopes } : {}),
             ...(Object.keys(shown).length > 0 ? { params: shown } : {}),
@@ -129,7 +132,7 @@ export function ProviderForm(props: { resourceUrl: string; onSaved: (view: Json)
         }
       : {
           template: 'mcp',
-          ...(v.injectOnly ? { hand_out: false } : {}),
+          ...handOut,
           configuration: {
             resource_url: props.resourceUrl.trim(),
             ...(scopes.length > 0 ? { scopes } : {}),
@@ -312,6 +315,18 @@ export function ProviderForm(props: { resourceUrl: string; onSaved: (view: Json)
           />
           <label for="inject-only">
             Inject-only: tokens are never handed out, only used by the gateway and the proxy
+          </label>
+        </div>
+        <div class="check">
+          <input
+            id="dpop"
+            type="checkbox"
+            checked={v.dpop}
+            onChange={(event) => set({ dpop: (event.currentTarget as HTMLInputElement).checked })}
+          />
+          <label for="dpop">
+            DPoP: tokens bound to a key of each connection, even where the server does not list DPoP
+            (inject-only)
           </label>
         </div>
         <button type="submit">Save provider</button>

@@ -47,13 +47,37 @@ async function proofOf(request: Request): Promise<Proof | null> {
 
 const ath = (token: string) => createHash('sha256').update(token).digest('base64url');
 
+/** A DPoP-bound token is never answered (docs/api.md §14). */
+async function expectNoHandOut(h: Harness): Promise<void> {
+  const handOut = await h.call('GET', '/api/oauth/credentials/acme/users/alice/linear');
+  expect(handOut.status).toBe(403);
+  expect(handOut.body.error).toBe('credentials_not_exportable');
+}
+
+/** `tools/list` through the gateway, answered 200. */
+async function listThroughGateway(h: Harness) {
+  const listed = await h.call('POST', '/mcp/acme/users/alice/linear', {
+    body: RPC,
+    headers: ACCEPT,
+  });
+  expect(listed.status, listed.text).toBe(200);
+  return listed;
+}
+
 describe('DPoP-bound connections', () => {
   const slot = harnessPerTest();
 
-  async function setUp(handOut = false, mode: 'consent' | 'client_credentials' = 'consent') {
+  async function setUp(
+    handOut = false,
+    mode: 'consent' | 'client_credentials' = 'consent',
+    /** `advertise: false`: a server that takes proofs without listing its algorithms. */
+    options: { advertise?: boolean; dpop?: boolean } = {},
+  ) {
     const world = createTestWorld({
       now: () => Date.now(),
-      serverMetadataOverrides: { dpop_signing_alg_values_supported: ['ES256'] },
+      ...(options.advertise === false
+        ? {}
+        : { serverMetadataOverrides: { dpop_signing_alg_values_supported: ['ES256'] } }),
     });
     const tokenEndpoint = `${world.issuer}/oauth/token`;
     const seen = { token: [] as Proof[], mcp: [] as { proof: Proof; token: string }[] };
@@ -132,7 +156,7 @@ describe('DPoP-bound connections', () => {
       body: {
         template: 'mcp',
         configuration: { resource_url: world.resourceUrl },
-        ...(handOut ? {} : { hand_out: false }),
+        ...(options.dpop ? { dpop: true } : handOut ? {} : { hand_out: false }),
         ...(own
           ? {
               credentials: {
@@ -176,16 +200,10 @@ describe('DPoP-bound connections', () => {
     const view = await h.call('GET', '/api/oauth/connections/acme/users/alice/linear');
     expect(view.body.status).toBe('active');
 
-    const handOut = await h.call('GET', '/api/oauth/credentials/acme/users/alice/linear');
-    expect(handOut.status).toBe(403);
-    expect(handOut.body.error).toBe('credentials_not_exportable');
+    await expectNoHandOut(h);
 
     // Through the gateway: `DPoP <token>`, a proof with `ath`, the resource's nonce retried once.
-    const listed = await h.call('POST', '/mcp/acme/users/alice/linear', {
-      body: RPC,
-      headers: ACCEPT,
-    });
-    expect(listed.status, listed.text).toBe(200);
+    const listed = await listThroughGateway(h);
     expect(listed.body.result.tools[0].name).toBe('echo');
     expect(seen.mcp).toHaveLength(2);
     for (const { proof, token } of seen.mcp) {
@@ -216,11 +234,7 @@ describe('DPoP-bound connections', () => {
       valid: true,
       claims: { htm: 'POST', nonce: servers.asNonce },
     });
-    const listed = await h.call('POST', '/mcp/acme/users/alice/linear', {
-      body: RPC,
-      headers: ACCEPT,
-    });
-    expect(listed.status, listed.text).toBe(200);
+    await listThroughGateway(h);
     expect(seen.mcp.at(-1)?.proof.header.jwk).toEqual(seen.token[0]?.header.jwk);
     // The server refuses the token once: it is obtained again, proved with the same key.
     servers.rsRefuseOnce = true;
@@ -237,6 +251,73 @@ describe('DPoP-bound connections', () => {
     expect(seen.token[2]?.header.jwk).toEqual(seen.token[0]?.header.jwk);
     const tokens = [...new Set(seen.mcp.map(({ token }) => token))];
     expect(tokens).toHaveLength(2);
+  });
+
+  it('binds the tokens where the provider says dpop: true, though the server lists no DPoP algorithm', async () => {
+    const { seen, servers, world, h } = await setUp(false, 'consent', {
+      advertise: false,
+      dpop: true,
+    });
+    const provider = await h.call('GET', '/api/admin/providers/acme/linear');
+    expect(provider.body).toMatchObject({ dpop: true, hand_out: false });
+    expect(provider.body.authorization_server.dpop_signing_alg_values_supported ?? null).toBeNull();
+    // The code exchange proved the key, the nonce retried once.
+    expect(seen.token).toHaveLength(2);
+    expect(seen.token.every((proof) => proof.valid)).toBe(true);
+    expect(seen.token[1]?.claims.nonce).toBe(servers.asNonce);
+    await expectNoHandOut(h);
+    await listThroughGateway(h);
+    expect(seen.mcp.at(-1)?.proof).toMatchObject({
+      valid: true,
+      claims: { htm: 'POST', htu: world.resourceUrl },
+    });
+    expect(seen.mcp.at(-1)?.proof.header.jwk).toEqual(seen.token[0]?.header.jwk);
+  });
+
+  it('refuses dpop: true with hand_out: true, and at a server that takes no ES256 proof', async () => {
+    const world = createTestWorld({
+      serverMetadataOverrides: { dpop_signing_alg_values_supported: ['RS256', 'PS256'] },
+    });
+    const h = new Harness(memoryStorage(), {
+      baseUrl: BASE,
+      providerManagement: true,
+      fetch: (input, init) => world.fetch(input, init),
+    });
+    slot.h = h;
+    const body = (extra: Record<string, unknown>) => ({
+      template: 'mcp',
+      configuration: { resource_url: world.resourceUrl },
+      ...extra,
+    });
+    const both = await h.call('PUT', '/api/admin/providers/acme/linear', {
+      body: body({ dpop: true, hand_out: true }),
+    });
+    expect(both.status).toBe(400);
+    expect(both.body).toMatchObject({
+      error: 'invalid_request',
+      details: [
+        {
+          path: 'dpop',
+          message: '"dpop": true makes the provider inject-only: leave out "hand_out"',
+        },
+      ],
+    });
+    const rsa = await h.call('PUT', '/api/admin/providers/acme/linear', {
+      body: body({ dpop: true }),
+    });
+    expect(rsa.status).toBe(400);
+    expect(rsa.body.details).toEqual([
+      {
+        path: 'dpop',
+        message:
+          'the authorization server takes DPoP proofs signed with RS256, PS256, not ES256, the one Keyway signs with',
+      },
+    ]);
+    expect((await h.call('GET', '/api/admin/providers/acme/linear')).status).toBe(404);
+    // Without it, the provider is made: Bearer tokens, as the server's algorithms allow no DPoP.
+    const plain = await h.call('PUT', '/api/admin/providers/acme/linear', { body: body({}) });
+    expect(plain.status).toBe(201);
+    expect(plain.body).toMatchObject({ dpop: false, hand_out: true });
   });
 
   it('keeps Bearer tokens for a provider whose tokens are handed out', async () => {

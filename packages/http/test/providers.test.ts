@@ -93,6 +93,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
         profile: null,
         label: 'Linear',
         hand_out: true,
+        dpop: false,
         configuration: { resource_url: 'https://mcp.example.test/mcp', scopes: [] },
         credentials: {
           mode: 'register',

@@ -29,6 +29,7 @@ export const OPTIONS = {
   'token-param': { type: 'string', multiple: true },
   register: { type: 'boolean' },
   'inject-only': { type: 'boolean' },
+  dpop: { type: 'boolean' },
   profile: { type: 'string' },
   param: { type: 'string', multiple: true },
   'client-secret-stdin': { type: 'boolean' },

@@ -126,9 +126,9 @@ export const PROVIDER_COMMANDS: Command[] = [
         [--idp-issuer <url> --idp-token-endpoint <url> --idp-client-id <id>
           [--idp-client-secret-env <VAR>]]]
       [--pkce assume_s256] [--authorization-param <name=value>…] [--token-param <name=value>…]
-      [--register] [--inject-only]`,
+      [--register] [--inject-only] [--dpop]`,
     summary:
-      'creates or replaces a provider: an MCP server (--resource-url) or a classic API of the catalog (--profile, with your --client-id; "profile list" shows them). --mode client_credentials: the client gets its own tokens, with its secret or a private key (PEM on standard input), no user; --mode jwt_bearer: with a workload JWT from one of the broker’s assertion sources; --mode enterprise: a user’s ID token exchanged at the --idp-* identity provider (keyway connect --subject-token-stdin); --register: a new client, as "provider register"; --inject-only: its tokens never handed out',
+      'creates or replaces a provider: an MCP server (--resource-url) or a classic API of the catalog (--profile, with your --client-id; "profile list" shows them). --mode client_credentials: the client gets its own tokens, with its secret or a private key (PEM on standard input), no user; --mode jwt_bearer: with a workload JWT from one of the broker’s assertion sources; --mode enterprise: a user’s ID token exchanged at the --idp-* identity provider (keyway connect --subject-token-stdin); --register: a new client, as "provider register"; --inject-only: its tokens never handed out; --dpop: its tokens DPoP-bound even where the server does not say it takes DPoP (inject-only too)',
     options: [
       'resource-url',
       'profile',
@@ -152,6 +152,7 @@ export const PROVIDER_COMMANDS: Command[] = [
       'token-param',
       'register',
       'inject-only',
+      'dpop',
     ],
     async run({ api, arg, values, io, show }) {
       const id = arg(0, 'id');
@@ -177,7 +178,11 @@ export const PROVIDER_COMMANDS: Command[] = [
         ...(tokenParams === undefined ? {} : { token_params: tokenParams }),
       };
       const common = {
-        ...(values['inject-only'] === true ? { hand_out: false } : {}),
+        ...(values.dpop === true
+          ? { dpop: true }
+          : values['inject-only'] === true
+            ? { hand_out: false }
+            : {}),
         ...(values.label === undefined ? {} : { label: values.label }),
       };
       let body = await api(

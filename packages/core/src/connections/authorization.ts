@@ -312,10 +312,10 @@ export class AuthorizationFlow {
       }
       const { state: provider } = await o.providers.resolve(pending.providerId);
       const { oauth2: quirks, authorization_server: server } = provider;
-      // RFC 9449: an inject-only provider's tokens, at a server that takes DPoP, are bound to
-      // a key of this connection (a token that is handed out stays a Bearer token).
+      // RFC 9449: tokens bound to a key of this connection where the provider says so or its
+      // inject-only provider's server takes DPoP (a token handed out stays a Bearer token).
       const key =
-        server.issuer === saved.party.issuer && wantsDpop(server) && provider.hand_out === false
+        server.issuer === saved.party.issuer && wantsDpop(provider, server)
           ? await newDpopKey()
           : undefined;
       const dpop = await dpopOptions(key);

@@ -161,11 +161,8 @@ export async function connectWithoutConsent(
     actor,
   });
   if (incarnation === null) throw new KeywayError('not_found', 'the connection was deleted');
-  // DPoP (RFC 9449) for an inject-only provider whose server takes it, as for consent.
-  const key =
-    wantsDpop(state.authorization_server) && state.hand_out === false
-      ? await newDpopKey()
-      : undefined;
+  // DPoP (RFC 9449) as for consent.
+  const key = wantsDpop(state, state.authorization_server) ? await newDpopKey() : undefined;
   let tokens: Omit<ConnectionTokens, 'generation'>;
   try {
     tokens =

@@ -1,5 +1,5 @@
 import * as oauth from 'oauth4webapi';
-import type { AuthorizationServerInfo } from '../storage/states.js';
+import type { AuthorizationServerInfo, ProviderState } from '../storage/states.js';
 
 /*
  * DPoP (RFC 9449; the MCP extension SEP-1932) for connections whose authorization server
@@ -18,11 +18,20 @@ export interface DpopKey {
 
 const EC = { name: 'ECDSA', namedCurve: 'P-256' } as const;
 
-/** Whether an authorization server takes ES256 DPoP proofs (RFC 9449 §5.1). */
+/**
+ * Whether a provider's new connections are DPoP-bound: it says so (`dpop: true`), or it is
+ * inject-only and its authorization server takes ES256 proofs (RFC 9449 §5.1). A provider
+ * whose tokens are handed out keeps Bearer tokens (docs/api.md §14).
+ */
 export function wantsDpop(
+  provider: Pick<ProviderState, 'dpop' | 'hand_out'>,
   server: Pick<AuthorizationServerInfo, 'dpop_signing_alg_values_supported'>,
 ) {
-  return server.dpop_signing_alg_values_supported?.includes('ES256') === true;
+  if (provider.dpop === true) return true;
+  return (
+    provider.hand_out === false &&
+    server.dpop_signing_alg_values_supported?.includes('ES256') === true
+  );
 }
 
 /** A new key pair for one connection. */

@@ -62,6 +62,7 @@ export const ProviderViewBody = z.object({
   label: z.string(),
   /** `false`: inject-only (docs/api.md §13). */
   hand_out: z.boolean(),
+  dpop: z.boolean(),
   configuration: z.object({
     resource_url: z.string().optional(),
     scopes: z.array(z.string()),

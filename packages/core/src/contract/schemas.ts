@@ -131,12 +131,20 @@ const providerScopes = z.array(z.string().min(1).max(200)).max(64).optional();
  * gateway and the proxy (docs/api.md §13). Default `true`.
  */
 const handOut = z.boolean().optional();
+/**
+ * `true`: DPoP-bound tokens (RFC 9449) even where the server does not list
+ * `dpop_signing_alg_values_supported` — for a server that requires proofs without saying
+ * so. Its connections are then inject-only (docs/api.md §14). Default `false`: DPoP where
+ * the server lists ES256 and the provider is inject-only.
+ */
+const dpop = z.boolean().optional();
 const providerLabel = z.string().min(1).max(200).optional();
 
 /** Body of `PUT /api/admin/providers/<id>` (docs/api.md §4), template `mcp`. */
 export const McpProviderBody = z.strictObject({
   template: z.literal('mcp'),
   hand_out: handOut,
+  dpop,
   label: providerLabel,
   configuration: z.strictObject({
     resource_url: z.string(),
@@ -202,6 +210,7 @@ export const OAuth2ProviderBody = z.strictObject({
   /** A profile of the catalog (`GET /api/admin/profiles`); absent: the endpoints below. */
   profile: z.string().min(1).max(64).optional(),
   hand_out: handOut,
+  dpop,
   label: providerLabel,
   configuration: z
     .strictObject({

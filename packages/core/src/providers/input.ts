@@ -48,6 +48,8 @@ export interface ProviderSpec {
   label: string | undefined;
   /** `false`: inject-only (docs/api.md §13). */
   handOut: boolean;
+  /** DPoP-bound tokens even where the server does not advertise DPoP (docs/api.md §14). */
+  dpop: boolean;
   /** `mcp`: the MCP endpoint, as `checkUrl` answered it. */
   resourceUrl: string | undefined;
   /** `oauth2`: the endpoints and quirks of its profile, resolved. */
@@ -139,9 +141,14 @@ export function parseProviderInput(
   sources: readonly string[] = [],
 ): ProviderSpec {
   const shape = parseShape(ProviderBody, input);
+  const dpop = shape.dpop === true;
+  // A DPoP-bound token is useless without its key, which never leaves the broker.
+  if (dpop && shape.hand_out === true)
+    throw invalid('dpop', '"dpop": true makes the provider inject-only: leave out "hand_out"');
   const common = {
     label: shape.label,
-    handOut: shape.hand_out ?? true,
+    handOut: dpop ? false : (shape.hand_out ?? true),
+    dpop,
     configuredScopes: shape.configuration?.scopes ?? [],
     authorizationParams: checkExtraParams(
       'configuration.authorization_params',

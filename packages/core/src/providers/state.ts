@@ -35,6 +35,8 @@ export interface ProviderView {
    * credentials_not_exportable`; the gateway and the proxy use the tokens (docs/api.md §13).
    */
   hand_out: boolean;
+  /** Whether its connections' tokens are DPoP-bound whatever the server advertises. */
+  dpop: boolean;
   configuration: {
     /** `mcp`: the MCP endpoint. */
     resource_url?: string;
@@ -146,6 +148,7 @@ export function providerView(record: ProviderRecord, profile: ClientProfile | nu
     profile: state.oauth2?.profile ?? null,
     label: state.label,
     hand_out: state.hand_out !== false,
+    dpop: state.dpop === true,
     configuration: {
       ...state.configuration,
       ...(state.oauth2 !== undefined && Object.keys(state.oauth2.params).length > 0

@@ -50,6 +50,7 @@ export async function oauth2Write(
       template: 'oauth2',
       oauth2: quirks,
       ...(spec.handOut ? {} : { hand_out: false }),
+      ...(spec.dpop ? { dpop: true } : {}),
       configuration: {
         scopes: spec.configuredScopes,
         ...(spec.authorizationParams && { authorization_params: spec.authorizationParams }),
@@ -190,6 +191,12 @@ export async function mcpWrite(
     ...(spec.mode === 'register' || spec.mode === 'custom' ? {} : { grant: spec.mode }),
   });
   const issuer = discovery.authorization_server.issuer;
+  const algorithms = discovery.authorization_server.dpop_signing_alg_values_supported;
+  if (spec.dpop && algorithms !== null && algorithms !== undefined && !algorithms.includes('ES256'))
+    throw invalid(
+      'dpop',
+      `the authorization server takes DPoP proofs signed with ${algorithms.join(', ') || 'nothing'}, not ES256, the one Keyway signs with`,
+    );
   const { now, vault } = deps;
   const puts: VaultWrite[] = [];
   const deletes: VaultKey[] = [];
@@ -233,6 +240,7 @@ export async function mcpWrite(
   const state: ProviderState = {
     label: spec.label ?? previous?.label ?? providerId,
     ...(spec.handOut ? {} : { hand_out: false }),
+    ...(spec.dpop ? { dpop: true } : {}),
     configuration: {
       resource_url: resourceUrl,
       scopes: spec.configuredScopes,

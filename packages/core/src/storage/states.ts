@@ -145,6 +145,8 @@ export const ProviderStateSchema = z.object({
   oauth2: OAuth2QuirksSchema.optional(),
   /** `false`: inject-only (docs/api.md §13). Absent: tokens may be handed out. */
   hand_out: z.boolean().optional(),
+  /** `true`: DPoP-bound tokens whatever the server advertises (docs/api.md §14). */
+  dpop: z.boolean().optional(),
   configuration: z.object({
     /** The MCP endpoint; absent for `oauth2` providers. */
     resource_url: z.string().optional(),

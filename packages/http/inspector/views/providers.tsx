@@ -11,6 +11,7 @@ interface ProviderView {
   profile: string | null;
   label: string;
   hand_out: boolean;
+  dpop: boolean;
   configuration: Json;
   credentials: Json;
   resource: Json | null;
@@ -71,7 +72,14 @@ function ProviderPanel(props: {
             `${String(credentials.registration)}, ${String(credentials.token_endpoint_auth_method)}`,
           ],
           ['Client secret', credentials.client_secret_set === true ? 'held (never shown)' : 'none'],
-          ['Tokens', view.hand_out ? 'handed out to callers' : 'inject-only (gateway and proxy)'],
+          [
+            'Tokens',
+            view.dpop
+              ? 'DPoP-bound, inject-only (gateway and proxy)'
+              : view.hand_out
+                ? 'handed out to callers'
+                : 'inject-only (gateway and proxy)',
+          ],
           ['Redirect URI', String(credentials.redirect_uri ?? '—')],
           ['Updated', <When at={view.updated_at} />],
         ]}
