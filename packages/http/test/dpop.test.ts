@@ -314,6 +314,17 @@ describe('DPoP-bound connections', () => {
       },
     ]);
     expect((await h.call('GET', '/api/admin/providers/acme/linear')).status).toBe(404);
+    // Not for a classic API: the API proxy sends its tokens as Bearer tokens.
+    const classic = await h.call('PUT', '/api/admin/providers/acme/github', {
+      body: {
+        template: 'oauth2',
+        profile: 'github',
+        dpop: true,
+        credentials: { client_id: 'gh', client_secret: 'gh-secret-0123456789' },
+      },
+    });
+    expect(classic.status).toBe(400);
+    expect(classic.body.details).toEqual([{ path: '', message: 'Unrecognized key: "dpop"' }]);
     // Without it, the provider is made: Bearer tokens, as the server's algorithms allow no DPoP.
     const plain = await h.call('PUT', '/api/admin/providers/acme/linear', { body: body({}) });
     expect(plain.status).toBe(201);

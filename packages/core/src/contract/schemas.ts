@@ -210,7 +210,6 @@ export const OAuth2ProviderBody = z.strictObject({
   /** A profile of the catalog (`GET /api/admin/profiles`); absent: the endpoints below. */
   profile: z.string().min(1).max(64).optional(),
   hand_out: handOut,
-  dpop,
   label: providerLabel,
   configuration: z
     .strictObject({

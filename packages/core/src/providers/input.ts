@@ -141,7 +141,8 @@ export function parseProviderInput(
   sources: readonly string[] = [],
 ): ProviderSpec {
   const shape = parseShape(ProviderBody, input);
-  const dpop = shape.dpop === true;
+  // DPoP is for MCP servers: the API proxy sends classic APIs Bearer tokens.
+  const dpop = shape.template === 'mcp' && shape.dpop === true;
   // A DPoP-bound token is useless without its key, which never leaves the broker.
   if (dpop && shape.hand_out === true)
     throw invalid('dpop', '"dpop": true makes the provider inject-only: leave out "hand_out"');

@@ -50,7 +50,6 @@ export async function oauth2Write(
       template: 'oauth2',
       oauth2: quirks,
       ...(spec.handOut ? {} : { hand_out: false }),
-      ...(spec.dpop ? { dpop: true } : {}),
       configuration: {
         scopes: spec.configuredScopes,
         ...(spec.authorizationParams && { authorization_params: spec.authorizationParams }),
