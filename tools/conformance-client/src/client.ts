@@ -396,6 +396,12 @@ class ConformanceClient {
  * a pre-registered client (mode `custom`), or — in the client credentials scenarios
  * (SEP-1046) — a client that gets its own tokens, with its secret or private key.
  */
+/** SEP-990 in its two forms: 0.2's scenario and 0.1.16's earlier one. */
+const ENTERPRISE_SCENARIOS = new Set([
+  'auth/enterprise-managed-authorization',
+  'auth/cross-app-access-complete-flow',
+]);
+
 function credentialsOf(
   scenario: string,
   context: Record<string, unknown> | null,
@@ -409,7 +415,7 @@ function credentialsOf(
   const key = text('private_key_pem');
   const workload = text('valid_jwt');
   const idpToken = text('idp_id_token');
-  if (scenario === 'auth/enterprise-managed-authorization' && idpToken !== undefined) {
+  if (ENTERPRISE_SCENARIOS.has(scenario) && idpToken !== undefined) {
     // SEP-990: Keyway's client at the MCP server's authorization server, and at the
     // enterprise identity provider that exchanges the user's ID token.
     return {

@@ -2,9 +2,9 @@ import type { SuiteVersion } from './harness.js';
 
 /**
  * The client-authorization scenarios of the authorization-code flow in the two pinned
- * releases of the suite, and the extension scenarios Keyway supports: client credentials
- * (SEP-1046) and workload identity (SEP-1933). Enterprise-managed authorization and DPoP
- * are not supported yet and not run.
+ * releases of the suite, and the extension scenarios (docs/api.md §14): client credentials
+ * (SEP-1046), workload identity (SEP-1933), enterprise-managed authorization (SEP-990, in
+ * both its forms) and DPoP (SEP-1932).
  */
 const BOTH_REVISIONS = [
   'auth/metadata-default',
@@ -45,6 +45,8 @@ const NEW_IN_2026 = [
 
 /** The extension scenarios Keyway passes (docs/api.md §14), in both releases. */
 const EXTENSIONS = ['auth/client-credentials-basic', 'auth/client-credentials-jwt'];
+/** Extension scenarios of the older release only: SEP-990 in its earlier form. */
+const OLD_EXTENSIONS = ['auth/cross-app-access-complete-flow'];
 /** Extension scenarios of the newest release only. */
 const NEW_EXTENSIONS = ['auth/wif-jwt-bearer', 'auth/enterprise-managed-authorization'];
 /** DPoP (SEP-1932): the gateway's only, its token never leaving the broker. */
@@ -63,11 +65,13 @@ export interface Run {
 
 export const RUNS: Run[] = [
   // 0.1.16 has no --spec-version for these: it picks each scenario's own (stateful wire).
-  ...[...BOTH_REVISIONS, ...LEGACY, ...DRAFT_IN_BOTH, ...EXTENSIONS].map((scenario) => ({
-    suite: '0.1.16' as const,
-    scenario,
-    specVersion: null,
-  })),
+  ...[...BOTH_REVISIONS, ...LEGACY, ...DRAFT_IN_BOTH, ...EXTENSIONS, ...OLD_EXTENSIONS].map(
+    (scenario) => ({
+      suite: '0.1.16' as const,
+      scenario,
+      specVersion: null,
+    }),
+  ),
   ...BOTH_REVISIONS.flatMap((scenario) =>
     ['2025-11-25', '2026-07-28'].map((specVersion) => ({
       suite: '0.2.0-alpha.12' as const,
