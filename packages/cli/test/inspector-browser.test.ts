@@ -252,7 +252,7 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
     await expect
       .poll(() => connection.textContent(), { timeout: 15_000 })
       .toContain('Statusactive');
-    expect(await connection.textContent()).toMatch(/Access token\S{4}…\S{4}/);
+    await expect.poll(() => connection.textContent()).toMatch(/Access token\S{4}…\S{4}/);
     expect(await connection.textContent()).toContain(
       'Refresh tokenheld: the token is refreshed when due',
     );
@@ -626,7 +626,9 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
     await page.keyboard.press('Enter');
     await expect.poll(() => page.locator('#status').textContent()).toContain('Credential accepted');
     // The focus moves to the first view's link once the form is gone.
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Connect');
+    await expect
+      .poll(() => page.evaluate(() => document.activeElement?.textContent))
+      .toBe('Connect');
     let reached = '';
     for (let step = 0; step < 12 && reached !== 'Audit'; step++) {
       await page.keyboard.press('Tab');

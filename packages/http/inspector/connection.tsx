@@ -87,21 +87,22 @@ export function ConnectionPanel(props: {
         'GET',
         `/api/oauth/connections/${encodePath(props.id)}`,
       );
-      setView(read);
-      setError(null);
-      setToken(null);
+      let shown: string | null = null;
       if (read.status === 'active') {
         try {
           const credentials = await api('GET', `/api/oauth/credentials/${encodePath(props.id)}`);
-          setToken(mask(String(credentials.access_token)));
+          shown = mask(String(credentials.access_token));
         } catch (failure) {
-          setToken(
+          shown =
             failure instanceof ApiError && failure.code === 'credentials_not_exportable'
               ? 'never handed out (inject-only: use the gateway)'
-              : describe(failure),
-          );
+              : describe(failure);
         }
       }
+      // The view and its token at once: never a status without the token it goes with.
+      setView(read);
+      setToken(shown);
+      setError(null);
       say(
         read.status === 'pending'
           ? `Connection ${props.id} is pending: waiting for consent.`
