@@ -14,8 +14,21 @@ interface Event {
   data: Json;
 }
 
-/** The event types, as this broker's own OpenAPI document lists them. */
-async function eventTypes(): Promise<string[]> {
+let known: Promise<string[]> | null = null;
+
+/**
+ * The event types, as this broker's own OpenAPI document lists them: read once a page (the
+ * document is not small), again after a failure.
+ */
+function eventTypes(): Promise<string[]> {
+  known ??= readEventTypes().catch(() => {
+    known = null;
+    return [];
+  });
+  return known;
+}
+
+async function readEventTypes(): Promise<string[]> {
   const document = await openApi();
   const operation = (document.paths as Record<string, Record<string, Json>>)['/api/admin/audit']
     ?.get;

@@ -175,12 +175,13 @@ export function ConnectView(props: { who: Whoami }) {
   const [reload, setReload] = useState(0);
   const [server, setServer] = useState<Json | null>(null);
   useEffect(() => {
-    // The authorization server's metadata as the provider keeps it, for the debugger.
-    if (provider === '' || !props.who.provider_management) return;
+    // The authorization server's metadata as the provider keeps it, for the debugger: read
+    // when a provider is saved or an authorization starts, not at each key typed.
+    if (reload === 0 || provider === '' || !props.who.provider_management) return;
     api('GET', `/api/admin/providers/${encodePath(provider)}`)
       .then((view) => setServer(view))
       .catch(() => setServer(null));
-  }, [provider, reload]);
+  }, [reload]);
   return (
     <div class="walk">
       <header class="intro">
