@@ -31,8 +31,31 @@ const HARNESSES = {
     file: 'test/soak.test.ts',
     env: { KEYWAY_SOAK_REQUESTS: '1000000' },
     line: /^soak: .*$/gm,
+    check: heapHeld,
   },
 };
+
+/** What caches may take as they settle after warm-up (statements, counters, JIT metadata). */
+const SETTLING_MIB = 4;
+/**
+ * Bytes a request may leave on the heap after a full GC before the soak calls it a leak:
+ * below the smallest thing a leak keeps (a Map entry with its key), so a leak of one object
+ * per request crosses the bound, and no amount of load on the machine does (both heaps are
+ * read after full collections with no request in flight, the end one the least of three).
+ */
+const LEAK_BYTES = 64;
+
+/** The soak's heap held: why not, or `null`. */
+function heapHeld(line) {
+  const requests = /^soak: (\d+) requests measured/.exec(line);
+  const heap = /heap after GC ([\d.]+) → ([\d.]+) MiB/.exec(line);
+  if (requests === null || heap === null) return 'the soak line has no request count or heap';
+  const grown = Number(heap[2]) - Number(heap[1]);
+  const bound = SETTLING_MIB + (LEAK_BYTES * Number(requests[1])) / 1024 / 1024;
+  return grown < bound
+    ? null
+    : `the heap grew ${grown.toFixed(1)} MiB after GC, more than ${bound.toFixed(1)} MiB (${SETTLING_MIB} MiB and ${LEAK_BYTES} B a request): a leak`;
+}
 
 const name = process.argv[2];
 const harness = HARNESSES[name];
@@ -68,6 +91,13 @@ const lines = plain.match(harness.line) ?? [];
 if (code !== 0 || lines.length === 0) {
   console.error(`\n${name}: the harness failed (exit ${code}); docs/reliability.md is unchanged`);
   process.exit(code === 0 ? 1 : code);
+}
+for (const line of lines) {
+  const problem = harness.check?.(line) ?? null;
+  if (problem !== null) {
+    console.error(`\n${name}: ${problem}; docs/reliability.md is unchanged`);
+    process.exit(1);
+  }
 }
 const doc = fileURLToPath(new URL('../docs/reliability.md', import.meta.url));
 const text = readFileSync(doc, 'utf8');

@@ -15,22 +15,15 @@ import { serveWorld } from './peers.js';
  * authorization server as they come due), 10% writes — until KEYWAY_SOAK_REQUESTS requests
  * were answered after warm-up (default 40,000; `pnpm soak`: 1,000,000) and every
  * connection was refreshed twice. The harness counts work, not time: a busy machine takes
- * longer, within a generous limit. Zero errors; the heap after a full GC, with the load
- * paused, grown by less than what a leak would leave — a few MiB for caches settling, and
- * {@link LEAK_BYTES} a request beyond (a busy machine or allocator changes neither: RSS is
- * reported, not held); every connection and token consistent afterwards.
- * Rates and latencies are reported here and measured in `pnpm bench`.
+ * longer, within a generous limit. Zero errors; every connection and token consistent
+ * afterwards. Rates, latencies and the heap after a full GC are reported: the heap's growth
+ * is a figure of the long form, which `pnpm soak` (scripts/reliability.mjs) holds to its
+ * bound — a few MiB for caches settling and 64 bytes a request beyond — since the short form
+ * cannot show the leaks that bound is for (a backlog that drains only while the load pauses
+ * showed at 300,000 requests, not at 40,000: docs/reliability.md).
  */
 
 const REQUESTS = Number(process.env.KEYWAY_SOAK_REQUESTS ?? 40_000);
-/**
- * Bytes a request may leave on the heap after a full GC before the soak calls it a leak:
- * below the smallest thing a leak keeps (a Map entry with its key), so a leak of one object
- * per request crosses the bound, and no amount of load on the machine does.
- */
-const LEAK_BYTES = 64;
-/** What caches may take as they settle after warm-up (statements, counters, JIT metadata). */
-const SETTLING_BYTES = 4 * 1024 * 1024;
 /** Requests before the first memory sample: caches, prepared statements and JIT settled. */
 const WARM_UP_REQUESTS = 10_000;
 /** The server's heap is sampled every this many requests. */
@@ -315,13 +308,6 @@ describe('soak: keyway serve on SQLite under 200 connections of mixed traffic', 
         expect(latencies.length).toBeGreaterThanOrEqual(REQUESTS);
         expect(world.stats.refreshes).toBeGreaterThan(CONNECTIONS);
         expect(world.stats.refreshes).toBeGreaterThanOrEqual(MIN_REFRESHES);
-        // Not a machine's figure: both heaps are measured after a full collection with no
-        // request in flight, the end one settled (the least of three readings), so load on
-        // the machine moves neither; only a leak of at least one small object per request
-        // (LEAK_BYTES) crosses this.
-        expect(end.heapUsed - warm.heapUsed).toBeLessThan(
-          SETTLING_BYTES + LEAK_BYTES * latencies.length,
-        );
 
         // Consistent afterwards: every connection active with a valid token, every token as
         // the load left it.
