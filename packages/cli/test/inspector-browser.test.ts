@@ -252,6 +252,9 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
     await expect
       .poll(() => connection.textContent(), { timeout: 15_000 })
       .toContain('Statusactive');
+    // The token is handed out (an audited read) only when asked, masked.
+    expect(await connection.textContent()).not.toContain('Access token');
+    await connection.getByRole('button', { name: 'Show the token (masked)' }).click();
     await expect.poll(() => connection.textContent()).toMatch(/Access token\S{4}…\S{4}/);
     expect(await connection.textContent()).toContain(
       'Refresh tokenheld: the token is refreshed when due',

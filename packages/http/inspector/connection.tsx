@@ -87,21 +87,8 @@ export function ConnectionPanel(props: {
         'GET',
         `/api/oauth/connections/${encodePath(props.id)}`,
       );
-      let shown: string | null = null;
-      if (read.status === 'active') {
-        try {
-          const credentials = await api('GET', `/api/oauth/credentials/${encodePath(props.id)}`);
-          shown = mask(String(credentials.access_token));
-        } catch (failure) {
-          shown =
-            failure instanceof ApiError && failure.code === 'credentials_not_exportable'
-              ? 'never handed out (inject-only: use the gateway)'
-              : describe(failure);
-        }
-      }
-      // The view and its token at once: never a status without the token it goes with.
       setView(read);
-      setToken(shown);
+      setToken(null);
       setError(null);
       say(
         read.status === 'pending'
@@ -157,6 +144,19 @@ export function ConnectionPanel(props: {
         result.ok ? `Probe succeeded: ${result.tools.length} tools.` : 'Probe failed.',
         result.ok ? 'info' : 'error',
       );
+    });
+
+  // A hand-out (audited, and a refresh when due): only when asked, never to draw the panel.
+  const showToken = () =>
+    act(async () => {
+      try {
+        const credentials = await api('GET', `/api/oauth/credentials/${encodePath(props.id)}`);
+        setToken(mask(String(credentials.access_token)));
+      } catch (failure) {
+        if (!(failure instanceof ApiError && failure.code === 'credentials_not_exportable'))
+          throw failure;
+        setToken('never handed out (inject-only: use the gateway)');
+      }
     });
 
   const refresh = () =>
@@ -235,6 +235,9 @@ export function ConnectionPanel(props: {
       <div class="actions">
         <button type="button" disabled={busy || view.status !== 'active'} onClick={runProbe}>
           Probe
+        </button>
+        <button type="button" disabled={busy || view.status !== 'active'} onClick={showToken}>
+          Show the token (masked)
         </button>
         <button
           type="button"
