@@ -79,6 +79,18 @@ describe.each(storageFactories)(
       );
     });
 
+    it('a provider whose hand_out is not a boolean refuses hand-outs with a 500, not a token', async () => {
+      const record = await h.storage.getProvider('linear');
+      if (record === null) throw new Error('no provider');
+      // A hand-out reads this one field of the provider: it is checked there too.
+      const state = { ...record.state, hand_out: MARKER };
+      await h.storage.compareAndSetProvider({ ...record, state, version: 9 }, record.version);
+      expectInternal(
+        await h.call('GET', '/api/oauth/credentials/acme/alice/linear'),
+        /state of provider linear is not valid \(at hand_out\)/,
+      );
+    });
+
     it('a connection state of the wrong shape', async () => {
       const record = await h.storage.getConnection('acme/alice/linear');
       if (record === null) throw new Error('no connection');

@@ -17,6 +17,7 @@ import { allowedHostSet } from '../outbound/hosts.js';
 import { createStreamingFetch } from '../outbound/stream.js';
 import type { Transport } from '../outbound/transport.js';
 import { defaultCrypto, type PlatformCrypto } from '../platform/crypto.js';
+import { pooledRandomBytes } from '../platform/random.js';
 import { type ClientProfile, profileOf } from '../providers/registration.js';
 import { STORAGE_METHODS, type Storage } from '../storage/contract.js';
 import { type Observer, safeObserver } from '../telemetry/observation.js';
@@ -74,7 +75,7 @@ const BrokerConfigSchema = z.object({
   ),
   /** The clock, epoch milliseconds. Injected for tests; default `Date.now`. */
   now: z.custom<() => number>(isFunction, { message: '"now" must be a function' }).optional(),
-  /** The random source. Injected for tests; default `crypto.getRandomValues`. */
+  /** The random source. Injected for tests; default `crypto.getRandomValues`, drawn a pool at a time. */
   randomBytes: z
     .custom<(length: number) => Uint8Array>(isFunction, {
       message: '"randomBytes" must be a function',
@@ -380,8 +381,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
   const observe = safeObserver(parsed.observe, onBackgroundError);
   const gateway = gatewayLimits(parsed.gateway);
   const now = parsed.now ?? Date.now;
-  const randomBytes =
-    parsed.randomBytes ?? ((length: number) => crypto.getRandomValues(new Uint8Array(length)));
+  const randomBytes = parsed.randomBytes ?? pooledRandomBytes();
   return {
     rootKey: parsed.rootKey,
     storage: parsed.storage,

@@ -13,6 +13,8 @@ import {
 } from '../contract/schemas.js';
 import { isoTimeOrNull } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
+import { handsOut } from '../providers/state.js';
+import type { ConnectionRecord } from '../storage/contract.js';
 import { renewable } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
@@ -22,7 +24,7 @@ import { type ProbeResult, probeMcp } from './probe.js';
 import { Refresher } from './refresh.js';
 import { type RevocationOutcome, revoke } from './revocation.js';
 import { CONNECTION_TOKENS_KIND, type ConnectionRecords, notFound } from './state.js';
-import { usableTokens } from './tokens.js';
+import { usableTokens, usableTokensOf } from './tokens.js';
 import { type ConnectionView, connectionState, connectionView, RESOURCE_CHANGED } from './view.js';
 
 /** The key of the in-process hand-out `connectionFetch` uses (not part of the API). */
@@ -222,47 +224,43 @@ export class ConnectionService {
     who: 'caller' | 'trusted',
   ): Promise<Credentials> {
     assertCoversPath(principal, connectionId);
-    if (who === 'caller') await this.#assertExportable(connectionId);
-    const { record, tokens } = await usableTokens(
-      this.#records,
-      this.#refresher,
-      connectionId,
-      force,
-    );
+    const record = await this.#records.get(connectionId);
+    if (record === null) throw notFound(connectionId);
+    if (who === 'caller') await this.#assertExportable(record);
+    const tokens = await usableTokensOf(this.#records, this.#refresher, record, force);
     if (tokens.dpop !== undefined) {
       throw new KeywayError(
         'credentials_not_exportable',
         `connection ${JSON.stringify(connectionId)} holds a DPoP-bound token (RFC 9449), useless without the key that never leaves the broker: call the server through the gateway ({base}/mcp/${connectionId})`,
       );
     }
+    const expiresAt = isoTimeOrNull(tokens.expires_at);
     // Recorded before the token leaves: a hand-out that cannot be recorded does not happen.
     await this.#records.o.events.append({
       type: 'credentials.issued',
       actor: actorOf(principal),
       resource: connectionId,
-      data: {
-        token_expires_at: isoTimeOrNull(tokens.expires_at),
-        ...(force ? { forced_refresh: true } : {}),
-      },
+      data: { token_expires_at: expiresAt, ...(force ? { forced_refresh: true } : {}) },
     });
     return {
       connection_id: connectionId,
       access_token: tokens.access_token,
       token_type: 'Bearer',
-      expires_at: isoTimeOrNull(tokens.expires_at),
+      expires_at: expiresAt,
       scopes: tokens.scope.length > 0 ? tokens.scope : connectionState(record).scopes,
     };
   }
 
   /** Refuses a hand-out of a connection whose provider is inject-only (`hand_out: false`). */
-  async #assertExportable(connectionId: string): Promise<void> {
-    const record = await this.#records.get(connectionId);
-    if (record === null) throw notFound(connectionId);
-    const { state } = await this.#records.o.providers.resolve(record.providerId);
-    if (state.hand_out === false) {
+  async #assertExportable(record: ConnectionRecord): Promise<void> {
+    const provider = await this.#records.o.providers.read(record.providerId);
+    if (provider === null) {
+      throw new KeywayError('not_found', `no provider ${JSON.stringify(record.providerId)}`);
+    }
+    if (!handsOut(provider)) {
       throw new KeywayError(
         'credentials_not_exportable',
-        `provider ${JSON.stringify(record.providerId)} is inject-only ("hand_out": false): its tokens never leave the broker; call the server through the gateway ({base}/mcp/${connectionId})`,
+        `provider ${JSON.stringify(record.providerId)} is inject-only ("hand_out": false): its tokens never leave the broker; call the server through the gateway ({base}/mcp/${record.id})`,
       );
     }
   }

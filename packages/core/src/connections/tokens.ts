@@ -21,6 +21,17 @@ export async function usableTokens(
 ): Promise<{ record: ConnectionRecord; tokens: ConnectionTokens }> {
   const record = await records.get(connectionId);
   if (record === null) throw notFound(connectionId);
+  return { record, tokens: await usableTokensOf(records, refresher, record, force) };
+}
+
+/** {@link usableTokens} of a connection already read. */
+export async function usableTokensOf(
+  records: ConnectionRecords,
+  refresher: Refresher,
+  record: ConnectionRecord,
+  force: boolean,
+): Promise<ConnectionTokens> {
+  const connectionId = record.id;
   let tokens = record.status === 'active' ? await records.tokensOf(record) : null;
   if (tokens === null) {
     throw new KeywayError(
@@ -37,5 +48,5 @@ export async function usableTokens(
     );
   }
   if (force || refresher.due(tokens)) tokens = await refresher.refreshOnce(connectionId, tokens);
-  return { record, tokens };
+  return tokens;
 }

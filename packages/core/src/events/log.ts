@@ -151,9 +151,11 @@ export class EventLog {
         expiresAt: time + this.#retentionMs,
       };
       write.events.push(record);
-      const body = JSON.stringify(eventOf(record));
+      // The body is written only for an event some endpoint wants.
+      let body: string | undefined;
       for (const endpoint of this.#webhooks) {
         if (endpoint.types !== undefined && !endpoint.types.includes(spec.type)) continue;
+        body ??= JSON.stringify(eventOf(record));
         write.deliveries.push(this.#delivery(record, endpoint.url, body, time));
       }
     }

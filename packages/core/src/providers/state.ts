@@ -3,6 +3,7 @@ import { isoTime, isoTimeOrNull } from '../contract/time.js';
 import type { ProviderRecord } from '../storage/contract.js';
 import {
   type AuthorizationServerInfo,
+  HandOutSchema,
   type ProviderState,
   ProviderStateSchema,
   readStored,
@@ -125,6 +126,19 @@ export interface ResolvedProvider {
 /** The state of a provider record, checked. @throws {KeywayError} `internal_error`. */
 export function providerState(record: ProviderRecord): ProviderState {
   return readStored(ProviderStateSchema, record.state, `state of provider ${record.id}`);
+}
+
+/**
+ * Whether a provider's tokens may be handed out (`hand_out`, docs/api.md §13): the one field
+ * a hand-out needs, validated on its own (a hand-out does not pay for the validation of the
+ * provider's discovery and registrations, which it does not use).
+ *
+ * @throws {KeywayError} `internal_error` for a stored `hand_out` that is not a boolean.
+ */
+export function handsOut(record: ProviderRecord): boolean {
+  return (
+    readStored(HandOutSchema, record.state, `state of provider ${record.id}`).hand_out !== false
+  );
 }
 
 /** The client of a state at its current server. @throws {KeywayError} `internal_error`. */

@@ -203,6 +203,9 @@ export const ProviderStateSchema = z.object({
     .optional(),
 });
 
+/** The one field of a provider's state a hand-out reads (`hand_out`), validated alone. */
+export const HandOutSchema = ProviderStateSchema.pick({ hand_out: true });
+
 /**
  * The OAuth party of one authorization: the authorization server and the client a
  * connection's tokens were obtained from. Sealed with the tokens: refresh and revocation
