@@ -1,14 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createBroker, generateVaultKey, rootPrincipal, type Storage } from '@keyway/core';
+import { rootPrincipal, type Storage } from '@keyway/core';
 import type { EventWrite } from '@keyway/core/storage';
-import { sqliteStorage } from '@keyway/store-sqlite';
-import { createTestBroker, createTestWorld } from '@keyway/testing';
-import { activeConnection, ROOT_KEY } from './fixtures.js';
+import { HAND_OUT_CONNECTION, handOutWorld } from './hand-out-world.js';
 import { median } from './measure.js';
-
-const CONNECTION = 'acme/alice/demo';
 
 /** Hand-outs a second, with the audit rows grouped, and with one commit per row. */
 export interface HandOutResult {
@@ -61,39 +57,25 @@ export async function benchHandOuts(options: {
 }): Promise<HandOutResult> {
   const dir = mkdtempSync(join(tmpdir(), 'keyway-bench-handouts-'));
   try {
-    const file = join(dir, 'keyway.sqlite');
-    const vaultKey = generateVaultKey();
-    const world = createTestWorld();
-    const seeding = createTestBroker(world, {
-      rootKey: ROOT_KEY,
-      storage: sqliteStorage(file),
-      vaultKeys: [vaultKey],
-    });
-    await activeConnection(world, seeding, CONNECTION);
-    await seeding.close();
+    const world = await handOutWorld(dir);
     const run = async (split: boolean) => {
-      const counted = counting(sqliteStorage(file), split);
-      const broker = createBroker({
-        rootKey: ROOT_KEY,
-        storage: counted.storage,
-        vaultKeys: [vaultKey],
-        baseUrl: 'https://keyway.example.test',
-        providerManagement: true,
-        purgeIntervalMs: false,
-        fetch: world.fetch,
+      let counted: ReturnType<typeof counting> | undefined;
+      const broker = world.broker((storage) => {
+        counted = counting(storage, split);
+        return counted.storage;
       });
       const root = rootPrincipal();
       const started = performance.now();
       await Promise.all(
         Array.from({ length: options.callers }, async () => {
           for (let call = 0; call < options.perCaller; call++) {
-            await broker.connections.credentials(root, CONNECTION);
+            await broker.connections.credentials(root, HAND_OUT_CONNECTION);
           }
         }),
       );
       const seconds = (performance.now() - started) / 1000;
       const handOuts = options.callers * options.perCaller;
-      const commits = counted.commits();
+      const commits = (counted as ReturnType<typeof counting>).commits();
       await broker.close();
       return { rate: handOuts / seconds, commitsPerThousand: (commits / handOuts) * 1000 };
     };

@@ -25,7 +25,13 @@ import { Refresher } from './refresh.js';
 import { type RevocationOutcome, revoke } from './revocation.js';
 import { CONNECTION_TOKENS_KIND, type ConnectionRecords, notFound } from './state.js';
 import { usableTokens, usableTokensOf } from './tokens.js';
-import { type ConnectionView, connectionState, connectionView, RESOURCE_CHANGED } from './view.js';
+import {
+  type ConnectionView,
+  connectionState,
+  connectionView,
+  grantedScopes,
+  RESOURCE_CHANGED,
+} from './view.js';
 
 /** The key of the in-process hand-out `connectionFetch` uses (not part of the API). */
 export const TRUSTED_HAND_OUT: unique symbol = Symbol('keyway.trustedHandOut');
@@ -247,7 +253,7 @@ export class ConnectionService {
       access_token: tokens.access_token,
       token_type: 'Bearer',
       expires_at: expiresAt,
-      scopes: tokens.scope.length > 0 ? tokens.scope : connectionState(record).scopes,
+      scopes: tokens.scope.length > 0 ? tokens.scope : grantedScopes(record),
     };
   }
 

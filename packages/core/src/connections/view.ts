@@ -4,6 +4,7 @@ import type { ConnectionRecord, ConnectionStatus } from '../storage/contract.js'
 import {
   type ConnectionState,
   ConnectionStateSchema,
+  GrantedScopesSchema,
   type OAuthParty,
   type ProviderState,
   readStored,
@@ -125,6 +126,11 @@ export const FORGOTTEN_CLIENT: ConnectionFailure = {
 /** The state of a connection record, checked. @throws {KeywayError} `internal_error`. */
 export function connectionState(record: ConnectionRecord): ConnectionState {
   return readStored(ConnectionStateSchema, record.state, `state of connection ${record.id}`);
+}
+
+/** The scopes granted to a connection, read and validated alone (a hand-out's fallback). */
+export function grantedScopes(record: ConnectionRecord): string[] {
+  return readStored(GrantedScopesSchema, record.state, `state of connection ${record.id}`).scopes;
 }
 
 /** The error an active connection without a refresh token shows once its token expired. */

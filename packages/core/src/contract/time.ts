@@ -1,6 +1,14 @@
+/** The last instant written, and how: a token's expiry is written on each of its hand-outs. */
+let lastMs = Number.NaN;
+let lastText = '';
+
 /** An instant as every time of the contract is written: ISO 8601 UTC with milliseconds. */
 export function isoTime(ms: number): string {
-  return new Date(ms).toISOString();
+  if (ms === lastMs) return lastText;
+  const text = new Date(ms).toISOString();
+  lastMs = ms;
+  lastText = text;
+  return text;
 }
 
 /** {@link isoTime}, or `null` for no instant. */

@@ -277,6 +277,9 @@ export const ConnectionStateSchema = z.object({
   token_response: TokenAnswerSchema.optional(),
 });
 
+/** The one field of a connection's state a hand-out may read (`scopes`), validated alone. */
+export const GrantedScopesSchema = ConnectionStateSchema.pick({ scopes: true });
+
 /** A JSON Web Key, as WebCrypto exports it (RFC 7517). */
 const jwk = z.custom<JsonWebKey>(
   (value) =>

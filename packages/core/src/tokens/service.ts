@@ -165,26 +165,40 @@ export class TokenService {
     }
   }
 
-  async #authenticate(
+  /** A value for the synchronous storages (memory, SQLite), a promise otherwise. */
+  #authenticate(
     credential: string | null | undefined,
     context: AuthenticationContext,
-  ): Promise<Principal> {
+  ): Principal | Promise<Principal> {
     const address = context.clientAddress ?? null;
     const limiter = address === null || address === '' ? null : this.#limiter;
     if (limiter === null) return this.#verify(credential);
-    const check = limiter.assertMayAuthenticate(address as string);
+    return this.#limited(limiter, address as string, credential);
+  }
+
+  /** {@link TokenService.authenticate} for a client address, counted by the rate limiter. */
+  async #limited(
+    limiter: RateLimiter,
+    address: string,
+    credential: string | null | undefined,
+  ): Promise<Principal> {
+    const check = limiter.assertMayAuthenticate(address);
     if (check !== undefined) await check;
     try {
       return await this.#verify(credential);
     } catch (error) {
       if (error instanceof KeywayError && error.code === 'invalid_token' && credential) {
-        await limiter.recordFailedAuthentication(address as string);
+        await limiter.recordFailedAuthentication(address);
       }
       throw error;
     }
   }
 
-  async #verify(credential: string | null | undefined): Promise<Principal> {
+  /**
+   * The principal of a credential. A storage that reads synchronously (memory, SQLite) is
+   * read without a promise: the check then allocates none of its own.
+   */
+  #verify(credential: string | null | undefined): Principal | Promise<Principal> {
     if (credential === null || credential === undefined || credential === '') {
       throw invalidToken('no credential was presented');
     }
@@ -195,11 +209,13 @@ export class TokenService {
     const idHash = this.#codec.open(credential);
     if (idHash === null) throw invalidToken('the token is not valid');
     const storage = this.#storage;
-    // A storage that reads synchronously (memory, SQLite) is read without an await.
-    const record =
-      storage.findTokenByIdHashSync === undefined
-        ? await storage.findTokenByIdHash(idHash)
-        : storage.findTokenByIdHashSync(idHash);
+    return storage.findTokenByIdHashSync === undefined
+      ? storage.findTokenByIdHash(idHash).then((record) => this.#principalOf(record))
+      : this.#principalOf(storage.findTokenByIdHashSync(idHash));
+  }
+
+  /** The principal of a token record read by its id hash: live, or `invalid_token`. */
+  #principalOf(record: TokenRecord | null): TokenPrincipal {
     if (record === null) throw invalidToken('the token is unknown or has been revoked');
     if (record.expiresAt <= this.#now()) throw invalidToken('the token has expired');
     return {
@@ -208,7 +224,7 @@ export class TokenService {
       scopes: record.scopes,
       expiresAt: record.expiresAt,
       idHash: record.idHash,
-    } satisfies TokenPrincipal;
+    };
   }
 
   /**
