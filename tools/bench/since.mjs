@@ -18,11 +18,26 @@ const repo = join(here, '..', '..');
 const args = process.argv.slice(2);
 const roundsAt = args.indexOf('--rounds');
 const rounds = roundsAt === -1 ? 3 : Number(args[roundsAt + 1]);
-const commit = args.find((arg, index) => !arg.startsWith('--') && index !== roundsAt + 1);
-if (commit === undefined || !Number.isInteger(rounds) || rounds < 1) {
-  console.error('usage: pnpm bench:since <commit> [--rounds N] (N a whole number ≥ 1)');
+const commits = args.filter(
+  (arg, index) => !arg.startsWith('--') && (roundsAt === -1 || index !== roundsAt + 1),
+);
+const unknown = args.filter((arg) => arg.startsWith('--') && arg !== '--rounds');
+const usage = 'usage: pnpm bench:since <commit> [--rounds N]';
+if (unknown.length > 0) {
+  console.error(`bench:since: unknown option ${unknown[0]} (${usage})`);
   process.exit(2);
 }
+if (!Number.isInteger(rounds) || rounds < 1) {
+  console.error(
+    `bench:since: --rounds ${JSON.stringify(args[roundsAt + 1] ?? '')} is not a whole number of at least 1 (${usage})`,
+  );
+  process.exit(2);
+}
+if (commits.length !== 1) {
+  console.error(`bench:since: name one earlier commit (${usage})`);
+  process.exit(2);
+}
+const [commit] = commits;
 
 function run(command, commandArgs, cwd) {
   const result = spawnSync(command, commandArgs, { cwd, encoding: 'utf8' });
