@@ -259,11 +259,7 @@ export class ConnectionService {
 
   /** Refuses a hand-out of a connection whose provider is inject-only (`hand_out: false`). */
   async #assertExportable(record: ConnectionRecord): Promise<void> {
-    const provider = await this.#records.o.providers.read(record.providerId);
-    if (provider === null) {
-      throw new KeywayError('not_found', `no provider ${JSON.stringify(record.providerId)}`);
-    }
-    if (!handsOut(provider)) {
+    if (!handsOut(await this.#records.o.providers.require(record.providerId))) {
       throw new KeywayError(
         'credentials_not_exportable',
         `provider ${JSON.stringify(record.providerId)} is inject-only ("hand_out": false): its tokens never leave the broker; call the server through the gateway ({base}/mcp/${record.id})`,

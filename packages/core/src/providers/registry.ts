@@ -16,6 +16,7 @@ import {
   currentClient,
   notePartyChange,
   type PartyMove,
+  providerNotFound,
   providerState,
   type ResolvedProvider,
   registrationUsable,
@@ -102,6 +103,13 @@ export class ProviderRegistry {
   async read(id: string): Promise<ProviderRecord | null> {
     await this.ensureDeclared(id);
     return this.#o.storage.getProvider(id);
+  }
+
+  /** The provider, read as {@link read} does. @throws {KeywayError} `not_found`. */
+  async require(id: string): Promise<ProviderRecord> {
+    const record = await this.read(id);
+    if (record === null) throw providerNotFound(id);
+    return record;
   }
 
   /**
@@ -195,8 +203,7 @@ export class ProviderRegistry {
    */
   async forAuthorization(id: string): Promise<ResolvedProvider> {
     for (let attempt = 0; ; attempt++) {
-      const record = await this.read(id);
-      if (record === null) throw new KeywayError('not_found', `no provider ${JSON.stringify(id)}`);
+      const record = await this.require(id);
       const state = providerState(record);
       const next = await rediscovered(this.#o.outbound, this.#o.allowedHosts, state, id);
       const issuer = next.authorization_server.issuer;
@@ -283,10 +290,7 @@ export class ProviderRegistry {
   async reregister(principal: Principal, providerId: string): Promise<ProviderRecord> {
     assertCoversPath(principal, providerId);
     for (let attempt = 0; attempt < 3; attempt++) {
-      const record = await this.read(providerId);
-      if (record === null) {
-        throw new KeywayError('not_found', `no provider ${JSON.stringify(providerId)}`);
-      }
+      const record = await this.require(providerId);
       const state = providerState(record);
       if (state.mode !== 'register') {
         throw new KeywayError(
@@ -396,8 +400,7 @@ export class ProviderRegistry {
    * @throws {KeywayError} `not_found` and the errors of discovery and registration.
    */
   async resolve(id: string): Promise<ResolvedProvider> {
-    const record = await this.read(id);
-    if (record === null) throw new KeywayError('not_found', `no provider ${JSON.stringify(id)}`);
+    const record = await this.require(id);
     const state = providerState(record);
     return { id: record.id, state, client: currentClient(id, state) };
   }

@@ -23,6 +23,7 @@ import {
   CLIENT_SECRET_KIND,
   IDP_SECRET_KIND,
   type ProviderView,
+  providerNotFound,
   providerState,
   providerView,
   REGISTRATION_TOKEN_KIND,
@@ -122,10 +123,7 @@ export class ProviderService {
     this.#assertManagement();
     const providerId = parseResourcePath(id);
     assertCoversPath(principal, providerId);
-    const record = await this.#o.registry.read(providerId);
-    if (record === null)
-      throw new KeywayError('not_found', `no provider ${JSON.stringify(providerId)}`);
-    return providerView(record, this.#o.profile);
+    return providerView(await this.#o.registry.require(providerId), this.#o.profile);
   }
 
   /**
@@ -170,8 +168,7 @@ export class ProviderService {
     const providerId = parseResourcePath(id);
     assertCoversPath(principal, providerId);
     const record = await this.#o.storage.getProvider(providerId);
-    if (record === null)
-      throw new KeywayError('not_found', `no provider ${JSON.stringify(providerId)}`);
+    if (record === null) throw providerNotFound(providerId);
     const state = providerState(record);
     const keys = Object.keys(state.registrations).flatMap((issuer) => [
       { kind: CLIENT_SECRET_KIND, key: secretKey(providerId, issuer) },
@@ -185,8 +182,7 @@ export class ProviderService {
       (events) => this.#o.storage.deleteProvider(providerId, keys, events),
       (result) => result === 'deleted',
     );
-    if (outcome === 'not_found')
-      throw new KeywayError('not_found', `no provider ${JSON.stringify(providerId)}`);
+    if (outcome === 'not_found') throw providerNotFound(providerId);
     if (outcome === 'in_use') {
       throw new KeywayError(
         'conflict',

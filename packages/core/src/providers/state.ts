@@ -1,4 +1,5 @@
 import { currentParty, providerKeepsParty } from '../connections/party.js';
+import { KeywayError } from '../contract/errors.js';
 import { isoTime, isoTimeOrNull } from '../contract/time.js';
 import type { ProviderRecord } from '../storage/contract.js';
 import {
@@ -124,6 +125,11 @@ export interface ResolvedProvider {
 }
 
 /** The state of a provider record, checked. @throws {KeywayError} `internal_error`. */
+/** The error of a provider that does not exist. */
+export function providerNotFound(id: string): KeywayError {
+  return new KeywayError('not_found', `no provider ${JSON.stringify(id)}`);
+}
+
 export function providerState(record: ProviderRecord): ProviderState {
   return readStored(ProviderStateSchema, record.state, `state of provider ${record.id}`);
 }
