@@ -28,5 +28,11 @@ export {
   schemaColumns,
   stepDdl,
 } from './schema.js';
-export { connectionListQuery, pathListQuery, type SqlQuery } from './statements.js';
+export {
+  CONNECTION_BY_ID,
+  connectionListQuery,
+  pathListQuery,
+  type SqlQuery,
+  TOKEN_BY_ID_HASH,
+} from './statements.js';
 export { sqlStorage } from './storage.js';

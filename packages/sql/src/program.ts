@@ -12,8 +12,11 @@ export type Row = Record<string, unknown>;
 export type Statement =
   /** Runs a statement; answers the number of rows it changed. */
   | { kind: 'run'; sql: string; params: readonly unknown[] }
-  /** Answers the first row, or `undefined`. */
-  | { kind: 'get'; sql: string; params: readonly unknown[] }
+  /**
+   * Answers the first row, or `undefined`: an object by column name, or with `values` the
+   * row's values in the order the statement selects them (an array).
+   */
+  | { kind: 'get'; sql: string; params: readonly unknown[]; values?: boolean }
   /** Answers every row. */
   | { kind: 'all'; sql: string; params: readonly unknown[] }
   /** Runs a script of several statements without parameters (migrations). */

@@ -26,10 +26,21 @@ export class StoredRowError extends Error {
 export interface RowCodec<R> {
   readonly table: string;
   readonly columns: readonly string[];
+  /**
+   * `SELECT <columns> FROM {table}`: the columns named in {@link RowCodec.columns} order, so
+   * that a statement that answers values (`values: true`) can be read by {@link fromValues}.
+   */
+  readonly select: string;
   /** The column values of a record, in {@link RowCodec.columns} order. */
   toRow(record: R): unknown[];
   /** A row as a record, every column checked. @throws {StoredRowError} */
   fromRow(row: Row): R;
+  /**
+   * A row answered as its values in {@link RowCodec.columns} order (the point reads: no
+   * object with a property per column is built for it), every column checked.
+   * @throws {StoredRowError}
+   */
+  fromValues(values: readonly unknown[]): R;
 }
 
 /**
@@ -49,9 +60,8 @@ function parseJson(table: string, column: string, text: string): unknown {
   }
 }
 
-/** Reads one column of a row as its kind says, checked. @throws {StoredRowError} */
-function readColumn(table: string, row: Row, column: string, kind: ColumnKind): unknown {
-  const value = row[column];
+/** Reads one column's value as its kind says, checked. @throws {StoredRowError} */
+function readColumn(table: string, value: unknown, column: string, kind: ColumnKind): unknown {
   if (kind === 'integer') {
     // Drivers answer 64-bit integers as strings (node-postgres) or numbers (SQLite).
     const number =
@@ -92,20 +102,25 @@ function readColumn(table: string, row: Row, column: string, kind: ColumnKind): 
  */
 function table<R>(name: string, fields: Columns<R>): RowCodec<R> {
   const entries = Object.entries(fields) as [keyof R & string, readonly [string, ColumnKind]][];
+  const columns = entries.map(([, [column]]) => column);
+  const fromValues = (values: readonly unknown[]): R => {
+    const record: Partial<Record<keyof R, unknown>> = {};
+    for (let i = 0; i < entries.length; i++) {
+      const [field, [column, kind]] = entries[i] as (typeof entries)[number];
+      record[field] = readColumn(name, values[i], column, kind);
+    }
+    return record as R;
+  };
   return {
     table: name,
-    columns: entries.map(([, [column]]) => column),
+    columns,
+    select: `SELECT ${columns.join(', ')} FROM {${name}}`,
     toRow: (record) =>
       entries.map(([field, [, kind]]) =>
         kind === 'object' || kind === 'strings' ? JSON.stringify(record[field]) : record[field],
       ),
-    fromRow(row) {
-      const record: Partial<Record<keyof R, unknown>> = {};
-      for (const [field, [column, kind]] of entries) {
-        record[field] = readColumn(name, row, column, kind);
-      }
-      return record as R;
-    },
+    fromRow: (row) => fromValues(columns.map((column) => row[column])),
+    fromValues,
   };
 }
 

@@ -248,5 +248,14 @@ export function counterOf(row: Row | undefined): CounterValue | null {
 export const asRow = (answer: unknown): Row | undefined =>
   typeof answer === 'object' && answer !== null ? (answer as Row) : undefined;
 
+/** A point read answered as values (`values: true`): the codec's record, or `null`. */
+export const valuesOf = <R>(codec: RowCodec<R>, answer: unknown): R | null =>
+  Array.isArray(answer) ? codec.fromValues(answer) : null;
+
+// The point reads, each selecting its codec's columns in order (read with `valuesOf`).
 /** The hot path of every authenticated request: one point read on the primary key. */
-export const TOKEN_BY_ID_HASH = 'SELECT * FROM {tokens} WHERE id_hash = ?';
+export const TOKEN_BY_ID_HASH = `${TOKENS.select} WHERE id_hash = ?`;
+export const TOKEN_BY_LIVE_NAME = `${TOKENS.select} WHERE name = ? AND expires_at > ?`;
+export const PROVIDER_BY_ID = `${PROVIDERS.select} WHERE id = ?`;
+export const CONNECTION_BY_ID = `${CONNECTIONS.select} WHERE id = ?`;
+export const VAULT_ENTRY_BY_KEY = `${VAULT_ENTRIES.select} WHERE kind = ? AND key = ?`;

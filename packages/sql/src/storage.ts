@@ -16,6 +16,7 @@ import { MIGRATION_STEPS } from './schema.js';
 import {
   asRow,
   auditListQuery,
+  CONNECTION_BY_ID,
   connectionListQuery,
   counterOf,
   DELETE_VAULT,
@@ -24,6 +25,7 @@ import {
   INSERT_PENDING,
   INSERT_PROVIDER,
   INSERT_TOKEN,
+  PROVIDER_BY_ID,
   PUT_VAULT,
   pathListQuery,
   putVault,
@@ -32,12 +34,15 @@ import {
   type SqlQuery,
   subtreePageQuery,
   TOKEN_BY_ID_HASH,
+  TOKEN_BY_LIVE_NAME,
   TREE,
   tokenSubtree,
   treeParams,
   UPDATE_CONNECTION,
   UPDATE_PROVIDER,
   UPDATE_TOKEN,
+  VAULT_ENTRY_BY_KEY,
+  valuesOf,
   writeEvents,
   writeWithVault,
 } from './statements.js';
@@ -67,10 +72,9 @@ export function sqlStorage(
     const rows = await driver.query({ kind: 'all', sql, params });
     return Array.isArray(rows) ? rows.map((row: Row) => codec.fromRow(row)) : [];
   };
-  const find = async <R>(codec: RowCodec<R>, sql: string, params: unknown[]): Promise<R | null> => {
-    const row = await one(sql, params);
-    return row === undefined ? null : codec.fromRow(row);
-  };
+  // A point read answers the row's values, read in the codec's order (its `select`).
+  const find = async <R>(codec: RowCodec<R>, sql: string, params: unknown[]): Promise<R | null> =>
+    valuesOf(codec, await driver.query({ kind: 'get', sql, params, values: true }));
 
   return {
     listConnectionsSql(query) {
@@ -95,16 +99,18 @@ export function sqlStorage(
     ...(driver.synchronous === true
       ? {
           findTokenByIdHashSync(idHash: string) {
-            const row = asRow(
-              driver.query({ kind: 'get', sql: TOKEN_BY_ID_HASH, params: [idHash] }),
-            );
-            return row === undefined ? null : TOKENS.fromRow(row);
+            const values = driver.query({
+              kind: 'get',
+              sql: TOKEN_BY_ID_HASH,
+              params: [idHash],
+              values: true,
+            });
+            return valuesOf(TOKENS, values);
           },
         }
       : {}),
 
-    findLiveTokenByName: (name, now) =>
-      find(TOKENS, 'SELECT * FROM {tokens} WHERE name = ? AND expires_at > ?', [name, now]),
+    findLiveTokenByName: (name, now) => find(TOKENS, TOKEN_BY_LIVE_NAME, [name, now]),
 
     listLiveTokens({ treeOf, after, limit, now }) {
       const where = ['expires_at > ?'];
@@ -164,7 +170,7 @@ export function sqlStorage(
       ),
 
     // ─── providers ───
-    getProvider: (id) => find(PROVIDERS, 'SELECT * FROM {providers} WHERE id = ?', [id]),
+    getProvider: (id) => find(PROVIDERS, PROVIDER_BY_ID, [id]),
 
     listProviders: (query) => list(PROVIDERS, pathListQuery('providers', 'id', query)),
 
@@ -207,7 +213,7 @@ export function sqlStorage(
       ),
 
     // ─── connections ───
-    getConnection: (id) => find(CONNECTIONS, 'SELECT * FROM {connections} WHERE id = ?', [id]),
+    getConnection: (id) => find(CONNECTIONS, CONNECTION_BY_ID, [id]),
 
     listConnections: (query) => list(CONNECTIONS, connectionListQuery(query)),
 
@@ -268,8 +274,7 @@ export function sqlStorage(
       ),
 
     // ─── vault ───
-    getVaultEntry: (kind, key) =>
-      find(VAULT_ENTRIES, 'SELECT * FROM {vault_entries} WHERE kind = ? AND key = ?', [kind, key]),
+    getVaultEntry: (kind, key) => find(VAULT_ENTRIES, VAULT_ENTRY_BY_KEY, [kind, key]),
 
     putVaultEntry: async (write, now, events) =>
       events === undefined

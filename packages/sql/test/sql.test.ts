@@ -117,15 +117,32 @@ describe('row codecs', () => {
     created_by: 'root',
   };
 
+  const tokenRecord = {
+    idHash: 'ab',
+    name: 'ci',
+    scopes: ['acme/**'],
+    expiresAt: 1_700_000_000_000,
+    createdAt: 1,
+    createdBy: 'root',
+  };
+
   it('reads 64-bit integers that drivers answer as strings', () => {
-    expect(tokens.fromRow(tokenRow)).toEqual({
-      idHash: 'ab',
-      name: 'ci',
-      scopes: ['acme/**'],
-      expiresAt: 1_700_000_000_000,
-      createdAt: 1,
-      createdBy: 'root',
-    });
+    expect(tokens.fromRow(tokenRow)).toEqual(tokenRecord);
+  });
+
+  it('selects its columns in its own order and reads a row answered as those values', () => {
+    expect(tokens.select).toBe(
+      'SELECT id_hash, name, scopes, expires_at, created_at, created_by FROM {tokens}',
+    );
+    for (const codec of CODECS) {
+      expect(codec.select).toBe(`SELECT ${codec.columns.join(', ')} FROM {${codec.table}}`);
+    }
+    const values = ['ab', 'ci', '["acme/**"]', '1700000000000', 1, 'root'];
+    expect(tokens.fromValues(values)).toEqual(tokenRecord);
+    // Values read in the codec's order: a column in the wrong place is refused by name.
+    expect(() => tokens.fromValues(['ab', 'ci', 1, '["acme/**"]', 1, 'root'])).toThrow(
+      new StoredRowError('tokens', 'scopes', 'is not text'),
+    );
   });
 
   it('refuses a corrupted row, naming the column and never the value', () => {

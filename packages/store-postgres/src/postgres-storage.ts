@@ -74,7 +74,11 @@ function postgresDriver(pool: pg.Pool, dialect: Dialect): SqlDriver {
       name = `keyway_${names.size + 1}`;
       names.set(text, name);
     }
-    const result = await db.query({ name, text, values: [...statement.params] });
+    const values = [...statement.params];
+    const result =
+      statement.kind === 'get' && statement.values === true
+        ? await db.query({ name, text, values, rowMode: 'array' })
+        : await db.query({ name, text, values });
     if (statement.kind === 'run') return result.rowCount ?? 0;
     return statement.kind === 'get' ? result.rows[0] : result.rows;
   };

@@ -15,6 +15,11 @@ export interface SqliteConnection {
   readonly raw: object;
   readonly open: boolean;
   prepare(sql: string): SqliteStatement;
+  /**
+   * A statement whose `get` answers the row's values in the order it selects them (an
+   * array), or `undefined`: no object with a property per column is built.
+   */
+  prepareValues(sql: string): SqliteValuesStatement;
   exec(sql: string): void;
   /** Runs `fn` in a `BEGIN IMMEDIATE` transaction: all of it, or nothing on a throw. */
   immediate<T>(fn: () => T): T;
@@ -30,11 +35,16 @@ export interface SqliteStatement {
   all(...params: unknown[]): unknown[];
 }
 
+/** A prepared statement that answers a row as an array of its values. */
+export interface SqliteValuesStatement {
+  get(...params: unknown[]): unknown;
+}
+
 /** An open better-sqlite3 `Database`, as far as the adapter uses it. */
 interface BetterSqlite3Like {
   name: string;
   open: boolean;
-  prepare(sql: string): SqliteStatement;
+  prepare(sql: string): SqliteStatement & { raw(on: boolean): SqliteValuesStatement };
   exec(sql: string): unknown;
   pragma(text: string, options?: { simple: boolean }): unknown;
   transaction<T>(fn: () => T): { immediate(): T };
@@ -44,7 +54,7 @@ interface BetterSqlite3Like {
 /** An open `bun:sqlite` `Database`. */
 interface BunSqliteLike {
   filename: string;
-  prepare(sql: string): SqliteStatement;
+  prepare(sql: string): SqliteStatement & { values(...params: unknown[]): unknown[][] };
   exec(sql: string): unknown;
   query(sql: string): { get(): unknown };
   transaction<T>(fn: () => T): { immediate(): T };
@@ -54,7 +64,7 @@ interface BunSqliteLike {
 /** An open `node:sqlite` `DatabaseSync`. */
 interface NodeSqliteLike {
   isOpen?: boolean;
-  prepare(sql: string): SqliteStatement;
+  prepare(sql: string): SqliteStatement & { setReturnArrays?(on: boolean): void };
   exec(sql: string): unknown;
   close(): unknown;
   location?(): string | null;
@@ -92,6 +102,7 @@ export function wrapSqlite(database: object): SqliteConnection {
         return db.open;
       },
       prepare: (sql) => db.prepare(sql),
+      prepareValues: (sql) => db.prepare(sql).raw(true),
       exec: (sql) => {
         db.exec(sql);
       },
@@ -113,6 +124,10 @@ export function wrapSqlite(database: object): SqliteConnection {
         return open;
       },
       prepare: (sql) => db.prepare(sql),
+      prepareValues: (sql) => {
+        const statement = db.prepare(sql);
+        return { get: (...params) => statement.values(...params)[0] };
+      },
       exec: (sql) => {
         db.exec(sql);
       },
@@ -135,6 +150,21 @@ export function wrapSqlite(database: object): SqliteConnection {
         return db.isOpen ?? open;
       },
       prepare: (sql) => db.prepare(sql),
+      prepareValues: (sql) => {
+        const statement = db.prepare(sql);
+        // Arrays from the engine where it offers them (Node 22.16+); otherwise the row's
+        // values, which an object keeps in the order of its columns.
+        if (typeof statement.setReturnArrays === 'function') {
+          statement.setReturnArrays(true);
+          return statement;
+        }
+        return {
+          get: (...params) => {
+            const row = statement.get(...params);
+            return typeof row === 'object' && row !== null ? Object.values(row) : undefined;
+          },
+        };
+      },
       exec: (sql) => {
         db.exec(sql);
       },

@@ -45,23 +45,32 @@ export interface SqliteStorage<D extends object = BetterSqlite3.Database> extend
   listConnectionsSql(query: ListConnectionsQuery): { sql: string; params: unknown[] };
 }
 
-/** Runs programs on one SQLite connection, synchronously, statements cached. */
-function sqliteDriver(db: SqliteConnection) {
-  const cache = new Map<string, ReturnType<SqliteConnection['prepare']>>();
-  const prepared = (text: string) => {
+/** Statements prepared once per text, each compiled to SQLite's notation on first use. */
+function statementCache<S>(prepare: (sql: string) => S): (text: string) => S {
+  const cache = new Map<string, S>();
+  return (text) => {
     let statement = cache.get(text);
     if (statement === undefined) {
-      statement = db.prepare(compile(SQLITE, text));
+      statement = prepare(compile(SQLITE, text));
       cache.set(text, statement);
     }
     return statement;
   };
+}
+
+/** Runs programs on one SQLite connection, synchronously, statements cached. */
+function sqliteDriver(db: SqliteConnection) {
+  const prepared = statementCache((sql) => db.prepare(sql));
+  // The point reads: rows answered as arrays of values (`values: true`).
+  const preparedValues = statementCache((sql) => db.prepareValues(sql));
   const execute = (statement: Statement): unknown => {
     switch (statement.kind) {
       case 'run':
         return Number(prepared(statement.sql).run(...statement.params).changes);
       case 'get':
-        return prepared(statement.sql).get(...statement.params);
+        return statement.values === true
+          ? preparedValues(statement.sql).get(...statement.params)
+          : prepared(statement.sql).get(...statement.params);
       case 'all':
         return prepared(statement.sql).all(...statement.params);
       case 'script':

@@ -1,9 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CONNECTION_BY_ID, compile, SQLITE, TOKEN_BY_ID_HASH } from '@keyway/sql';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { driverOf, MIGRATIONS, sqliteStorage } from '../src/index.js';
+import { driverOf, MIGRATIONS, sqliteStorage, wrapSqlite } from '../src/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keyway-sqlite-plan-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -114,10 +115,14 @@ describe('sqliteStorage()', () => {
     });
 
     it('reads a token by id hash and a connection by id as primary-key point reads', () => {
-      expect(plan('SELECT * FROM keyway_tokens WHERE id_hash = ?', ['x'])).toMatch(
+      // The statements the adapter runs, as it compiles them.
+      expect(compile(SQLITE, TOKEN_BY_ID_HASH)).toBe(
+        'SELECT id_hash, name, scopes, expires_at, created_at, created_by FROM keyway_tokens WHERE id_hash = ?',
+      );
+      expect(plan(compile(SQLITE, TOKEN_BY_ID_HASH), ['x'])).toMatch(
         /SEARCH keyway_tokens USING PRIMARY KEY \(id_hash=\?\)/,
       );
-      expect(plan('SELECT * FROM keyway_connections WHERE id = ?', ['x'])).toMatch(
+      expect(plan(compile(SQLITE, CONNECTION_BY_ID), ['x'])).toMatch(
         /SEARCH keyway_connections USING PRIMARY KEY \(id=\?\)/,
       );
     });
@@ -125,6 +130,53 @@ describe('sqliteStorage()', () => {
 });
 
 describe('SQLite drivers', () => {
+  it('answers a values statement as an array in the order selected, on every driver', () => {
+    const db = new Database(':memory:');
+    db.exec("CREATE TABLE t (a TEXT, b INTEGER); INSERT INTO t VALUES ('x', 2)");
+    const sql = 'SELECT b, a FROM t WHERE a = ?';
+    const better = wrapSqlite(db);
+    expect(better.prepareValues(sql).get('x')).toEqual([2, 'x']);
+    expect(better.prepareValues(sql).get('y')).toBeUndefined();
+    // node:sqlite as Node 22.16+ has it (arrays from the engine), and as earlier versions
+    // and Deno may have it (objects only), over the same database.
+    const nodeLike = (arrays: boolean) => ({
+      prepare(text: string) {
+        const statement = db.prepare(text);
+        return {
+          run: (...params: unknown[]) => statement.run(...params),
+          get: (...params: unknown[]) => statement.get(...params),
+          all: (...params: unknown[]) => statement.all(...params),
+          ...(arrays ? { setReturnArrays: (on: boolean) => statement.raw(on) } : {}),
+        };
+      },
+      exec() {},
+      close() {},
+    });
+    for (const arrays of [true, false]) {
+      const connection = wrapSqlite(nodeLike(arrays));
+      expect(connection.driver).toBe('node:sqlite');
+      expect(connection.prepareValues(sql).get('x')).toEqual([2, 'x']);
+      expect(connection.prepareValues(sql).get('y')).toBeUndefined();
+    }
+    // bun:sqlite's `values()` answers every row as an array; a point read takes the first.
+    const bunLike = {
+      filename: ':memory:',
+      prepare(text: string) {
+        const statement = db.prepare(text);
+        return { values: (...params: unknown[]) => statement.raw(true).all(...params) };
+      },
+      exec() {},
+      query() {},
+      transaction() {},
+      close() {},
+    };
+    const bun = wrapSqlite(bunLike);
+    expect(bun.driver).toBe('bun:sqlite');
+    expect(bun.prepareValues(sql).get('x')).toEqual([2, 'x']);
+    expect(bun.prepareValues(sql).get('y')).toBeUndefined();
+    db.close();
+  });
+
   it('tells which driver an open database belongs to, and refuses anything else by name', () => {
     const db = new Database(':memory:');
     expect(driverOf(db)).toBe('better-sqlite3');
