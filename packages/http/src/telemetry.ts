@@ -1,10 +1,14 @@
 import type { Principal } from '@keyway/core';
 import {
+  INVALID_SPAN_CONTEXT,
+  ProxyTracerProvider,
   propagation,
   ROOT_CONTEXT,
+  type Span,
   SpanKind,
   SpanStatusCode,
   type TextMapGetter,
+  type Tracer,
   trace,
 } from '@opentelemetry/api';
 import type { Incoming } from './incoming.js';
@@ -63,6 +67,25 @@ const HEADERS: TextMapGetter<Incoming> = {
 };
 
 /**
+ * The tracer of request spans, or `null` while no SDK is registered (as core's
+ * `activeTracer`, whose comment says why it is looked up at each request): the request then
+ * runs without a span, its attributes or its context, which would all be no-ops.
+ */
+function requestTracer(): Tracer | null {
+  const provider = trace.getTracerProvider();
+  if (
+    provider instanceof ProxyTracerProvider &&
+    provider.getDelegateTracer('keyway') === undefined
+  ) {
+    return null;
+  }
+  return provider.getTracer('keyway');
+}
+
+/** The span of a request answered without a tracer: records nothing. */
+const NO_SPAN: Span = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+
+/**
  * Wraps the dispatcher: each request runs in a server span continued from the caller's
  * `traceparent`, named `METHOD /route/{template}`, with the status and the operation; when
  * `onRequest` is given, each answer carries `X-Request-Id` and its record goes to it.
@@ -79,52 +102,52 @@ export function observed(
   return (incoming) => {
     const time = Date.now();
     const started = performance.now();
-    const parent = propagation.extract(ROOT_CONTEXT, incoming, HEADERS);
     const method = incoming.method.toUpperCase();
-    // Looked up at each request: see core's telemetry/tracing.ts.
-    return trace
-      .getTracer('keyway')
-      .startActiveSpan(
-        method,
-        { kind: SpanKind.SERVER, attributes: { 'http.request.method': method } },
-        parent,
-        async (span) => {
-          const seen: Seen = { route: null, principal: null };
-          try {
-            const reply = await answer(incoming, seen);
-            const route = seen.route === null ? null : `${basePath}${seen.route.path}`;
-            if (route !== null) {
-              span.updateName(`${method} ${route}`);
-              span.setAttribute('http.route', route);
-              span.setAttribute('keyway.operation', seen.route?.id ?? '');
-            }
-            span.setAttribute('http.response.status_code', reply.status);
-            if (reply.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-            if (onRequest === undefined) return reply;
-            const requestId = crypto.randomUUID();
-            reply.headers = { ...reply.headers, 'x-request-id': requestId };
-            const context = span.spanContext();
-            try {
-              onRequest({
-                time,
-                requestId,
-                method,
-                route,
-                operation: seen.route?.id ?? null,
-                status: reply.status,
-                durationMs: performance.now() - started,
-                principal: nameOf(seen.principal),
-                clientAddress: options.clientAddress(incoming),
-                traceId: span.isRecording() ? context.traceId : null,
-              });
-            } catch {
-              // A log or metrics hook that throws must not change the answer.
-            }
-            return reply;
-          } finally {
-            span.end();
-          }
-        },
-      );
+    const run = async (span: Span): Promise<Reply> => {
+      const seen: Seen = { route: null, principal: null };
+      try {
+        const reply = await answer(incoming, seen);
+        const route = seen.route === null ? null : `${basePath}${seen.route.path}`;
+        if (route !== null) {
+          span.updateName(`${method} ${route}`);
+          span.setAttribute('http.route', route);
+          span.setAttribute('keyway.operation', seen.route?.id ?? '');
+        }
+        span.setAttribute('http.response.status_code', reply.status);
+        if (reply.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+        if (onRequest === undefined) return reply;
+        const requestId = crypto.randomUUID();
+        reply.headers = { ...reply.headers, 'x-request-id': requestId };
+        const context = span.spanContext();
+        try {
+          onRequest({
+            time,
+            requestId,
+            method,
+            route,
+            operation: seen.route?.id ?? null,
+            status: reply.status,
+            durationMs: performance.now() - started,
+            principal: nameOf(seen.principal),
+            clientAddress: options.clientAddress(incoming),
+            traceId: span.isRecording() ? context.traceId : null,
+          });
+        } catch {
+          // A log or metrics hook that throws must not change the answer.
+        }
+        return reply;
+      } finally {
+        span.end();
+      }
+    };
+    const tracer = requestTracer();
+    if (tracer === null) return run(NO_SPAN);
+    const parent = propagation.extract(ROOT_CONTEXT, incoming, HEADERS);
+    return tracer.startActiveSpan(
+      method,
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': method } },
+      parent,
+      run,
+    );
   };
 }

@@ -318,3 +318,42 @@ describe('metrics and spans over the whole connect flow', () => {
     expect(everything).not.toContain(CONNECTION);
   });
 });
+
+describe('request spans and the SDK', () => {
+  it('answers without a span until an SDK is registered, then traces the next request', async () => {
+    const records: RequestRecord[] = [];
+    const h = new Harness(memoryStorage());
+    const handler = createHandler(h.broker, { onRequest: (record) => records.push(record) });
+    const call = () =>
+      handler(
+        new Request('http://keyway.test/api/admin/tokens', {
+          headers: { authorization: `Bearer ${ROOT_KEY}` },
+        }),
+      );
+    const exporter = new InMemorySpanExporter();
+    try {
+      expect((await call()).status).toBe(200);
+      // Registered after the handler was made: used from the next request on.
+      trace.setGlobalTracerProvider(
+        new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }),
+      );
+      expect((await call()).status).toBe(200);
+      const [span, ...more] = exporter.getFinishedSpans();
+      expect(more).toEqual([]);
+      expect(span?.name).toBe('GET /api/admin/tokens');
+      expect(span?.attributes).toEqual({
+        'http.request.method': 'GET',
+        'http.route': '/api/admin/tokens',
+        'keyway.operation': 'listTokens',
+        'http.response.status_code': 200,
+      });
+      expect(records.map(({ route, status, traceId }) => [route, status, traceId])).toEqual([
+        ['/api/admin/tokens', 200, null],
+        ['/api/admin/tokens', 200, span?.spanContext().traceId],
+      ]);
+    } finally {
+      trace.disable();
+      await h.broker.close();
+    }
+  });
+});

@@ -1,8 +1,8 @@
-import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import { normalizeHost } from '../outbound/hosts.js';
 import type { HostClass, Observer } from './observation.js';
-import { failureCode, OUTCOME, tracer } from './tracing.js';
+import { activeTracer, failureCode, NO_SPAN, OUTCOME } from './tracing.js';
 
 /**
  * The guarded fetch, observed: each request is a client span (method, the server's host and
@@ -24,17 +24,7 @@ export function observedOutbound(
     const hostClass: HostClass =
       url !== null && allowedHosts.has(normalizeHost(url.hostname)) ? 'allowed' : 'public';
     const method = (init.method ?? 'GET').toUpperCase();
-    const attributes =
-      url === null
-        ? { 'http.request.method': method, 'keyway.host_class': hostClass }
-        : {
-            'http.request.method': method,
-            'server.address': url.hostname,
-            'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
-            'url.scheme': url.protocol.slice(0, -1),
-            'keyway.host_class': hostClass,
-          };
-    return tracer().startActiveSpan(method, { kind: SpanKind.CLIENT, attributes }, async (span) => {
+    const run = async (span: Span): Promise<Response> => {
       let outcome = 'error';
       try {
         const response = await outbound(input, init);
@@ -51,6 +41,19 @@ export function observedOutbound(
         span.end();
         observe({ kind: 'outbound', hostClass, outcome });
       }
-    });
+    };
+    const active = activeTracer();
+    if (active === null) return run(NO_SPAN);
+    const attributes =
+      url === null
+        ? { 'http.request.method': method, 'keyway.host_class': hostClass }
+        : {
+            'http.request.method': method,
+            'server.address': url.hostname,
+            'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
+            'url.scheme': url.protocol.slice(0, -1),
+            'keyway.host_class': hostClass,
+          };
+    return active.startActiveSpan(method, { kind: SpanKind.CLIENT, attributes }, run);
   };
 }
