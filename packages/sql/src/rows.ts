@@ -102,12 +102,19 @@ function readColumn(table: string, value: unknown, column: string, kind: ColumnK
  */
 function table<R>(name: string, fields: Columns<R>): RowCodec<R> {
   const entries = Object.entries(fields) as [keyof R & string, readonly [string, ColumnKind]][];
+  // Parallel arrays, read by index on every row (the point reads' hot path).
+  const names = entries.map(([field]) => field);
   const columns = entries.map(([, [column]]) => column);
+  const kinds = entries.map(([, [, kind]]) => kind);
   const fromValues = (values: readonly unknown[]): R => {
     const record: Partial<Record<keyof R, unknown>> = {};
-    for (let i = 0; i < entries.length; i++) {
-      const [field, [column, kind]] = entries[i] as (typeof entries)[number];
-      record[field] = readColumn(name, values[i], column, kind);
+    for (let i = 0; i < names.length; i++) {
+      record[names[i] as keyof R] = readColumn(
+        name,
+        values[i],
+        columns[i] as string,
+        kinds[i] as ColumnKind,
+      );
     }
     return record as R;
   };

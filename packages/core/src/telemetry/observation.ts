@@ -60,12 +60,18 @@ export type Observation =
 /** Receives observations; see {@link Observation}. */
 export type Observer = (observation: Observation) => void;
 
+/**
+ * The observer of a broker given no `observe` hook: ignores every observation. A hot path
+ * compares with it to skip making the observation at all.
+ */
+export const NO_OBSERVER: Observer = () => {};
+
 /** An observer that never throws into the work it watches: its errors go to `onError`. */
 export function safeObserver(
   observe: Observer | undefined,
   onError: (error: unknown) => void,
 ): Observer {
-  if (observe === undefined) return () => {};
+  if (observe === undefined) return NO_OBSERVER;
   return (observation) => {
     try {
       observe(observation);

@@ -32,7 +32,7 @@ import type {
   TokenStorage,
   TokenTreeChanges,
 } from '../storage/contract.js';
-import type { Observer } from '../telemetry/observation.js';
+import { NO_OBSERVER, type Observer } from '../telemetry/observation.js';
 import { createRootKeyCheck, createTokenCodec, TOKEN_ID_BYTES, TOKEN_PREFIX } from './format.js';
 import { delegationRoot, isDescendantName, parseLifetime, parseTokenName } from './name.js';
 
@@ -125,7 +125,8 @@ export class TokenService {
   readonly #events: EventLog;
   readonly #limiter: RateLimiter | null;
 
-  readonly #observe: Observer;
+  /** Told of each check; absent, no observation is even made (an object per check). */
+  readonly #observe: Observer | undefined;
 
   constructor(options: TokenServiceOptions) {
     this.#events = options.events;
@@ -135,7 +136,7 @@ export class TokenService {
     this.#randomBytes = options.randomBytes;
     this.#codec = createTokenCodec(options.rootKey, options.crypto);
     this.#isRootKey = createRootKeyCheck(options.rootKey, options.crypto);
-    this.#observe = options.observe ?? (() => {});
+    this.#observe = options.observe === NO_OBSERVER ? undefined : options.observe;
   }
 
   /**
@@ -156,11 +157,11 @@ export class TokenService {
   ): Promise<Principal> {
     try {
       const principal = await this.#authenticate(credential, context);
-      this.#observe({ kind: 'token_check', outcome: principal.kind });
+      this.#observe?.({ kind: 'token_check', outcome: principal.kind });
       return principal;
     } catch (error) {
       const limited = error instanceof KeywayError && error.code === 'rate_limited';
-      this.#observe({ kind: 'token_check', outcome: limited ? 'limited' : 'refused' });
+      this.#observe?.({ kind: 'token_check', outcome: limited ? 'limited' : 'refused' });
       throw error;
     }
   }
