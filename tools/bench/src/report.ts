@@ -256,6 +256,8 @@ export function writeReport(report: Report, file: string | null): string {
   );
 
   const worst = (rows: Compared[]) => Math.min(...rows.map((row) => row.ratio));
+  const inProcess = report.tokenCheck.filter((row) => row.engine !== 'postgres');
+  const onPostgres = report.tokenCheck.filter((row) => row.engine === 'postgres');
   const readsVsHono = Math.min(
     ...report.serve.reads.map((row) => row.keyway.requestsPerSecond / row.hono.requestsPerSecond),
   );
@@ -276,7 +278,8 @@ export function writeReport(report: Report, file: string | null): string {
     '',
     '| Target | This run | |',
     '| --- | --- | --- |',
-    `| Token check ≥ 90% of the floor, every engine and size | worst ${pct(worst(report.tokenCheck))} | ${verdict(worst(report.tokenCheck) >= 0.9)} |`,
+    `| Token check ≥ 90% of the floor on memory and SQLite, every size (#27 item 2) | worst ${pct(worst(inProcess))} | ${verdict(worst(inProcess) >= 0.9)} |`,
+    `| Token check ≥ 90% of the floor on PostgreSQL, every size (the same bar, beyond #27's engines) | worst ${pct(worst(onPostgres))} | ${verdict(worst(onPostgres) >= 0.9)} |`,
     `| Token check p99 grows ≤ 1.5× from the smallest to the largest table | worst ${Math.max(...growth.map((g) => g.factor)).toFixed(2)}× | ${verdict(Math.max(...growth.map((g) => g.factor)) <= 1.5)} |`,
     `| Authenticated read over loopback ≥ 70% of Hono (the floor's own best: ${pct(floorVsHono)}) | worst ${pct(readsVsHono)} | ${verdict(readsVsHono >= 0.7)} |`,
     `| Authenticated read over loopback ≥ 35% of bare node:http | worst ${pct(readsVsBare)} | ${verdict(readsVsBare >= 0.35)} |`,
