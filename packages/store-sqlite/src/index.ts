@@ -1,4 +1,10 @@
-export { driverOf, type SqliteConnection, type SqliteStatement, wrapSqlite } from './driver.js';
+export {
+  driverOf,
+  type SqliteConnection,
+  type SqliteStatement,
+  type SqliteValuesStatement,
+  wrapSqlite,
+} from './driver.js';
 export {
   MIGRATIONS,
   migrate,
