@@ -34,5 +34,6 @@ export {
   pathListQuery,
   type SqlQuery,
   TOKEN_BY_ID_HASH,
+  TOKEN_CHECK_BY_ID_HASH,
 } from './statements.js';
 export { sqlStorage } from './storage.js';

@@ -5,6 +5,7 @@ import {
   DELIVERY_STATUSES,
   type PendingAuthorizationRecord,
   type ProviderRecord,
+  type TokenCheckRecord,
   type TokenRecord,
   type VaultEntryRecord,
   type WebhookDeliveryRecord,
@@ -138,6 +139,16 @@ export const TOKENS = table<TokenRecord>('tokens', {
   expiresAt: ['expires_at', 'integer'],
   createdAt: ['created_at', 'integer'],
   createdBy: ['created_by', 'text'],
+});
+
+/**
+ * The token check's projection of a token row (`findTokenByIdHashSync`): the three columns
+ * a check reads, not the whole row. Read only; not one of {@link CODECS}, which write rows.
+ */
+export const TOKEN_CHECKS = table<TokenCheckRecord>('tokens', {
+  name: ['name', 'text'],
+  scopes: ['scopes', 'strings'],
+  expiresAt: ['expires_at', 'integer'],
 });
 
 export const PROVIDERS = table<ProviderRecord>('providers', {

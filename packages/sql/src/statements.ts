@@ -9,13 +9,14 @@ import type {
   VaultWrite,
 } from '@keyway/core/storage';
 import { marks } from './dialect.js';
-import { get, type Row, run } from './program.js';
+import { get, type Row, run, type Statement } from './program.js';
 import {
   AUDIT_EVENTS,
   CONNECTIONS,
   PENDING_AUTHORIZATIONS,
   PROVIDERS,
   type RowCodec,
+  TOKEN_CHECKS,
   TOKENS,
   VAULT_ENTRIES,
   WEBHOOK_DELIVERIES,
@@ -248,6 +249,14 @@ export function counterOf(row: Row | undefined): CounterValue | null {
 export const asRow = (answer: unknown): Row | undefined =>
   typeof answer === 'object' && answer !== null ? (answer as Row) : undefined;
 
+/** A point read's statement: its row answered as values, in the order it selects them. */
+export const pointRead = (sql: string, params: readonly unknown[]): Statement => ({
+  kind: 'get',
+  sql,
+  params,
+  values: true,
+});
+
 /** A point read answered as values (`values: true`): the codec's record, or `null`. */
 export const valuesOf = <R>(codec: RowCodec<R>, answer: unknown): R | null =>
   Array.isArray(answer) ? codec.fromValues(answer) : null;
@@ -255,6 +264,8 @@ export const valuesOf = <R>(codec: RowCodec<R>, answer: unknown): R | null =>
 // The point reads, each selecting its codec's columns in order (read with `valuesOf`).
 /** The hot path of every authenticated request: one point read on the primary key. */
 export const TOKEN_BY_ID_HASH = `${TOKENS.select} WHERE id_hash = ?`;
+/** The same read as the token check makes it: its three columns only (`TOKEN_CHECKS`). */
+export const TOKEN_CHECK_BY_ID_HASH = `${TOKEN_CHECKS.select} WHERE id_hash = ?`;
 export const TOKEN_BY_LIVE_NAME = `${TOKENS.select} WHERE name = ? AND expires_at > ?`;
 export const PROVIDER_BY_ID = `${PROVIDERS.select} WHERE id = ?`;
 export const CONNECTION_BY_ID = `${CONNECTIONS.select} WHERE id = ?`;

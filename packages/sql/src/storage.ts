@@ -7,6 +7,7 @@ import {
   PENDING_AUTHORIZATIONS,
   PROVIDERS,
   type RowCodec,
+  TOKEN_CHECKS,
   TOKENS,
   VAULT_ENTRIES,
   WEBHOOK_DELIVERIES,
@@ -28,6 +29,7 @@ import {
   PROVIDER_BY_ID,
   PUT_VAULT,
   pathListQuery,
+  pointRead,
   putVault,
   putVaultParams,
   putVaultResult,
@@ -35,6 +37,7 @@ import {
   subtreePageQuery,
   TOKEN_BY_ID_HASH,
   TOKEN_BY_LIVE_NAME,
+  TOKEN_CHECK_BY_ID_HASH,
   TREE,
   tokenSubtree,
   treeParams,
@@ -74,7 +77,7 @@ export function sqlStorage(
   };
   // A point read answers the row's values, read in the codec's order (its `select`).
   const find = async <R>(codec: RowCodec<R>, sql: string, params: unknown[]): Promise<R | null> =>
-    valuesOf(codec, await driver.query({ kind: 'get', sql, params, values: true }));
+    valuesOf(codec, await driver.query(pointRead(sql, params)));
 
   return {
     listConnectionsSql(query) {
@@ -99,13 +102,10 @@ export function sqlStorage(
     ...(driver.synchronous === true
       ? {
           findTokenByIdHashSync(idHash: string) {
-            const values = driver.query({
-              kind: 'get',
-              sql: TOKEN_BY_ID_HASH,
-              params: [idHash],
-              values: true,
-            });
-            return valuesOf(TOKENS, values);
+            return valuesOf(
+              TOKEN_CHECKS,
+              driver.query(pointRead(TOKEN_CHECK_BY_ID_HASH, [idHash])),
+            );
           },
         }
       : {}),

@@ -1,7 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CONNECTION_BY_ID, compile, SQLITE, TOKEN_BY_ID_HASH } from '@keyway/sql';
+import {
+  CONNECTION_BY_ID,
+  compile,
+  SQLITE,
+  TOKEN_BY_ID_HASH,
+  TOKEN_CHECK_BY_ID_HASH,
+} from '@keyway/sql';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { driverOf, MIGRATIONS, sqliteStorage, wrapSqlite } from '../src/index.js';
@@ -120,6 +126,13 @@ describe('sqliteStorage()', () => {
         'SELECT id_hash, name, scopes, expires_at, created_at, created_by FROM keyway_tokens WHERE id_hash = ?',
       );
       expect(plan(compile(SQLITE, TOKEN_BY_ID_HASH), ['x'])).toMatch(
+        /SEARCH keyway_tokens USING PRIMARY KEY \(id_hash=\?\)/,
+      );
+      // The token check's own read: its three columns, by the same key.
+      expect(compile(SQLITE, TOKEN_CHECK_BY_ID_HASH)).toBe(
+        'SELECT name, scopes, expires_at FROM keyway_tokens WHERE id_hash = ?',
+      );
+      expect(plan(compile(SQLITE, TOKEN_CHECK_BY_ID_HASH), ['x'])).toMatch(
         /SEARCH keyway_tokens USING PRIMARY KEY \(id_hash=\?\)/,
       );
       expect(plan(compile(SQLITE, CONNECTION_BY_ID), ['x'])).toMatch(

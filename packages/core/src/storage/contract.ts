@@ -10,6 +10,7 @@ import type {
   ListVaultQuery,
   PendingAuthorizationRecord,
   ProviderRecord,
+  TokenCheckRecord,
   TokenRecord,
   TokenTreeChanges,
   VaultChanges,
@@ -63,11 +64,14 @@ export interface TokenStorage {
   findTokenByIdHash(idHash: string): Promise<TokenRecord | null>;
 
   /**
-   * Optional: {@link findTokenByIdHash} answered synchronously, for a storage that reads
+   * Optional: the token check's lookup, answered synchronously, for a storage that reads
    * without waiting on I/O (memory, SQLite). The token check then runs without an `await`
-   * between the request and its answer. Must answer exactly as `findTokenByIdHash` does.
+   * between the request and its answer. Answers, of the record {@link findTokenByIdHash}
+   * would answer, the fields a check reads — `name`, `scopes`, `expiresAt` — or `null`
+   * exactly when it would; the whole record may be returned. Reading only those columns is
+   * what makes it cheaper than the whole row on every authenticated request.
    */
-  findTokenByIdHashSync?(idHash: string): TokenRecord | null;
+  findTokenByIdHashSync?(idHash: string): TokenCheckRecord | null;
 
   /** The live token with this name, or `null`. */
   findLiveTokenByName(name: string, now: number): Promise<TokenRecord | null>;

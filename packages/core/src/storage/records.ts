@@ -43,6 +43,12 @@ export interface TokenRecord {
   createdBy: string;
 }
 
+/**
+ * What a token check reads of a {@link TokenRecord}: its name, scopes and expiry (the
+ * `findTokenByIdHashSync` lookup answers these, or the whole record).
+ */
+export type TokenCheckRecord = Pick<TokenRecord, 'name' | 'scopes' | 'expiresAt'>;
+
 /** The changes a token-tree update writes, all in one transaction. */
 export interface TokenTreeChanges {
   /** Records to overwrite, matched by `idHash`. */

@@ -28,6 +28,7 @@ import type { EventLog } from '../events/log.js';
 import type { PlatformCrypto } from '../platform/crypto.js';
 import type {
   EventWrite,
+  TokenCheckRecord,
   TokenRecord,
   TokenStorage,
   TokenTreeChanges,
@@ -211,12 +212,12 @@ export class TokenService {
     if (idHash === null) throw invalidToken('the token is not valid');
     const storage = this.#storage;
     return storage.findTokenByIdHashSync === undefined
-      ? storage.findTokenByIdHash(idHash).then((record) => this.#principalOf(record))
-      : this.#principalOf(storage.findTokenByIdHashSync(idHash));
+      ? storage.findTokenByIdHash(idHash).then((record) => this.#principalOf(record, idHash))
+      : this.#principalOf(storage.findTokenByIdHashSync(idHash), idHash);
   }
 
-  /** The principal of a token record read by its id hash: live, or `invalid_token`. */
-  #principalOf(record: TokenRecord | null): TokenPrincipal {
+  /** The principal of the token read by `idHash`: live, or `invalid_token`. */
+  #principalOf(record: TokenCheckRecord | null, idHash: string): TokenPrincipal {
     if (record === null) throw invalidToken('the token is unknown or has been revoked');
     if (record.expiresAt <= this.#now()) throw invalidToken('the token has expired');
     return {
@@ -224,7 +225,7 @@ export class TokenService {
       name: record.name,
       scopes: record.scopes,
       expiresAt: record.expiresAt,
-      idHash: record.idHash,
+      idHash,
     };
   }
 
