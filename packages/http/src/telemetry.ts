@@ -1,15 +1,12 @@
 import type { Principal } from '@keyway/core';
+import { activeTracer, NO_SPAN } from '@keyway/core/telemetry';
 import {
-  INVALID_SPAN_CONTEXT,
-  ProxyTracerProvider,
   propagation,
   ROOT_CONTEXT,
   type Span,
   SpanKind,
   SpanStatusCode,
   type TextMapGetter,
-  type Tracer,
-  trace,
 } from '@opentelemetry/api';
 import type { Incoming } from './incoming.js';
 import type { Reply } from './responses.js';
@@ -67,25 +64,6 @@ const HEADERS: TextMapGetter<Incoming> = {
 };
 
 /**
- * The tracer of request spans, or `null` while no SDK is registered (as core's
- * `activeTracer`, whose comment says why it is looked up at each request): the request then
- * runs without a span, its attributes or its context, which would all be no-ops.
- */
-function requestTracer(): Tracer | null {
-  const provider = trace.getTracerProvider();
-  if (
-    provider instanceof ProxyTracerProvider &&
-    provider.getDelegateTracer('keyway') === undefined
-  ) {
-    return null;
-  }
-  return provider.getTracer('keyway');
-}
-
-/** The span of a request answered without a tracer: records nothing. */
-const NO_SPAN: Span = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
-
-/**
  * Wraps the dispatcher: each request runs in a server span continued from the caller's
  * `traceparent`, named `METHOD /route/{template}`, with the status and the operation; when
  * `onRequest` is given, each answer carries `X-Request-Id` and its record goes to it.
@@ -140,7 +118,7 @@ export function observed(
         span.end();
       }
     };
-    const tracer = requestTracer();
+    const tracer = activeTracer();
     if (tracer === null) return run(NO_SPAN);
     const parent = propagation.extract(ROOT_CONTEXT, incoming, HEADERS);
     return tracer.startActiveSpan(

@@ -167,9 +167,7 @@ export class ProviderService {
     this.#assertManagement();
     const providerId = parseResourcePath(id);
     assertCoversPath(principal, providerId);
-    const record = await this.#o.storage.getProvider(providerId);
-    if (record === null) throw providerNotFound(providerId);
-    const state = providerState(record);
+    const state = providerState(await this.#o.registry.require(providerId));
     const keys = Object.keys(state.registrations).flatMap((issuer) => [
       { kind: CLIENT_SECRET_KIND, key: secretKey(providerId, issuer) },
       { kind: REGISTRATION_TOKEN_KIND, key: secretKey(providerId, issuer) },

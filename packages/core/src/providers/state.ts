@@ -124,12 +124,12 @@ export interface ResolvedProvider {
   client: StoredRegistration;
 }
 
-/** The state of a provider record, checked. @throws {KeywayError} `internal_error`. */
 /** The error of a provider that does not exist. */
 export function providerNotFound(id: string): KeywayError {
   return new KeywayError('not_found', `no provider ${JSON.stringify(id)}`);
 }
 
+/** The state of a provider record, checked. @throws {KeywayError} `internal_error`. */
 export function providerState(record: ProviderRecord): ProviderState {
   return readStored(ProviderStateSchema, record.state, `state of provider ${record.id}`);
 }
