@@ -378,6 +378,21 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
       expect((await put('a%2Fb', mcp())).body.error).toBe('invalid_path');
     });
 
+    it('takes ids named like members of every object (constructor, __proto__) for ordinary ids', async () => {
+      await setup();
+      for (const id of ['constructor', 'toString', 'hasOwnProperty', '__proto__', 'valueOf']) {
+        const created = await put(id, mcp());
+        expect(created.status, id).toBe(201);
+        expect(created.body.id).toBe(id);
+        const read = await h.call('GET', `/api/admin/providers/${id}`);
+        expect(read.status, id).toBe(200);
+        expect(read.body.id).toBe(id);
+        expect((await h.storage.getProvider(id))?.state.declared).toBe(false);
+        expect((await h.call('DELETE', `/api/admin/providers/${id}`)).status, id).toBe(204);
+        expect((await h.call('GET', `/api/admin/providers/${id}`)).status, id).toBe(404);
+      }
+    });
+
     it('enforces scopes: a token on acme/** manages acme/linear, not other/linear', async () => {
       await setup();
       const token = await h.mint('acme', ['acme']);

@@ -414,6 +414,11 @@ export class ProviderRegistry {
     return entry === null ? null : this.#o.vault().open(entry);
   }
 
+  /** Whether `id` is a provider declared in code (`providers` of `createBroker`). */
+  isDeclared(id: string): boolean {
+    return Object.hasOwn(this.#o.declared, id);
+  }
+
   /** The ids of the providers declared in code. */
   declaredIds(): string[] {
     return Object.keys(this.#o.declared);
@@ -421,8 +426,9 @@ export class ProviderRegistry {
 
   /** Stores a provider declared in code the first time it is needed, or as it changed. */
   async ensureDeclared(id: string): Promise<void> {
-    const input = this.#o.declared[id];
-    if (input === undefined) return;
+    // Own keys only: a provider named `constructor` is not Object.prototype's member.
+    if (!this.isDeclared(id)) return;
+    const input = this.#o.declared[id] as ProviderInput;
     let wanted = this.#declaredSpecs.get(id);
     if (wanted === undefined) {
       wanted = this.parse(input);
