@@ -31,6 +31,7 @@ export {
 export {
   CONNECTION_BY_ID,
   connectionListQuery,
+  handOutStatement,
   pathListQuery,
   type SqlQuery,
   TOKEN_BY_ID_HASH,

@@ -97,6 +97,15 @@ function readColumn(table: string, value: unknown, column: string, kind: ColumnK
   return value;
 }
 
+/** A JSON object column's value, checked (a point read of one column). @throws {StoredRowError} */
+export function objectColumn(
+  table: string,
+  column: string,
+  value: unknown,
+): Record<string, unknown> {
+  return readColumn(table, value, column, 'object') as Record<string, unknown>;
+}
+
 /**
  * The codec of a table declared once: its columns in declaration order, a record's row,
  * and a row's record with every column checked.

@@ -8,14 +8,15 @@ import { get, type Program, run, script } from './program.js';
  * | type      | SQLite  | PostgreSQL         | holds                                     |
  * | --------- | ------- | ------------------ | ----------------------------------------- |
  * | `key`     | TEXT    | text COLLATE "C"   | a key listed in code point order          |
- * | `text`    | TEXT    | text               | any other text, and JSON (never queried)  |
+ * | `text`    | TEXT    | text               | any other text, and JSON (see below)      |
  * | `integer` | INTEGER | integer            | a version                                 |
  * | `bigint`  | INTEGER | bigint             | epoch milliseconds, counts                |
  *
  * SQLite's BINARY collation and PostgreSQL's `COLLATE "C"` both compare UTF-8 bytes: the
  * code point order of every Keyway list, and the only one in which a `>=`/`<` range on the
  * index is a prefix scan. JSON is text: PostgreSQL's `jsonb` would refuse a `\u0000` that a
- * remote server sent.
+ * remote server sent. One statement reads inside it: a hand-out's read takes the `hand_out`
+ * member of a provider's state with the engine's `->` operator (`readForHandOut`).
  */
 export type ColumnType = 'key' | 'text' | 'integer' | 'bigint';
 

@@ -1,6 +1,7 @@
 import type {
   CounterValue,
   EventWrite,
+  HandOutRead,
   ListAuditQuery,
   ListConnectionsQuery,
   ListPathsQuery,
@@ -13,9 +14,11 @@ import { get, type Row, run, type Statement } from './program.js';
 import {
   AUDIT_EVENTS,
   CONNECTIONS,
+  objectColumn,
   PENDING_AUTHORIZATIONS,
   PROVIDERS,
   type RowCodec,
+  StoredRowError,
   TOKEN_CHECKS,
   TOKENS,
   VAULT_ENTRIES,
@@ -270,3 +273,64 @@ export const TOKEN_BY_LIVE_NAME = `${TOKENS.select} WHERE name = ? AND expires_a
 export const PROVIDER_BY_ID = `${PROVIDERS.select} WHERE id = ?`;
 export const CONNECTION_BY_ID = `${CONNECTIONS.select} WHERE id = ?`;
 export const VAULT_ENTRY_BY_KEY = `${VAULT_ENTRIES.select} WHERE kind = ? AND key = ?`;
+
+const qualified = (alias: string, codec: RowCodec<unknown>): string =>
+  codec.columns.map((column) => `${alias}.${column}`).join(', ');
+
+/**
+ * A credential hand-out's three reads in one statement (`readForHandOut`, read with
+ * {@link handOutOf}): the connection's columns, its vault entry's, then its provider's id and
+ * the `hand_out` member of the provider's state. SQLite's `->` answers the member as JSON
+ * text, `NULL` when absent, and the provider's state (discovery documents, registrations) is
+ * never decoded in JavaScript. PostgreSQL's `json` operators refuse a document holding a
+ * `\u0000` (which a remote server may send): there the state is read whole and decoded
+ * here. One read transaction either way. Parameters: the vault kind, the connection id.
+ */
+export function handOutStatement(engine: 'sqlite' | 'postgres'): string {
+  const member = engine === 'postgres' ? 'p.state' : "p.state -> '$.hand_out'";
+  return `SELECT ${qualified('c', CONNECTIONS)}, ${qualified('v', VAULT_ENTRIES)}, p.id, ${member}
+    FROM {connections} AS c
+    LEFT JOIN {vault_entries} AS v ON v.kind = ? AND v.key = c.id
+    LEFT JOIN {providers} AS p ON p.id = c.provider_id
+    WHERE c.id = ?`;
+}
+
+/** The `hand_out` member of a provider state read whole (PostgreSQL), as JSON text. */
+function handOutMemberOf(state: unknown): string | null {
+  const parsed = objectColumn('providers', 'state', state);
+  return parsed.hand_out === undefined ? null : JSON.stringify(parsed.hand_out);
+}
+
+/**
+ * The answer of {@link handOutStatement} (values), or `null` when it found no connection.
+ * @throws {StoredRowError}
+ */
+export function handOutOf(engine: 'sqlite' | 'postgres', answer: unknown): HandOutRead | null {
+  if (!Array.isArray(answer)) return null;
+  const vaultAt = CONNECTIONS.columns.length;
+  const providerAt = vaultAt + VAULT_ENTRIES.columns.length;
+  let member = answer[providerAt + 1];
+  if (engine === 'postgres' && member !== null) member = handOutMemberOf(member);
+  if (member !== null && typeof member !== 'string') {
+    throw new StoredRowError('providers', 'state', 'member hand_out is not JSON text');
+  }
+  return {
+    connection: CONNECTIONS.fromValues(answer.slice(0, vaultAt)),
+    vaultEntry:
+      answer[vaultAt] === null ? null : VAULT_ENTRIES.fromValues(answer.slice(vaultAt, providerAt)),
+    provider: answer[providerAt] === null ? null : { handOut: member },
+  };
+}
+
+/** The vault entries not sealed under `keyId`, after `after`, in key order (a re-wrap's page). */
+export function notUnderKeyQuery(keyId: string, after: VaultKey | null, limit: number): SqlQuery {
+  return after === null
+    ? {
+        sql: 'SELECT * FROM {vault_entries} WHERE key_id <> ? ORDER BY kind, key LIMIT ?',
+        params: [keyId, limit],
+      }
+    : {
+        sql: 'SELECT * FROM {vault_entries} WHERE key_id <> ? AND (kind, key) > (?, ?) ORDER BY kind, key LIMIT ?',
+        params: [keyId, after.kind, after.key, limit],
+      };
+}

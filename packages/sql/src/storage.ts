@@ -22,10 +22,13 @@ import {
   counterOf,
   DELETE_VAULT,
   deleteVault,
+  handOutOf,
+  handOutStatement,
   INSERT_CONNECTION,
   INSERT_PENDING,
   INSERT_PROVIDER,
   INSERT_TOKEN,
+  notUnderKeyQuery,
   PROVIDER_BY_ID,
   PUT_VAULT,
   pathListQuery,
@@ -76,6 +79,7 @@ export function sqlStorage(
     return Array.isArray(rows) ? rows.map((row: Row) => codec.fromRow(row)) : [];
   };
   // A point read answers the row's values, read in the codec's order (its `select`).
+  const handOutSql = handOutStatement(dialect.engine);
   const find = async <R>(codec: RowCodec<R>, sql: string, params: unknown[]): Promise<R | null> =>
     valuesOf(codec, await driver.query(pointRead(sql, params)));
 
@@ -215,6 +219,9 @@ export function sqlStorage(
     // ─── connections ───
     getConnection: (id) => find(CONNECTIONS, CONNECTION_BY_ID, [id]),
 
+    readForHandOut: async (id, vaultKind) =>
+      handOutOf(dialect.engine, await driver.query(pointRead(handOutSql, [vaultKind, id]))),
+
     listConnections: (query) => list(CONNECTIONS, connectionListQuery(query)),
 
     insertConnection: (record, changes, events) =>
@@ -222,11 +229,8 @@ export function sqlStorage(
         (function* () {
           // Key-share lock on the provider: a concurrent deleteProvider either sees this
           // connection or waits for it.
-          if (locks) {
-            yield* get('SELECT 1 AS found FROM {providers} WHERE id = ?{lock FOR KEY SHARE}', [
-              record.providerId,
-            ]);
-          }
+          const lock = 'SELECT 1 AS found FROM {providers} WHERE id = ?{lock FOR KEY SHARE}';
+          if (locks) yield* get(lock, [record.providerId]);
           return yield* writeWithVault(
             INSERT_CONNECTION,
             CONNECTIONS.toRow(record),
@@ -302,18 +306,7 @@ export function sqlStorage(
       list(VAULT_ENTRIES, pathListQuery('vault_entries', 'key', query, { kind })),
 
     listVaultEntriesNotUnderKey: (keyId, after, limit) =>
-      list(
-        VAULT_ENTRIES,
-        after === null
-          ? {
-              sql: 'SELECT * FROM {vault_entries} WHERE key_id <> ? ORDER BY kind, key LIMIT ?',
-              params: [keyId, limit],
-            }
-          : {
-              sql: 'SELECT * FROM {vault_entries} WHERE key_id <> ? AND (kind, key) > (?, ?) ORDER BY kind, key LIMIT ?',
-              params: [keyId, after.kind, after.key, limit],
-            },
-      ),
+      list(VAULT_ENTRIES, notUnderKeyQuery(keyId, after, limit)),
 
     replaceVaultCiphertext: async (kind, key, expected, next) =>
       (await changed(

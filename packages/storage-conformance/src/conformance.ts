@@ -1,6 +1,7 @@
 import type { Storage } from '@keyway/core/storage';
 import { afterEach, describe } from 'vitest';
 import { eventStorageCases } from './event-cases.js';
+import { handOutReadCases } from './hand-out-cases.js';
 import { connectionStorageCases, providerStorageCases } from './path-record-cases.js';
 import {
   counterStorageCases,
@@ -101,6 +102,7 @@ export function runStorageConformance(name: string, target: ConformanceTarget): 
     tokenStorageCases(context);
     providerStorageCases(context);
     connectionStorageCases(context);
+    handOutReadCases(context);
     pendingAuthorizationCases(context);
     vaultStorageCases(context);
     leaseStorageCases(context);

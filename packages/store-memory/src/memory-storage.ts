@@ -238,6 +238,22 @@ export function memoryStorage(): MemoryStorage {
       return record === undefined ? null : copy(record);
     },
 
+    async readForHandOut(id, vaultKind) {
+      const record = connections.get(id);
+      if (record === undefined) return null;
+      const entry = vault.get(vaultId(vaultKind, id));
+      const provider = providers.get(record.providerId);
+      const handOut = provider?.state.hand_out;
+      return {
+        connection: copy(record),
+        vaultEntry: entry === undefined ? null : copy(entry),
+        provider:
+          provider === undefined
+            ? null
+            : { handOut: handOut === undefined ? null : JSON.stringify(handOut) },
+      };
+    },
+
     async listConnections(query) {
       return selectPaths(
         connections,

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import {
   CONNECTION_BY_ID,
   compile,
+  handOutStatement,
   SQLITE,
   TOKEN_BY_ID_HASH,
   TOKEN_CHECK_BY_ID_HASH,
@@ -117,6 +118,15 @@ describe('sqliteStorage()', () => {
         'SEARCH keyway_connections USING PRIMARY KEY (id>? AND id<?)',
         'SCAN below0',
         'USE TEMP B-TREE FOR ORDER BY',
+      ]);
+    });
+
+    it("reads a hand-out's connection, tokens and provider as three primary-key searches in one statement", () => {
+      const lines = plan(compile(SQLITE, handOutStatement('sqlite')), ['connection_tokens', 'x']);
+      expect(lines.split('\n')).toEqual([
+        'SEARCH c USING PRIMARY KEY (id=?)',
+        'SEARCH v USING PRIMARY KEY (kind=? AND key=?) LEFT-JOIN',
+        'SEARCH p USING PRIMARY KEY (id=?) LEFT-JOIN',
       ]);
     });
 

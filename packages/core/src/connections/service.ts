@@ -13,13 +13,12 @@ import {
 } from '../contract/schemas.js';
 import { isoTimeOrNull } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
-import { handsOut } from '../providers/state.js';
-import type { ConnectionRecord } from '../storage/contract.js';
 import { renewable } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
 import { connectWithoutConsent } from './client-credentials.js';
 import { createConnectionFetch } from './connection-fetch.js';
+import { assertExportable, readForHandOut } from './hand-out.js';
 import { type ProbeResult, probeMcp } from './probe.js';
 import { Refresher } from './refresh.js';
 import { type RevocationOutcome, revoke } from './revocation.js';
@@ -230,10 +229,12 @@ export class ConnectionService {
     who: 'caller' | 'trusted',
   ): Promise<Credentials> {
     assertCoversPath(principal, connectionId);
-    const record = await this.#records.get(connectionId);
-    if (record === null) throw notFound(connectionId);
-    if (who === 'caller') await this.#assertExportable(record);
-    const tokens = await usableTokensOf(this.#records, this.#refresher, record, force);
+    const read = await readForHandOut(this.#records, connectionId);
+    if (read === null) throw notFound(connectionId);
+    const record = read.connection;
+    if (who === 'caller') await assertExportable(this.#records, record, read.provider);
+    const { vaultEntry } = read;
+    const tokens = await usableTokensOf(this.#records, this.#refresher, record, force, vaultEntry);
     if (tokens.dpop !== undefined) {
       throw new KeywayError(
         'credentials_not_exportable',
@@ -255,16 +256,6 @@ export class ConnectionService {
       expires_at: expiresAt,
       scopes: tokens.scope.length > 0 ? tokens.scope : grantedScopes(record),
     };
-  }
-
-  /** Refuses a hand-out of a connection whose provider is inject-only (`hand_out: false`). */
-  async #assertExportable(record: ConnectionRecord): Promise<void> {
-    if (!handsOut(await this.#records.o.providers.require(record.providerId))) {
-      throw new KeywayError(
-        'credentials_not_exportable',
-        `provider ${JSON.stringify(record.providerId)} is inject-only ("hand_out": false): its tokens never leave the broker; call the server through the gateway ({base}/mcp/${record.id})`,
-      );
-    }
   }
 
   /**

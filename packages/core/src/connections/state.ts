@@ -7,7 +7,7 @@ import type { OutboundFetch } from '../outbound/fetch.js';
 import { toBase64Url } from '../platform/bytes.js';
 import type { ClientProfile } from '../providers/registration.js';
 import type { ProviderRegistry } from '../providers/registry.js';
-import type { ConnectionRecord, Storage } from '../storage/contract.js';
+import type { ConnectionRecord, Storage, VaultEntryRecord } from '../storage/contract.js';
 import {
   type ConnectionState,
   type ConnectionTokens,
@@ -151,9 +151,14 @@ export class ConnectionRecords {
    */
   readonly #opened = new Map<string, { ciphertext: string; tokens: ConnectionTokens }>();
 
-  /** The tokens of a connection, from the vault, or `null`. */
-  async tokensOf(record: ConnectionRecord): Promise<ConnectionTokens | null> {
-    const entry = await this.o.storage.getVaultEntry(CONNECTION_TOKENS_KIND, record.id);
+  /** The tokens of a connection, from its vault entry (read unless given), or `null`. */
+  async tokensOf(
+    record: ConnectionRecord,
+    read?: VaultEntryRecord | null,
+  ): Promise<ConnectionTokens | null> {
+    const { storage } = this.o;
+    const entry =
+      read === undefined ? await storage.getVaultEntry(CONNECTION_TOKENS_KIND, record.id) : read;
     if (entry === null) return null;
     const opened = this.#opened.get(record.id);
     if (opened !== undefined && opened.ciphertext === entry.ciphertext) {

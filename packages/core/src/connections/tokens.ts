@@ -1,5 +1,5 @@
 import { KeywayError } from '../contract/errors.js';
-import type { ConnectionRecord } from '../storage/contract.js';
+import type { ConnectionRecord, VaultEntryRecord } from '../storage/contract.js';
 import { type ConnectionTokens, renewable } from '../storage/states.js';
 import type { Refresher } from './refresh.js';
 import { type ConnectionRecords, notFound } from './state.js';
@@ -24,15 +24,16 @@ export async function usableTokens(
   return { record, tokens: await usableTokensOf(records, refresher, record, force) };
 }
 
-/** {@link usableTokens} of a connection already read. */
+/** {@link usableTokens} of a connection already read (and its vault entry, when given). */
 export async function usableTokensOf(
   records: ConnectionRecords,
   refresher: Refresher,
   record: ConnectionRecord,
   force: boolean,
+  vaultEntry?: VaultEntryRecord | null,
 ): Promise<ConnectionTokens> {
   const connectionId = record.id;
-  let tokens = record.status === 'active' ? await records.tokensOf(record) : null;
+  let tokens = record.status === 'active' ? await records.tokensOf(record, vaultEntry) : null;
   if (tokens === null) {
     throw new KeywayError(
       'connection_not_active',

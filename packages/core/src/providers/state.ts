@@ -147,6 +147,27 @@ export function handsOut(record: ProviderRecord): boolean {
   );
 }
 
+/**
+ * {@link handsOut} of the `hand_out` member alone, as storage answers it with a hand-out's
+ * reads (`readForHandOut`): its JSON text, `null` when the state has none.
+ *
+ * @throws {KeywayError} `internal_error` for a stored `hand_out` that is not a boolean.
+ */
+export function handOutMember(providerId: string, text: string | null): boolean {
+  if (text === null || text === 'true') return true;
+  if (text === 'false') return false;
+  let value: unknown = text;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    // Not JSON: refused below as what was stored.
+  }
+  return (
+    readStored(HandOutSchema, { hand_out: value }, `state of provider ${providerId}`).hand_out !==
+    false
+  );
+}
+
 /** The client of a state at its current server. @throws {KeywayError} `internal_error`. */
 export function currentClient(id: string, state: ProviderState): StoredRegistration {
   return readStored(

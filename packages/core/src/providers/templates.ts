@@ -138,14 +138,65 @@ async function checkedKey(key: NonNullable<ProviderSpec['privateKey']>): Promise
 }
 
 /**
+ * What a declaration sets directly, as stored: compared as JSON with {@link wantedSettings},
+ * which builds the same fields in the same order.
+ */
+function storedSettings(stored: ProviderState) {
+  const idp = stored.identity_provider;
+  return {
+    hand_out: stored.hand_out !== false,
+    dpop: stored.dpop === true,
+    scopes: stored.configuration.scopes,
+    authorization_params: stored.configuration.authorization_params ?? null,
+    token_params: stored.configuration.token_params ?? null,
+    pkce: stored.configuration.pkce ?? null,
+    assertion: stored.assertion ?? null,
+    identity_provider:
+      idp === undefined
+        ? null
+        : { issuer: idp.issuer, token_endpoint: idp.token_endpoint, client_id: idp.client_id },
+  };
+}
+
+/** {@link storedSettings} of a declaration. */
+function wantedSettings(wanted: ProviderSpec) {
+  const idp = wanted.identityProvider;
+  return {
+    hand_out: wanted.handOut,
+    dpop: wanted.dpop,
+    scopes: wanted.configuredScopes,
+    authorization_params: wanted.authorizationParams ?? null,
+    token_params: wanted.tokenParams ?? null,
+    pkce: wanted.pkce ?? null,
+    assertion: wanted.assertion ?? null,
+    identity_provider:
+      idp === undefined
+        ? null
+        : { issuer: idp.issuer, token_endpoint: idp.token_endpoint, client_id: idp.client_id },
+  };
+}
+
+/**
  * Whether a provider declared in code is stored as declared: its template, endpoints,
- * quirks and client unchanged (`mcp`: its resource URL). Otherwise it is written again.
+ * quirks and client unchanged (`mcp`: its resource URL, mode and client id), and what it
+ * sets directly — label, `hand_out`, `dpop`, scopes, parameters, PKCE, assertion source,
+ * identity provider. Otherwise it is written again. (A changed client secret alone is not
+ * seen: it is sealed; the operator changes the client id with it, or deletes the provider.)
  */
 export function declaredUnchanged(stored: ProviderState, wanted: ProviderSpec): boolean {
-  if (wanted.oauth2 === undefined)
+  if (wanted.label !== undefined && wanted.label !== stored.label) return false;
+  if (JSON.stringify(storedSettings(stored)) !== JSON.stringify(wantedSettings(wanted))) {
+    return false;
+  }
+  if (wanted.oauth2 === undefined) {
+    const client = stored.registrations[stored.authorization_server.issuer]?.client_id;
     return (
-      stored.template === undefined && stored.configuration.resource_url === wanted.resourceUrl
+      stored.template === undefined &&
+      stored.configuration.resource_url === wanted.resourceUrl &&
+      (stored.grant ?? stored.mode) === wanted.mode &&
+      (wanted.mode === 'register' || client === wanted.clientId)
     );
+  }
   const { server, quirks } = wanted.oauth2;
   // Both through their schemas: the same fields in the same order.
   const same = (schema: z.ZodType, a: unknown, b: unknown) =>

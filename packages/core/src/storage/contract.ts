@@ -2,6 +2,7 @@ import type {
   AuditEventRecord,
   ConnectionRecord,
   EventWrite,
+  HandOutRead,
   ListAuditQuery,
   ListConnectionsQuery,
   ListDeliveriesQuery,
@@ -150,6 +151,16 @@ export interface ProviderStorage {
 export interface ConnectionStorage {
   /** The connection with this id, or `null`. One point read. */
   getConnection(id: string): Promise<ConnectionRecord | null>;
+
+  /**
+   * Optional: a credential hand-out's reads in one, for a storage that can join them (SQL:
+   * one statement, one read transaction, instead of three point reads, and no decoding of
+   * the provider's whole state for its one member). Answers `null` exactly when
+   * {@link getConnection} would; otherwise the connection, `getVaultEntry(vaultKind, id)`,
+   * and the `hand_out` member of `getProvider(connection.providerId)`'s state, as those
+   * would answer them at one instant. Copies, like every record returned.
+   */
+  readForHandOut?(id: string, vaultKind: string): Promise<HandOutRead | null>;
 
   /** Connections ordered by id, optionally of one provider and one status. */
   listConnections(query: ListConnectionsQuery): Promise<ConnectionRecord[]>;

@@ -149,6 +149,23 @@ export interface ConnectionRecord {
   updatedAt: number;
 }
 
+/**
+ * What a credential hand-out reads, in one read (`ConnectionStorage.readForHandOut`): the
+ * connection, its sealed tokens, and the one member of its provider's state a hand-out
+ * needs.
+ */
+export interface HandOutRead {
+  connection: ConnectionRecord;
+  /** The vault entry of the kind asked, keyed by the connection's id, or `null`. */
+  vaultEntry: VaultEntryRecord | null;
+  /**
+   * The connection's provider: `null` when no provider has its `providerId`; otherwise
+   * `handOut`, the `hand_out` member of the provider's `state` as JSON text (`'false'`,
+   * `'true'`, or whatever else is stored there), `null` when the state has no such member.
+   */
+  provider: { handOut: string | null } | null;
+}
+
 /** Options of {@link ConnectionStorage.listConnections}. */
 export interface ListConnectionsQuery extends ListPathsQuery {
   providerId?: string;

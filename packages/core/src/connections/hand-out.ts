@@ -1,0 +1,56 @@
+import { KeywayError } from '../contract/errors.js';
+import { handOutMember, handsOut, providerNotFound } from '../providers/state.js';
+import type { ConnectionRecord, HandOutRead } from '../storage/contract.js';
+import { CONNECTION_TOKENS_KIND, type ConnectionRecords } from './state.js';
+
+/** What a hand-out reads before its tokens: all of it, or the connection alone. */
+export type HandOutReads = Partial<HandOutRead> & Pick<HandOutRead, 'connection'>;
+
+/**
+ * A hand-out's reads: the connection, its sealed tokens and its provider's `hand_out`, in
+ * one read when the storage can (`readForHandOut`); otherwise the connection alone, and
+ * the rest is read as it is needed (`vaultEntry` and `provider` then `undefined`).
+ */
+export async function readForHandOut(
+  records: ConnectionRecords,
+  connectionId: string,
+): Promise<HandOutReads | null> {
+  const { storage } = records.o;
+  if (storage.readForHandOut !== undefined) {
+    return storage.readForHandOut(connectionId, CONNECTION_TOKENS_KIND);
+  }
+  const connection = await storage.getConnection(connectionId);
+  return connection === null ? null : { connection };
+}
+
+/**
+ * Refuses a hand-out of a connection whose provider is inject-only (`hand_out: false`,
+ * docs/api.md §13), judged from the provider's `hand_out` as read with the connection
+ * when it was (`provider`), else from the provider read now.
+ *
+ * @throws {KeywayError} `credentials_not_exportable`; `not_found` for a provider that is
+ *   gone; `internal_error` for a stored `hand_out` that is not a boolean.
+ */
+export async function assertExportable(
+  records: ConnectionRecords,
+  record: ConnectionRecord,
+  provider: HandOutRead['provider'] | undefined,
+): Promise<void> {
+  const { providers } = records.o;
+  const id = record.providerId;
+  let exportable: boolean;
+  if (provider === undefined || providers.isDeclared(id)) {
+    // A declared provider is stored again, first, when its declaration changed: read so.
+    exportable = handsOut(await providers.require(id));
+  } else if (provider === null) {
+    throw providerNotFound(id);
+  } else {
+    exportable = handOutMember(id, provider.handOut);
+  }
+  if (!exportable) {
+    throw new KeywayError(
+      'credentials_not_exportable',
+      `provider ${JSON.stringify(id)} is inject-only ("hand_out": false): its tokens never leave the broker; call the server through the gateway ({base}/mcp/${record.id})`,
+    );
+  }
+}

@@ -1,0 +1,132 @@
+import type { HandOutRead, Storage } from '@keyway/core/storage';
+import { describe, expect, it } from 'vitest';
+import type { CaseContext } from './conformance.js';
+import { connectionRecord, providerRecord } from './path-record-cases.js';
+
+const TOKENS_KIND = 'connection_tokens';
+
+/** Each connection's provider and the `hand_out` member of that provider's state. */
+const PROVIDERS: [providerId: string, handOut: unknown][] = [
+  ['p/plain', undefined],
+  ['p/inject', false],
+  ['p/open', true],
+  ['p/odd', 'x'],
+];
+
+/** What the three reads `readForHandOut` stands for answer, read one at a time. */
+async function apart(storage: Storage, id: string, kind: string) {
+  const connection = await storage.getConnection(id);
+  if (connection === null) return null;
+  return {
+    connection,
+    vaultEntry: await storage.getVaultEntry(kind, id),
+    provider: await storage.getProvider(connection.providerId),
+  };
+}
+
+export function handOutReadCases({ open }: CaseContext): void {
+  describe("a hand-out's reads in one (readForHandOut, optional)", () => {
+    /** The storage's `readForHandOut`; `null` when it does not offer one. */
+    async function setUp() {
+      const storage = await open();
+      for (const [id, handOut] of PROVIDERS) {
+        const record = providerRecord(id);
+        if (handOut !== undefined) record.state.hand_out = handOut;
+        // What a remote server sent may hold a NUL: the member is read all the same.
+        record.state.discovered = { note: 'a\u0000b', é: ['\u{1F600}'] };
+        expect(await storage.insertProvider(record)).toBe(true);
+      }
+      // A member of the same name deeper in the state is not the provider's hand_out.
+      const nested = providerRecord('p/nested');
+      nested.state.nested = { hand_out: false };
+      expect(await storage.insertProvider(nested)).toBe(true);
+      const rows: [string, string][] = [
+        ['acme/a', 'p/plain'],
+        ['acme/b', 'p/inject'],
+        ['acme/c', 'p/open'],
+        ['acme/d', 'p/odd'],
+        ['acme/e', 'p/none'],
+        ['acme/f', 'p/nested'],
+      ];
+      for (const [id, providerId] of rows) {
+        const vault =
+          id === 'acme/b' ? [] : [{ kind: TOKENS_KIND, key: id, ciphertext: `t-${id}` }];
+        const put = [...vault, { kind: 'internal', key: id, ciphertext: `i-${id}` }].map(
+          (write) => ({ ...write, keyId: 'k1' }),
+        );
+        expect(
+          await storage.insertConnection(
+            connectionRecord(id, { providerId, status: 'active', state: { n: id } }),
+            { put },
+          ),
+        ).toBe(true);
+      }
+      const read = storage.readForHandOut?.bind(storage);
+      return { storage, read: read ?? null };
+    }
+
+    it('answers the connection, its vault entry of the kind asked and its provider’s hand_out member, as the three reads would', async () => {
+      const { storage, read } = await setUp();
+      if (read === null) return; // optional: this storage reads them one at a time
+      const expected: Record<string, HandOutRead['provider']> = {
+        'acme/a': { handOut: null },
+        'acme/b': { handOut: 'false' },
+        'acme/c': { handOut: 'true' },
+        'acme/d': { handOut: '"x"' },
+        'acme/e': null,
+        'acme/f': { handOut: null },
+      };
+      for (const [id, provider] of Object.entries(expected)) {
+        const one = await read(id, TOKENS_KIND);
+        const three = await apart(storage, id, TOKENS_KIND);
+        expect(one, id).toEqual({
+          connection: three?.connection,
+          vaultEntry: three?.vaultEntry,
+          provider,
+        });
+        expect(three?.provider === null, id).toBe(provider === null);
+      }
+      expect((await read('acme/a', TOKENS_KIND))?.vaultEntry).toMatchObject({
+        kind: TOKENS_KIND,
+        key: 'acme/a',
+        ciphertext: 't-acme/a',
+        keyId: 'k1',
+        version: 1,
+      });
+      expect((await read('acme/b', TOKENS_KIND))?.vaultEntry).toBeNull();
+      expect((await read('acme/b', 'internal'))?.vaultEntry?.ciphertext).toBe('i-acme/b');
+    });
+
+    it('answers null exactly when getConnection does', async () => {
+      const { storage, read } = await setUp();
+      if (read === null) return;
+      for (const id of ['acme', 'acme/a/x', 'acme/z', 'p/plain']) {
+        expect(await storage.getConnection(id), id).toBeNull();
+        expect(await read(id, TOKENS_KIND), id).toBeNull();
+      }
+    });
+
+    it('reads what is stored now, and answers copies', async () => {
+      const { storage, read } = await setUp();
+      if (read === null) return;
+      const provider = await storage.getProvider('p/open');
+      if (provider === null) throw new Error('no provider p/open');
+      const changed = { ...provider, state: { ...provider.state, hand_out: false }, version: 2 };
+      expect(await storage.compareAndSetProvider(changed, 1)).toBe(true);
+      expect((await read('acme/c', TOKENS_KIND))?.provider).toEqual({ handOut: 'false' });
+      expect(
+        await storage.putVaultEntry(
+          { kind: TOKENS_KIND, key: 'acme/c', ciphertext: 't-2', keyId: 'k2' },
+          Date.UTC(2026, 10, 21, 10),
+        ),
+      ).toMatchObject({ created: false, entry: { version: 2 } });
+      const first = (await read('acme/c', TOKENS_KIND)) as HandOutRead;
+      expect(first.vaultEntry).toMatchObject({ ciphertext: 't-2', keyId: 'k2', version: 2 });
+      first.connection.state.n = 'changed';
+      (first.vaultEntry as { ciphertext: string }).ciphertext = 'changed';
+      const again = (await read('acme/c', TOKENS_KIND)) as HandOutRead;
+      expect(again.connection.state).toEqual({ n: 'acme/c' });
+      expect(again.vaultEntry?.ciphertext).toBe('t-2');
+    });
+  });
+}
