@@ -5,7 +5,8 @@
 // (#27: hand-outs at 5× their throughput when it was filed). The earlier tree is checked
 // out as a git work tree under the temporary directory and installed once; both are
 // bundled from their own sources with the same loop (src/hand-out-loop.ts and
-// src/hand-out-world.ts, copied into the earlier tree).
+// src/hand-out-world.ts, copied into the earlier tree). `--json` ends with one JSON line
+// (`pnpm bench` runs it so for #27's commit).
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,13 +17,16 @@ import { bundleBench } from './bundle.mjs';
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, '..', '..');
 const args = process.argv.slice(2);
+const json = args.includes('--json');
 const roundsAt = args.indexOf('--rounds');
 const rounds = roundsAt === -1 ? 3 : Number(args[roundsAt + 1]);
 const commits = args.filter(
   (arg, index) => !arg.startsWith('--') && (roundsAt === -1 || index !== roundsAt + 1),
 );
-const unknown = args.filter((arg) => arg.startsWith('--') && arg !== '--rounds');
-const usage = 'usage: pnpm bench:since <commit> [--rounds N]';
+const unknown = args.filter(
+  (arg) => arg.startsWith('--') && arg !== '--rounds' && arg !== '--json',
+);
+const usage = 'usage: pnpm bench:since <commit> [--rounds N] [--json]';
 if (unknown.length > 0) {
   console.error(`bench:since: unknown option ${unknown[0]} (${usage})`);
   process.exit(2);
@@ -101,6 +105,9 @@ const summary = Object.entries(figures).map(([name, runs]) => {
   return { rate: median(rates), cpu: median(cpu) };
 });
 const [now, then] = summary;
-console.log(
-  `hand-outs in process on SQLite, 32 callers, medians of ${rounds}: ${Math.round(now.rate)}/s now, ${Math.round(then.rate)}/s at ${sha.slice(0, 12)} (${(now.rate / then.rate).toFixed(1)}×); ${now.cpu.toFixed(1)} µs of CPU a hand-out now, ${then.cpu.toFixed(1)} µs then (${(then.cpu / now.cpu).toFixed(1)}×)`,
-);
+// `--json`: one last line for `pnpm bench` to read (its row of #27 item 3).
+if (json) console.log(JSON.stringify({ commit: sha, rounds, now, then }));
+else
+  console.log(
+    `hand-outs in process on SQLite, 32 callers, medians of ${rounds}: ${Math.round(now.rate)}/s now, ${Math.round(then.rate)}/s at ${sha.slice(0, 12)} (${(now.rate / then.rate).toFixed(1)}×); ${now.cpu.toFixed(1)} µs of CPU a hand-out now, ${then.cpu.toFixed(1)} µs then (${(then.cpu / now.cpu).toFixed(1)}×)`,
+  );

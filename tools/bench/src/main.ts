@@ -12,6 +12,7 @@ import { benchPrefixList } from './prefix-list.js';
 import { benchRefreshStorm } from './refresh-storm.js';
 import { type Report, writeReport } from './report.js';
 import { benchServe } from './serve.js';
+import { benchSince, ISSUE_27_COMMIT } from './since.js';
 import { benchTokenCheck } from './token-check.js';
 import { benchWorstBodies } from './worst-bodies.js';
 
@@ -84,6 +85,17 @@ try {
   log(
     `hand-outs: ${Math.round(handOuts.grouped)}/s grouped, ${Math.round(handOuts.perRow)}/s with one commit per row`,
   );
+  const since = benchSince({
+    repo,
+    commit: process.env.KEYWAY_BENCH_SINCE ?? ISSUE_27_COMMIT,
+    rounds: 5,
+    smoke,
+  });
+  log(
+    'skipped' in since
+      ? `hand-outs since ${since.commit}: ${since.skipped}`
+      : `hand-outs since ${since.commit.slice(0, 12)}: ${Math.round(since.now.rate)}/s now, ${Math.round(since.then.rate)}/s then`,
+  );
   const gateway = await benchGateway(GATEWAY);
   log(
     `gateway: tools/call ${gateway.roundTrip.gateway.toFixed(0)} µs through it, ${gateway.roundTrip.direct.toFixed(0)} µs direct; ${gateway.idle.streams} idle streams +${((gateway.idle.after - gateway.idle.before) / 1024 / 1024).toFixed(1)} MiB`,
@@ -103,6 +115,7 @@ try {
     prefixList,
     storm,
     handOuts,
+    since,
     gateway,
     worstBodies,
     loopback: LOOPBACK,
