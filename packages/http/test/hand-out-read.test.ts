@@ -1,4 +1,4 @@
-import type { BrokerConfig, Storage } from '@keyway/core';
+import { type BrokerConfig, rootPrincipal, type Storage } from '@keyway/core';
 import { memoryStorage } from '@keyway/store-memory';
 import { createTestWorld, type TestWorld } from '@keyway/testing';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -130,6 +130,27 @@ describe.each([...storageFactories, withoutJoinedRead])(
       expect(stored?.version).toBe(2);
       expect(stored?.state.configuration).toMatchObject({ scopes: ['read', 'write'] });
       expect(world.stats.registrations).toBe(1);
+    });
+
+    it("stores a declared provider's own client once, and again when its client id changes", async () => {
+      const declared = (clientId: string) =>
+        mcp({ credentials: { mode: 'custom', client_id: clientId, client_secret: 'a-secret' } });
+      const first = harness({ providers: { linear: declared('client-one') } });
+      // Each authorization reads the provider, storing it first when its declaration changed.
+      const authorize = (h: Harness, n: number) =>
+        h.broker.connections.authorize(rootPrincipal(), 'linear', { connection_id: `c/${n}` });
+      for (let i = 0; i < 3; i++) await authorize(first, i);
+      const again = harness({ providers: { linear: declared('client-one') } });
+      await authorize(again, 3);
+      expect((await storage.getProvider('linear'))?.version).toBe(1);
+      const other = harness({ providers: { linear: declared('client-two') } });
+      await authorize(other, 4);
+      const stored = await storage.getProvider('linear');
+      expect(stored?.version).toBe(2);
+      expect(stored?.state.mode).toBe('custom');
+      expect(Object.values(stored?.state.registrations ?? {})).toMatchObject([
+        { client_id: 'client-two' },
+      ]);
     });
 
     it('answers 404 for a connection that does not exist, before anything else', async () => {
