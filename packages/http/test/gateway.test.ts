@@ -541,6 +541,31 @@ describe('the MCP gateway: {base}/mcp/<connection> (docs/api.md §13)', () => {
         ...(signal === undefined ? {} : { signal }),
       });
 
+    it('passes a JSON answer the server sends in pieces back whole, as one document', async () => {
+      upstream.mode = 'raw';
+      const pieces = ['{"jsonrpc":"2.0",', '"id":7,', '"result":{"tools":[]}}'];
+      upstream.raw = (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
+        res.write(pieces[0]);
+        setTimeout(() => {
+          res.write(pieces[1]);
+          setTimeout(() => res.end(pieces[2]), 20);
+        }, 20);
+      };
+      const answer = await post({ jsonrpc: '2.0', id: 7, method: 'tools/list' });
+      expect(answer.status).toBe(200);
+      expect(answer.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(await answer.text()).toBe(pieces.join(''));
+      // And one sent whole, then nothing: the same, with nothing held back.
+      upstream.raw = (_req, res) => {
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end('{"jsonrpc":"2.0","id":8,"result":{}}');
+      };
+      const whole = await post({ jsonrpc: '2.0', id: 8, method: 'tools/list' });
+      expect(await whole.json()).toEqual({ jsonrpc: '2.0', id: 8, result: {} });
+    });
+
     it('forwards only MCP headers, passes back only Content-Type and Mcp-Session-Id, and the client’s abort closes the upstream request', async () => {
       const upstreamClosed = holdingStream({
         'set-cookie': 'upstream=secret',

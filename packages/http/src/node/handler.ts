@@ -245,9 +245,25 @@ async function writeReply(res: ServerResponse, reply: Reply): Promise<void> {
     return;
   }
   res.writeHead(reply.status, reply.headers);
+  if (isJsonDocument(reply.headers)) {
+    // A JSON document is of no use to its reader before its end: the headers leave with the
+    // first chunk, and a one-chunk answer (most of the gateway's) in one write with its end.
+    await writeStream(res, reply.body, true);
+    return;
+  }
   // Headers first: an event stream's client learns the answer before its first event.
   res.flushHeaders();
   await writeStream(res, reply.body);
+}
+
+/** Whether an answer is one JSON document (`application/json`, `…+json`), not a stream of events. */
+function isJsonDocument(headers: Record<string, string>): boolean {
+  for (const name in headers) {
+    if (name.toLowerCase() !== 'content-type') continue;
+    const type = (headers[name] as string).split(';', 1)[0]?.trim().toLowerCase() ?? '';
+    return type === 'application/json' || type.endsWith('+json');
+  }
+  return false;
 }
 
 /** Resolves when a Node response can take more (`drain`) or is gone (`close`). */
@@ -285,12 +301,19 @@ export async function writeWebResponse(res: ServerResponse, response: Response):
  * last), and cancels it when the client goes away, even while a read is pending (an idle
  * event stream).
  */
-async function writeStream(res: ServerResponse, body: ReadableStream<Uint8Array>): Promise<void> {
+async function writeStream(
+  res: ServerResponse,
+  body: ReadableStream<Uint8Array>,
+  holdFirst = false,
+): Promise<void> {
   const reader = body.getReader();
   const cancel = () => {
     if (!res.writableFinished) reader.cancel().catch(() => {});
   };
   res.once('close', cancel);
+  // `holdFirst`: the first chunk waits for the next read, so that an answer of one chunk
+  // is written with its end (one write instead of two or three).
+  let held: Uint8Array | undefined;
   try {
     for (;;) {
       if (res.destroyed) {
@@ -299,13 +322,22 @@ async function writeStream(res: ServerResponse, body: ReadableStream<Uint8Array>
       }
       const { done, value } = await reader.read();
       if (done) break;
+      if (holdFirst && held === undefined) {
+        held = value;
+        holdFirst = false;
+        continue;
+      }
+      if (held !== undefined) {
+        res.write(held);
+        held = undefined;
+      }
       if (!res.write(value)) await writable(res);
     }
   } finally {
     res.off('close', cancel);
     reader.releaseLock();
   }
-  res.end();
+  res.end(held);
 }
 
 /**
