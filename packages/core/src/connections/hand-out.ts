@@ -25,8 +25,9 @@ export async function readForHandOut(
 
 /**
  * Refuses a hand-out of a connection whose provider is inject-only (`hand_out: false`,
- * docs/api.md §13), judged from the provider's `hand_out` as read with the connection
- * when it was (`provider`), else from the provider read now.
+ * docs/api.md §13), judged from the declaration of a provider declared in code, else from
+ * the provider's `hand_out` as read with the connection when it was (`provider`), else from
+ * the provider read now.
  *
  * @throws {KeywayError} `credentials_not_exportable`; `not_found` for a provider that is
  *   gone; `internal_error` for a stored `hand_out` that is not a boolean.
@@ -38,9 +39,14 @@ export async function assertExportable(
 ): Promise<void> {
   const { providers } = records.o;
   const id = record.providerId;
+  const declared = providers.declaredSpec(id);
   let exportable: boolean;
-  if (provider === undefined || providers.isDeclared(id)) {
-    // A declared provider is stored again, first, when its declaration changed: read so.
+  if (declared !== null) {
+    // A provider declared in code hands out as declared; its stored state is brought to
+    // the declaration first when that changed, as at every read of it.
+    await providers.ensureDeclared(id);
+    exportable = declared.handOut;
+  } else if (provider === undefined) {
     exportable = handsOut(await providers.require(id));
   } else if (provider === null) {
     throw providerNotFound(id);

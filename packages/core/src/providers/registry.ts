@@ -424,16 +424,23 @@ export class ProviderRegistry {
     return Object.keys(this.#o.declared);
   }
 
-  /** Stores a provider declared in code the first time it is needed, or as it changed. */
-  async ensureDeclared(id: string): Promise<void> {
+  /** The declaration of a provider declared in code, parsed (once), or `null`. */
+  declaredSpec(id: string): ProviderSpec | null {
     // Own keys only: a provider named `constructor` is not Object.prototype's member.
-    if (!this.isDeclared(id)) return;
-    const input = this.#o.declared[id] as ProviderInput;
+    if (!this.isDeclared(id)) return null;
     let wanted = this.#declaredSpecs.get(id);
     if (wanted === undefined) {
-      wanted = this.parse(input);
+      wanted = this.parse(this.#o.declared[id] as ProviderInput);
       this.#declaredSpecs.set(id, wanted);
     }
+    return wanted;
+  }
+
+  /** Stores a provider declared in code the first time it is needed, or as it changed. */
+  async ensureDeclared(id: string): Promise<void> {
+    const wanted = this.declaredSpec(id);
+    if (wanted === null) return;
+    const input = this.#o.declared[id] as ProviderInput;
     const existing = await this.#o.storage.getProvider(id);
     if (existing !== null && declaredUnchanged(providerState(existing), wanted)) return;
     let pending = this.#ensuring.get(id);
