@@ -14,6 +14,7 @@ await bundleBench({
     join(here, 'src', 'main.ts'),
     join(here, 'src', 'reference-server.ts'),
     join(here, 'src', 'mcp-upstream.ts'),
+    join(here, 'src', 'proxy-hop.ts'),
   ],
   outdir,
 });

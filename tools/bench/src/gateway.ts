@@ -41,10 +41,11 @@ export interface GatewayOptions {
 export interface GatewayResult {
   /**
    * One `tools/call` at a time: median microseconds per call, direct, through a bare
-   * node:http reverse proxy (the floor of any extra hop), and through the gateway.
+   * node:http reverse proxy in the server's process (`proxy`) and in a process of its own
+   * (`hop`, the gateway's topology) — the floors of any extra hop — and through the gateway.
    */
-  roundTrip: { direct: number; proxy: number; gateway: number };
-  throughput: { connections: number; direct: Load; proxy: Load; gateway: Load };
+  roundTrip: { direct: number; proxy: number; hop: number; gateway: number };
+  throughput: { connections: number; direct: Load; proxy: Load; hop: Load; gateway: Load };
   /** `keyway serve`'s resident memory with the idle streams open, against before, bytes. */
   idle: { streams: number; before: number; after: number };
   /** A reader slower than the server: bytes the server wrote, the reader got, and RSS. */
@@ -101,6 +102,12 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
     });
     stops.push(() => upstream.stop());
     const [upstreamBase, proxyBase] = upstream.base.split(' proxy ') as [string, string];
+    const hopProcess = await startServerProcess(
+      process.execPath,
+      ['.build/proxy-hop.js', new URL(upstreamBase).port],
+      { cwd: benchDir, env: {}, listening: /hop listening on (http:\/\/127\.0\.0\.1:\d+)/ },
+    );
+    stops.push(() => hopProcess.stop());
     const file = join(dir, 'keyway.sqlite');
     const vaultKey = generateVaultKey();
     writeFileSync(`${file}.vault-keys`, `${vaultKey}\n`, { mode: 0o600 });
@@ -142,6 +149,7 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
     const { access_token: brokerToken } = (await minted.json()) as { access_token: string };
     const direct = { url: `${upstreamBase}/mcp`, authorization: `Bearer ${upstreamToken}` };
     const proxy = { url: `${proxyBase}/mcp`, authorization: 'Bearer caller' };
+    const hop = { url: `${hopProcess.base}/mcp`, authorization: 'Bearer caller' };
     const gateway = {
       url: `${keyway.url}/mcp/${CONNECTION}`,
       authorization: `Bearer ${brokerToken}`,
@@ -151,16 +159,27 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
     const sides = [
       ['direct', direct],
       ['proxy', proxy],
+      ['hop', hop],
       ['gateway', gateway],
     ] as const;
     for (const [, side] of sides) await roundTrip(side.url, side.authorization, 200);
-    const trips = { direct: [] as number[], proxy: [] as number[], gateway: [] as number[] };
+    const trips = {
+      direct: [] as number[],
+      proxy: [] as number[],
+      hop: [] as number[],
+      gateway: [] as number[],
+    };
     for (let round = 0; round < options.rounds; round++) {
       for (const [name, side] of sides) {
         trips[name].push(await roundTrip(side.url, side.authorization, options.calls));
       }
     }
-    const loads = { direct: [] as Load[], proxy: [] as Load[], gateway: [] as Load[] };
+    const loads = {
+      direct: [] as Load[],
+      proxy: [] as Load[],
+      hop: [] as Load[],
+      gateway: [] as Load[],
+    };
     for (let round = 0; round < options.rounds; round++) {
       for (const [name, side] of sides) {
         loads[name].push(
@@ -229,12 +248,14 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       roundTrip: {
         direct: median(trips.direct),
         proxy: median(trips.proxy),
+        hop: median(trips.hop),
         gateway: median(trips.gateway),
       },
       throughput: {
         connections: options.connections,
         direct: pickLoad(loads.direct),
         proxy: pickLoad(loads.proxy),
+        hop: pickLoad(loads.hop),
         gateway: pickLoad(loads.gateway),
       },
       idle: { streams: options.streams, before, after },

@@ -3,16 +3,13 @@
 // opens an event stream: `Last-Event-ID: idle` holds it open with one comment; `flood`
 // writes 64 KiB events as fast as the socket takes them (the gateway's backpressure is what
 // slows it), and counts what it wrote (`GET /written`). A second listener is the floor of a
-// proxy hop: a bare node:http reverse proxy to the first, which swaps in a fixed token.
-import {
-  createServer,
-  request as httpRequest,
-  type IncomingMessage,
-  type ServerResponse,
-} from 'node:http';
+// proxy hop: a bare node:http reverse proxy to the first, which swaps in a fixed token
+// (`hop.ts`; proxy-hop.ts runs the same in a process of its own).
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { z } from 'zod';
+import { proxyHop } from './hop.js';
 
 const EVENT = `data: ${'x'.repeat(64 * 1024 - 8)}\n\n`;
 let written = 0;
@@ -87,18 +84,7 @@ const server = createServer((req, res) => {
 server.maxConnections = 10_000;
 server.listen(0, '127.0.0.1', () => {
   const { port } = server.address() as { port: number };
-  const proxy = createServer((req, res) => {
-    const headers = { ...req.headers, authorization: 'Bearer proxy-token' };
-    const forwarded = httpRequest(
-      { host: '127.0.0.1', port, path: req.url, method: req.method, headers },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      },
-    );
-    forwarded.once('error', () => res.destroy());
-    req.pipe(forwarded);
-  });
+  const proxy = proxyHop(port);
   proxy.listen(0, '127.0.0.1', () => {
     const proxyPort = (proxy.address() as { port: number }).port;
     console.log(
