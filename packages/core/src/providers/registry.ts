@@ -414,20 +414,15 @@ export class ProviderRegistry {
     return entry === null ? null : this.#o.vault().open(entry);
   }
 
-  /** Whether `id` is a provider declared in code (`providers` of `createBroker`). */
-  isDeclared(id: string): boolean {
-    return Object.hasOwn(this.#o.declared, id);
-  }
-
   /** The ids of the providers declared in code. */
   declaredIds(): string[] {
     return Object.keys(this.#o.declared);
   }
 
-  /** The declaration of a provider declared in code, parsed (once), or `null`. */
+  /** A declared provider's declaration (`providers` of `createBroker`), parsed once; else null. */
   declaredSpec(id: string): ProviderSpec | null {
     // Own keys only: a provider named `constructor` is not Object.prototype's member.
-    if (!this.isDeclared(id)) return null;
+    if (!Object.hasOwn(this.#o.declared, id)) return null;
     let wanted = this.#declaredSpecs.get(id);
     if (wanted === undefined) {
       wanted = this.parse(this.#o.declared[id] as ProviderInput);
