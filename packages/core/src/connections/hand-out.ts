@@ -9,7 +9,8 @@ export type HandOutReads = Partial<HandOutRead> & Pick<HandOutRead, 'connection'
 /**
  * A hand-out's reads: the connection, its sealed tokens and its provider's `hand_out`, in
  * one read when the storage can (`readForHandOut`); otherwise the connection alone, and
- * the rest is read as it is needed (`vaultEntry` and `provider` then `undefined`).
+ * the rest is read as it is needed (`vaultEntry` and `provider` then `undefined`). The
+ * gateway, the proxy and the probe read a connection's tokens so too (`usableTokens`).
  */
 export async function readForHandOut(
   records: ConnectionRecords,

@@ -1,6 +1,7 @@
 import { KeywayError } from '../contract/errors.js';
 import type { ConnectionRecord, VaultEntryRecord } from '../storage/contract.js';
 import { type ConnectionTokens, renewable } from '../storage/states.js';
+import { readForHandOut } from './hand-out.js';
 import type { Refresher } from './refresh.js';
 import { type ConnectionRecords, notFound } from './state.js';
 
@@ -19,9 +20,14 @@ export async function usableTokens(
   connectionId: string,
   force: boolean,
 ): Promise<{ record: ConnectionRecord; tokens: ConnectionTokens }> {
-  const record = await records.get(connectionId);
-  if (record === null) throw notFound(connectionId);
-  return { record, tokens: await usableTokensOf(records, refresher, record, force) };
+  // The connection and its sealed tokens in one read where the storage can.
+  const read = await readForHandOut(records, connectionId);
+  if (read === null) throw notFound(connectionId);
+  const record = read.connection;
+  return {
+    record,
+    tokens: await usableTokensOf(records, refresher, record, force, read.vaultEntry),
+  };
 }
 
 /** {@link usableTokens} of a connection already read (and its vault entry, when given). */
