@@ -78,8 +78,8 @@ export function sqlStorage(
     const rows = await driver.query({ kind: 'all', sql, params });
     return Array.isArray(rows) ? rows.map((row: Row) => codec.fromRow(row)) : [];
   };
-  // A point read answers the row's values, read in the codec's order (its `select`).
   const handOutSql = handOutStatement(dialect.engine);
+  // A point read answers the row's values, read in the codec's order (its `select`).
   const find = async <R>(codec: RowCodec<R>, sql: string, params: unknown[]): Promise<R | null> =>
     valuesOf(codec, await driver.query(pointRead(sql, params)));
 

@@ -142,7 +142,6 @@ async function checkedKey(key: NonNullable<ProviderSpec['privateKey']>): Promise
  * which builds the same fields in the same order.
  */
 function storedSettings(stored: ProviderState) {
-  const idp = stored.identity_provider;
   return {
     hand_out: stored.hand_out !== false,
     dpop: stored.dpop === true,
@@ -151,16 +150,12 @@ function storedSettings(stored: ProviderState) {
     token_params: stored.configuration.token_params ?? null,
     pkce: stored.configuration.pkce ?? null,
     assertion: stored.assertion ?? null,
-    identity_provider:
-      idp === undefined
-        ? null
-        : { issuer: idp.issuer, token_endpoint: idp.token_endpoint, client_id: idp.client_id },
+    identity_provider: identityProviderOf(stored.identity_provider),
   };
 }
 
 /** {@link storedSettings} of a declaration. */
 function wantedSettings(wanted: ProviderSpec) {
-  const idp = wanted.identityProvider;
   return {
     hand_out: wanted.handOut,
     dpop: wanted.dpop,
@@ -169,11 +164,17 @@ function wantedSettings(wanted: ProviderSpec) {
     token_params: wanted.tokenParams ?? null,
     pkce: wanted.pkce ?? null,
     assertion: wanted.assertion ?? null,
-    identity_provider:
-      idp === undefined
-        ? null
-        : { issuer: idp.issuer, token_endpoint: idp.token_endpoint, client_id: idp.client_id },
+    identity_provider: identityProviderOf(wanted.identityProvider),
   };
+}
+
+/** What a declaration sets of an identity provider (its secret is sealed apart). */
+function identityProviderOf(
+  idp: { issuer: string; token_endpoint: string; client_id: string } | undefined,
+) {
+  return idp === undefined
+    ? null
+    : { issuer: idp.issuer, token_endpoint: idp.token_endpoint, client_id: idp.client_id };
 }
 
 /**

@@ -322,7 +322,7 @@ async function writeStream(
       }
       const { done, value } = await reader.read();
       if (done) break;
-      if (holdFirst && held === undefined) {
+      if (holdFirst) {
         held = value;
         holdFirst = false;
         continue;
