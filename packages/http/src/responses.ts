@@ -1,4 +1,5 @@
 import { InsufficientScopeError, type KeywayError } from '@keyway/core';
+import { type PipedBody, pipedStream } from '@keyway/core/outbound';
 
 /* The answers every Keyway route and guard gives (docs/api.md §1.2, §1.3). */
 
@@ -9,8 +10,11 @@ import { InsufficientScopeError, type KeywayError } from '@keyway/core';
 export interface Reply {
   status: number;
   headers: Record<string, string>;
-  /** The body: text, none, or a stream (the gateway's), written as it arrives. */
-  body: string | null | ReadableStream<Uint8Array>;
+  /**
+   * The body: text, none, or a stream (the gateway's), written as it arrives: a Web stream,
+   * or a piped body (Node's transport) that the Node adapter writes with no Web stream.
+   */
+  body: string | null | ReadableStream<Uint8Array> | PipedBody;
 }
 
 const JSON_HEADERS = {
@@ -48,7 +52,12 @@ export function noContent(): Reply {
 
 /** The Web `Response` of a reply. */
 export function toResponse(reply: Reply): Response {
-  return new Response(reply.body, { status: reply.status, headers: reply.headers });
+  const { body } = reply;
+  const web = body === null || typeof body === 'string' || body instanceof ReadableStream;
+  return new Response(web ? body : pipedStream(body), {
+    status: reply.status,
+    headers: reply.headers,
+  });
 }
 
 /**

@@ -5,7 +5,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { createMcpHandler, McpServer as ModernServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import { toWebRequest, writeWebResponse } from '../src/node/handler.js';
+import { toWebRequest, writeWebResponse } from '../src/node/index.js';
 
 /*
  * The MCP servers behind the gateway in its tests: the official SDK's, on loopback, in front

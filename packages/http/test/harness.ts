@@ -18,6 +18,7 @@ import {
   createBroker,
   type Storage,
 } from '@keyway/core';
+import { createNodeFetch } from '@keyway/core/outbound';
 import { memoryStorage } from '@keyway/store-memory';
 import { type PostgresStorage, postgresStorage } from '@keyway/store-postgres';
 import { type SqliteStorage, sqliteStorage } from '@keyway/store-sqlite';
@@ -340,3 +341,22 @@ export function harnessPerTest(): { h: Harness | undefined } {
   });
   return slot;
 }
+
+/**
+ * The two ways the gateway and the API proxy reach an upstream, for their tests to run on
+ * both: the Node transport, whose answers are piped with no Web objects, and a fetch-style
+ * transport (Bun's, Deno's, one a user passes), whose answers are Web `Response`s.
+ */
+export const UPSTREAM_TRANSPORTS: [string, Partial<BrokerConfig>][] = [
+  ['piped answers (the Node transport)', {}],
+  [
+    'Web responses (a fetch-style transport)',
+    {
+      fetch: (() => {
+        const node = createNodeFetch({ allowedHosts: ['127.0.0.1'] });
+        // The same requests, without the exchange under them: answers are `Response`s.
+        return (url: string, init: RequestInit) => node(url, init);
+      })(),
+    },
+  ],
+];

@@ -1,7 +1,13 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createStreamingFetch, OutboundError, whenBodySettled } from '@keyway/core/outbound';
+import {
+  createStreamingFetch,
+  OutboundError,
+  type PipedBody,
+  pipedResponse,
+  whenBodySettled,
+} from '@keyway/core/outbound';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /*
@@ -176,6 +182,228 @@ describe('createStreamingFetch', () => {
     };
     const slow = createStreamingFetch({ allowedHosts: ['127.0.0.1'], timeoutMs: 150 });
     const failure = await slow(`${base}/silent`).then(
+      () => null,
+      (error: OutboundError) => error,
+    );
+    expect(failure?.code).toBe('timeout');
+    expect(failure?.message).toBe(`${base}: no answer within 150 ms`);
+    await requests.at(-1)?.closed;
+  });
+});
+
+/** A piped body read to its end: each chunk as text, then `end` or the error. */
+function drain(body: PipedBody | null): Promise<{ chunks: string[]; outcome: unknown }> {
+  return new Promise((resolve) => {
+    const chunks: string[] = [];
+    body?.pipe({
+      write: (chunk) => chunks.push(decoder.decode(chunk)) > 0,
+      end: () => resolve({ chunks, outcome: 'end' }),
+      error: (error) => resolve({ chunks, outcome: error }),
+    });
+  });
+}
+
+describe('createStreamingFetch().piped: the same requests answered for an adapter to pipe (Node)', () => {
+  const piped = stream.piped ?? (() => Promise.reject(new Error('no piped fetch on Node')));
+  const get = (path: string, signal?: AbortSignal) =>
+    piped(`${base}${path}`, {
+      method: 'GET',
+      headers: { accept: 'text/event-stream' },
+      body: null,
+      ...(signal === undefined ? {} : { signal }),
+    });
+
+  it('is there on Node’s transport, and not on a fetch-style one', () => {
+    expect(typeof stream.piped).toBe('function');
+    expect(createStreamingFetch({ fetch: (url, init) => fetch(url, init) }).piped).toBeUndefined();
+  });
+
+  it('hands each chunk on before the server sends the next, and sends the method, headers and body', async () => {
+    let release: () => void = () => {};
+    const secondMayGo = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let received = '';
+    handle = (req, res) => {
+      req.on('data', (chunk: Buffer) => {
+        received += chunk.toString();
+      });
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'x-two': ['a', 'b'] });
+      res.write('data: one\n\n');
+      secondMayGo.then(() => res.end('data: two\n\n'));
+    };
+    const answer = await piped(`${base}/piped-sse`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: new TextEncoder().encode('{"a":1}'),
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.headers['content-type']).toBe('text/event-stream');
+    expect(answer.headers['x-two']).toBe('a, b');
+    const chunks: string[] = [];
+    const ended = new Promise<unknown>((resolve) => {
+      answer.body?.pipe({
+        write(chunk) {
+          chunks.push(decoder.decode(chunk));
+          // The first event arrives while the server still holds the second.
+          if (chunks.length === 1) release();
+          return true;
+        },
+        end: () => resolve('end'),
+        error: resolve,
+      });
+    });
+    expect(await ended).toBe('end');
+    expect(chunks).toEqual(['data: one\n\n', 'data: two\n\n']);
+    expect(received).toBe('{"a":1}');
+  });
+
+  it('fails a body that goes idle with timeout, and closes the upstream request', async () => {
+    handle = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': ping\n\n');
+    };
+    const { chunks, outcome } = await drain((await get('/piped-idle')).body);
+    expect(chunks).toEqual([': ping\n\n']);
+    expect(outcome).toBeInstanceOf(OutboundError);
+    expect((outcome as OutboundError).code).toBe('timeout');
+    expect((outcome as OutboundError).message).toBe(`${base}: no data for 200 ms`);
+    await requests.at(-1)?.closed;
+  });
+
+  it('does not take a reader slower than the idle limit for an idle upstream', async () => {
+    handle = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: one\n\n');
+      setTimeout(() => res.end('data: two\n\n'), 20);
+    };
+    const { body } = await get('/piped-slow-reader');
+    const chunks: string[] = [];
+    const outcome = await new Promise<unknown>((resolve) => {
+      body?.pipe({
+        write(chunk) {
+          chunks.push(decoder.decode(chunk));
+          // Full after the first chunk, for longer than the idle limit.
+          if (chunks.length === 1) setTimeout(() => body.resume(), 400);
+          return chunks.length > 1;
+        },
+        end: () => resolve('end'),
+        error: resolve,
+      });
+    });
+    expect(outcome).toBe('end');
+    expect(chunks).toEqual(['data: one\n\n', 'data: two\n\n']);
+  });
+
+  it('closes the upstream request when the reader cancels, or the caller aborts', async () => {
+    handle = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': open\n\n');
+    };
+    const cancelled = await get('/piped-cancel');
+    const sink = { write: () => true, end: () => {}, error: () => {} };
+    cancelled.body?.pipe(sink);
+    cancelled.body?.cancel();
+    await requests.at(-1)?.closed;
+
+    const caller = new AbortController();
+    const aborted = await get('/piped-abort', caller.signal);
+    const reading = drain(aborted.body);
+    caller.abort(new Error('the caller left'));
+    const { outcome } = await reading;
+    expect((outcome as Error).message).toBe('the caller left');
+    await requests.at(-1)?.closed;
+  });
+
+  it('tells once when a body is over: read to its end, cancelled, failed or aborted', async () => {
+    const seen: string[] = [];
+    handle = (_req, res) => res.end('whole');
+    const ended = await get('/piped-end');
+    ended.body?.whenSettled(() => seen.push('ended'));
+    expect(seen).toEqual([]);
+    expect((await drain(ended.body)).chunks).toEqual(['whole']);
+    ended.body?.whenSettled(() => seen.push('ended late'));
+    expect(seen).toEqual(['ended', 'ended late']);
+
+    handle = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': open\n\n');
+    };
+    const cancelled = await get('/piped-cancel-watched');
+    cancelled.body?.whenSettled(() => seen.push('cancelled'));
+    cancelled.body?.cancel();
+    cancelled.body?.cancel();
+    const idle = await get('/piped-idle-watched');
+    idle.body?.whenSettled(() => seen.push('idle'));
+    expect(((await drain(idle.body)).outcome as OutboundError).code).toBe('timeout');
+    const caller = new AbortController();
+    const aborted = await get('/piped-abort-watched', caller.signal);
+    aborted.body?.whenSettled(() => seen.push('aborted'));
+    const reading = drain(aborted.body);
+    caller.abort();
+    await reading;
+    expect(seen).toEqual(['ended', 'ended late', 'cancelled', 'idle', 'aborted']);
+  });
+
+  it('reads as a Web Response where one is wanted', async () => {
+    handle = (_req, res) => {
+      res.writeHead(201, { 'content-type': 'application/json' });
+      res.write('{"a":');
+      setTimeout(() => res.end('1}'), 10);
+    };
+    const answer = await get('/piped-as-response');
+    const response = pipedResponse(answer);
+    // One reader: the Response's stream has it.
+    expect(() => answer.body?.pipe({ write: () => true, end() {}, error() {} })).toThrow(
+      'a piped body has one reader',
+    );
+    expect(response.status).toBe(201);
+    expect(response.headers.get('content-type')).toBe('application/json');
+    expect(await response.json()).toEqual({ a: 1 });
+  });
+
+  it('never follows a redirect, refuses what the address policy refuses, and gives up on a silent server', async () => {
+    const before = requests.length;
+    handle = (_req, res) => {
+      res.writeHead(302, { location: `${base}/elsewhere` }).end();
+    };
+    const answer = await get('/piped-moved');
+    expect([answer.status, answer.headers.location]).toEqual([302, `${base}/elsewhere`]);
+    answer.body?.cancel();
+    expect(requests.slice(before).map((request) => request.url)).toEqual(['/piped-moved']);
+
+    const guarded = createStreamingFetch().piped;
+    const refusals = await Promise.all(
+      [
+        `${base}/x`,
+        'http://example.com/mcp',
+        'https://user:pw@example.com/',
+        'not a url',
+        'https://127.0.0.1:1/x',
+      ].map((url) =>
+        guarded?.(url, { method: 'GET', headers: {}, body: null }).then(
+          () => null,
+          (error: OutboundError) => error.code,
+        ),
+      ),
+    );
+    expect(refusals).toEqual([
+      'insecure_scheme',
+      'insecure_scheme',
+      'invalid_url',
+      'invalid_url',
+      'blocked_address',
+    ]);
+
+    handle = () => {
+      // Never answers.
+    };
+    const slow = createStreamingFetch({ allowedHosts: ['127.0.0.1'], timeoutMs: 150 }).piped;
+    const failure = await slow?.(`${base}/piped-silent`, {
+      method: 'GET',
+      headers: {},
+      body: null,
+    }).then(
       () => null,
       (error: OutboundError) => error,
     );

@@ -14,7 +14,7 @@ import { EventLog, type KeywayEvent, type WebhookEndpoint } from '../events/log.
 import { WebhookSchema } from '../events/webhook-config.js';
 import { createOutboundFetch, endpointProblem, type OutboundFetch } from '../outbound/fetch.js';
 import { allowedHostSet } from '../outbound/hosts.js';
-import { createStreamingFetch } from '../outbound/stream.js';
+import { createStreamingFetch, type StreamingFetch } from '../outbound/stream.js';
 import type { Transport } from '../outbound/transport.js';
 import { defaultCrypto, type PlatformCrypto } from '../platform/crypto.js';
 import { pooledRandomBytes } from '../platform/random.js';
@@ -320,7 +320,7 @@ export interface ResolvedBrokerConfig {
   /** The guarded fetch every outbound request goes through. */
   outbound: OutboundFetch;
   /** The guarded streaming fetch of the gateway (no deadline for the whole body). */
-  stream: OutboundFetch;
+  stream: StreamingFetch;
   gateway: GatewayLimits;
   allowedHosts: string[];
   profile: ClientProfile | null;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { KeywayError } from '../contract/errors.js';
+import { type PipedAnswer, type PipedBody, pipedHeader } from '../outbound/piped.js';
 import { whenBodySettled } from '../outbound/stream.js';
 import { readBounded } from '../platform/bytes.js';
 import type { Observer } from '../telemetry/observation.js';
@@ -99,6 +100,19 @@ export class StreamSlots {
   }
 }
 
+/** The caller's headers, as name and value pairs (lower-case names). */
+export function headerEntries(
+  headers: Headers | Readonly<Record<string, string | string[] | undefined>>,
+): [string, string][] {
+  if (headers instanceof Headers) return [...headers];
+  const entries: [string, string][] = [];
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    entries.push([name.toLowerCase(), Array.isArray(value) ? value.join(', ') : value]);
+  }
+  return entries;
+}
+
 /**
  * The body of a forwarded request (the gateway's, the proxy's), read whole and at most
  * `limit` bytes; `null` for `GET` and `HEAD`.
@@ -131,6 +145,27 @@ export async function forwardedBody(
   });
 }
 
+/** An upstream's answer: a Web `Response`, or a piped one (Node's transport). */
+export type UpstreamAnswer = Response | PipedAnswer;
+
+/** What {@link relay} answers: the caller's status, headers and body. */
+export interface Relayed {
+  status: number;
+  headers: Record<string, string>;
+  body: ReadableStream<Uint8Array> | PipedBody | null;
+}
+
+/** One header of an upstream answer, or `null`. */
+export function upstreamHeader(answer: UpstreamAnswer, name: string): string | null {
+  return answer instanceof Response ? answer.headers.get(name) : pipedHeader(answer, name);
+}
+
+/** Drops an upstream answer's body unread (its request is closed). */
+export async function discardAnswer(answer: UpstreamAnswer): Promise<void> {
+  if (answer instanceof Response) await answer.body?.cancel().catch(() => {});
+  else answer.body?.cancel();
+}
+
 /**
  * An upstream answer as the caller gets it (the gateway's, the proxy's): the `returned`
  * headers only, with `Cache-Control: no-store` (and `X-Accel-Buffering: no` for an event
@@ -138,26 +173,29 @@ export async function forwardedBody(
  * `release`d when it is over.
  */
 export function relay(
-  response: Response,
+  answer: UpstreamAnswer,
   release: () => void,
   returned: readonly string[],
-): { status: number; headers: Record<string, string>; body: ReadableStream<Uint8Array> | null } {
+): Relayed {
   const headers: Record<string, string> = { 'cache-control': 'no-store' };
   for (const name of returned) {
-    const value = response.headers.get(name);
+    const value = upstreamHeader(answer, name);
     if (value !== null) headers[name] = value;
   }
   if (headers['content-type']?.startsWith('text/event-stream')) headers['x-accel-buffering'] = 'no';
-  if (response.body === null) {
+  const { body, status } = answer;
+  if (body === null) {
     release();
-    return { status: response.status, headers, body: null };
+    return { status, headers, body: null };
   }
   // The upstream body itself goes on; the streaming fetch says when it is over (slot freed).
-  if (!whenBodySettled(response.body, release)) {
-    release();
-    throw new Error('only answers of the streaming fetch are relayed');
-  }
-  return { status: response.status, headers, body: response.body };
+  if (body instanceof ReadableStream) {
+    if (!whenBodySettled(body, release)) {
+      release();
+      throw new Error('only answers of the streaming fetch are relayed');
+    }
+  } else body.whenSettled(release);
+  return { status, headers, body };
 }
 
 /**
@@ -169,19 +207,19 @@ export function relay(
  * @throws {KeywayError} `upstream_error` for a redirect.
  */
 export async function relayAnswer(
-  response: Response,
+  answer: UpstreamAnswer,
   release: () => void,
   returned: readonly string[],
   count: (outcome: string) => void,
   upstream: [string, string],
-): Promise<ReturnType<typeof relay>> {
-  if (response.status >= 300 && response.status < 400) {
-    await response.body?.cancel().catch(() => {});
+): Promise<Relayed> {
+  if (answer.status >= 300 && answer.status < 400) {
+    await discardAnswer(answer);
     throw new KeywayError(
       'upstream_error',
-      `${upstream[0]} answered a redirect (HTTP ${response.status}), which ${upstream[1]} does not follow`,
+      `${upstream[0]} answered a redirect (HTTP ${answer.status}), which ${upstream[1]} does not follow`,
     );
   }
-  count(`${Math.floor(response.status / 100)}xx`);
-  return relay(response, release, returned);
+  count(`${Math.floor(answer.status / 100)}xx`);
+  return relay(answer, release, returned);
 }

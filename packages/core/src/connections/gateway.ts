@@ -4,8 +4,15 @@ import { parseResourcePath } from '../auth/resource-path.js';
 import { setCoversPath } from '../auth/scope.js';
 import { isKeywayError, KeywayError } from '../contract/errors.js';
 import { OutboundError } from '../outbound/errors.js';
-import type { OutboundFetch } from '../outbound/fetch.js';
 import { oauthFetch } from '../outbound/oauth-fetch.js';
+import {
+  type PipedAnswer,
+  type PipedBody,
+  pipedHeader,
+  pipedResponse,
+  pipedStream,
+} from '../outbound/piped.js';
+import type { StreamingFetch } from '../outbound/stream.js';
 import { toBase64Url } from '../platform/bytes.js';
 import type { ConnectionRecord } from '../storage/contract.js';
 import { type ConnectionTokens, renewable } from '../storage/states.js';
@@ -14,10 +21,13 @@ import type { AuthorizeResult } from './authorization.js';
 import { InsufficientScopeError } from './connection-fetch.js';
 import { dpopOptions, withNonceRetry } from './dpop.js';
 import {
+  discardAnswer,
   forwardedBody,
   type GatewayLimits,
+  headerEntries,
   relayAnswer,
   type StreamSlots,
+  type UpstreamAnswer,
 } from './gateway-limits.js';
 import type { Refresher } from './refresh.js';
 import type { ConnectionRecords } from './state.js';
@@ -71,19 +81,11 @@ export interface GatewayAnswer {
   status: number;
   /** Lower-case names. */
   headers: Record<string, string>;
-  /** The upstream's body as it streams, a JSON text, or nothing. */
-  body: ReadableStream<Uint8Array> | string | null;
-}
-
-/** The caller's headers, as name and value pairs (lower-case names). */
-export function headerEntries(headers: GatewayRequest['headers']): [string, string][] {
-  if (headers instanceof Headers) return [...headers];
-  const entries: [string, string][] = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    entries.push([name.toLowerCase(), Array.isArray(value) ? value.join(', ') : value]);
-  }
-  return entries;
+  /**
+   * The upstream's body as it streams (a Web stream, or on Node a {@link PipedBody} for the
+   * adapter to pipe), a JSON text, or nothing.
+   */
+  body: ReadableStream<Uint8Array> | PipedBody | string | null;
 }
 
 /** What the gateway needs of the broker, given by `createBroker`. */
@@ -96,8 +98,8 @@ export interface GatewayOptions {
     providerId: string,
     input: { connection_id: string; scopes?: string[] },
   ) => Promise<AuthorizeResult>;
-  /** The guarded streaming fetch (no redirects, idle limit). */
-  stream: OutboundFetch;
+  /** The guarded streaming fetch (no redirects, idle limit); `piped` on Node. */
+  stream: StreamingFetch;
   limits: GatewayLimits;
   slots: StreamSlots;
   observe: Observer;
@@ -174,8 +176,9 @@ export class Gateway {
     id: string,
     request: Request | GatewayRequest,
   ): Promise<Response> {
-    const answer = await this.forward(principal, id, request);
-    return new Response(answer.body, { status: answer.status, headers: answer.headers });
+    const { status, headers, body } = await this.forward(principal, id, request);
+    const stream = body === null || typeof body === 'string' || body instanceof ReadableStream;
+    return new Response(stream ? body : pipedStream(body), { status, headers });
   }
 
   /**
@@ -213,9 +216,10 @@ export class Gateway {
       );
       return this.#consent(principal, connectionId, body, error);
     }
-    const headers = new Headers();
+    // Keyway's own agent, on either path (oauth4webapi keeps one that is set).
+    const headers: Record<string, string> = { 'user-agent': 'Keyway-Gateway' };
     for (const [name, value] of headerEntries(request.headers)) {
-      if (FORWARDED.has(name) || name.startsWith(FORWARDED_PREFIX)) headers.set(name, value);
+      if (FORWARDED.has(name) || name.startsWith(FORWARDED_PREFIX)) headers[name] = value;
     }
     const release = this.#o.slots.take(connectionId, actorOf(principal));
     const provider = record.providerId;
@@ -280,23 +284,42 @@ export class Gateway {
 
   /**
    * One upstream request: its answer, or `refused` (a `401` — the token), or `step_up` (a
-   * `403` with `insufficient_scope`), the body of those cancelled.
+   * `403` with `insufficient_scope`), the body of those cancelled. A bearer token goes
+   * through the piped fetch where there is one (Node): its answer is handed on without Web
+   * objects unless it carries a challenge; a DPoP-bound one through oauth4webapi's request,
+   * which adds the proof.
    */
   async #send(
     tokens: ConnectionTokens,
     method: string,
     signal: AbortSignal,
     url: URL,
-    headers: Headers,
+    headers: Record<string, string>,
     body: Uint8Array | null,
   ): Promise<
-    | { kind: 'answer'; response: Response }
+    | { kind: 'answer'; response: UpstreamAnswer }
     | { kind: 'refused'; scopes: string[] }
     | { kind: 'step_up'; error: InsufficientScopeError }
   > {
+    const { piped } = this.#o.stream;
     try {
+      let challenged: Response | undefined;
+      if (piped !== undefined && tokens.dpop === undefined) {
+        const answer: PipedAnswer = await piped(url.href, {
+          method,
+          headers: { ...headers, authorization: `Bearer ${tokens.access_token}` },
+          body,
+          signal,
+        });
+        if (answer.status !== 401 && pipedHeader(answer, 'www-authenticate') === null) {
+          return { kind: 'answer', response: answer };
+        }
+        // A challenge: read by oauth4webapi below, as on the Web path.
+        challenged = pipedResponse(answer);
+      }
       // A DPoP-bound token goes as `DPoP` with a fresh proof (`ath`), a nonce retried once.
-      const dpop = await dpopOptions(tokens.dpop);
+      const dpop = challenged === undefined ? await dpopOptions(tokens.dpop) : {};
+      const answered = challenged;
       const response = await withNonceRetry(() =>
         oauth.protectedResourceRequest(
           tokens.access_token,
@@ -306,14 +329,16 @@ export class Gateway {
           body,
           {
             [oauth.allowInsecureRequests]: true,
-            [oauth.customFetch]: oauthFetch(this.#o.stream),
+            // A piped answer with a challenge is judged here without being requested again.
+            [oauth.customFetch]:
+              answered === undefined ? oauthFetch(this.#o.stream) : () => Promise.resolve(answered),
             signal,
             ...dpop,
           },
         ),
       );
       if (response.status === 401) {
-        await response.body?.cancel().catch(() => {});
+        await discardAnswer(response);
         return { kind: 'refused', scopes: [] };
       }
       return { kind: 'answer', response };
@@ -328,11 +353,11 @@ export class Gateway {
         .filter((scope) => /^[\x21\x23-\x5b\x5d-\x7e]{1,200}$/.test(scope))
         .slice(0, 64);
       if (error.status === 403 && bearer?.parameters.error === 'insufficient_scope') {
-        await error.response.body?.cancel().catch(() => {});
+        await discardAnswer(error.response);
         return { kind: 'step_up', error: new InsufficientScopeError(scopes, error.response) };
       }
       if (error.status === 401) {
-        await error.response.body?.cancel().catch(() => {});
+        await discardAnswer(error.response);
         return { kind: 'refused', scopes };
       }
       // Any other answer with a challenge passes as it came, without the challenge (it

@@ -6,13 +6,14 @@ import type { ConnectionValue } from '../catalog/schema.js';
 import { KeywayError } from '../contract/errors.js';
 import { OutboundError } from '../outbound/errors.js';
 import { type ConnectionTokens, renewable } from '../storage/states.js';
+import type { GatewayAnswer, GatewayOptions, GatewayRequest } from './gateway.js';
 import {
-  type GatewayAnswer,
-  type GatewayOptions,
-  type GatewayRequest,
+  discardAnswer,
+  forwardedBody,
   headerEntries,
-} from './gateway.js';
-import { forwardedBody, relayAnswer } from './gateway-limits.js';
+  relayAnswer,
+  type UpstreamAnswer,
+} from './gateway-limits.js';
 import { usableTokens } from './tokens.js';
 
 /*
@@ -146,26 +147,37 @@ export class ApiProxy {
       (url.pathname === root.pathname ||
         url.pathname.startsWith(`${root.pathname.replace(/\/$/, '')}/`));
     if (!inside) throw refused('leaves the API base');
-    const headers = new Headers(state.oauth2?.api_headers);
+    // Lower-case names, as `Headers` keeps them: Keyway's agent (some APIs, GitHub's, refuse
+    // a request without one) unless the profile names its own, the profile's, the caller's.
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(state.oauth2?.api_headers ?? {})) {
+      const key = name.toLowerCase();
+      headers[key] = headers[key] === undefined ? value : `${headers[key]}, ${value}`;
+    }
+    headers['user-agent'] ??= 'Keyway-Proxy';
     for (const [name, value] of headerEntries(request.headers)) {
-      if (FORWARDED.has(name) || name.startsWith('if-')) headers.set(name, value);
+      if (FORWARDED.has(name) || name.startsWith('if-')) headers[name] = value;
     }
     const release = this.#o.slots.take(found.id, actorOf(principal));
     const provider = current.record.providerId;
     const signal = request.signal ?? new AbortController().signal;
     try {
-      const send = (token: string) => {
-        headers.set('authorization', `Bearer ${token}`);
-        return this.#o.stream(url.href, {
+      // Piped where the transport can (Node), else a Web `Response`.
+      const { stream } = this.#o;
+      const send = (token: string): Promise<UpstreamAnswer> => {
+        const init = {
           method: request.method,
-          headers,
-          body: body as BodyInit | null,
+          headers: { ...headers, authorization: `Bearer ${token}` },
+          body,
           signal,
-        });
+        };
+        return stream.piped !== undefined
+          ? stream.piped(url.href, init)
+          : stream(url.href, { ...init, body: body as BodyInit | null });
       };
       let response = await send(current.tokens.access_token);
       if (response.status === 401 && renewable(current.tokens)) {
-        await response.body?.cancel().catch(() => {});
+        await discardAnswer(response);
         current = await usableTokens(records, refresher, found.id, true);
         response = await send(current.tokens.access_token);
       }

@@ -20,7 +20,21 @@ export {
   type OutboundOptions,
 } from './fetch.js';
 export { normalizeHost } from './hosts.js';
-export { createStreamingFetch, type StreamingFetchOptions, whenBodySettled } from './stream.js';
+export {
+  type PipedAnswer,
+  type PipedBody,
+  type PipedFetch,
+  type PipedInit,
+  type PipedSink,
+  pipedResponse,
+  pipedStream,
+} from './piped.js';
+export {
+  createStreamingFetch,
+  type StreamingFetch,
+  type StreamingFetchOptions,
+  whenBodySettled,
+} from './stream.js';
 export type { Transport } from './transport.js';
 export {
   createNodeFetch,

@@ -3,6 +3,7 @@ import { utf8 } from '../platform/bytes.js';
 import { classifyAddress, isIpLiteral } from './address.js';
 import { OutboundError } from './errors.js';
 import { allowedHostSet, normalizeHost } from './hosts.js';
+import { EXCHANGE, type Exchange, type ExchangeAnswer, type PipedSource } from './piped.js';
 
 /**
  * A `fetch`-compatible transport: the platform's, or one that resolves and pins (Node).
@@ -75,6 +76,7 @@ interface NodeIncoming extends NodeEmitter {
 }
 interface NodeClientRequest extends NodeEmitter {
   end(body?: string | Uint8Array): unknown;
+  destroy(error?: Error): unknown;
 }
 type NodeRequestFunction = (
   url: URL,
@@ -112,20 +114,32 @@ function bodyBytes(body: RequestInit['body']): string | Uint8Array | undefined {
 }
 
 /** A Node response body as a Web stream, with back-pressure. */
-function responseStream(response: NodeIncoming): ReadableStream<Uint8Array> {
+function responseStream(response: PipedSource): ReadableStream<Uint8Array> {
+  // Cancelled or over: an `end` already on its way (an empty body) must not close it again.
+  let over = false;
   return new ReadableStream<Uint8Array>({
     start(controller) {
       response.on('data', (chunk: Uint8Array) => {
+        if (over) return;
         controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
         if ((controller.desiredSize ?? 0) <= 0) response.pause();
       });
-      response.once('end', () => controller.close());
-      response.once('error', (error: Error) => controller.error(error));
+      response.once('end', () => {
+        if (over) return;
+        over = true;
+        controller.close();
+      });
+      response.once('error', (error: Error) => {
+        if (over) return;
+        over = true;
+        controller.error(error);
+      });
     },
     pull() {
       response.resume();
     },
     cancel() {
+      over = true;
       response.destroy();
     },
   });
@@ -137,13 +151,39 @@ function responseStream(response: NodeIncoming): ReadableStream<Uint8Array> {
  * multicast, unspecified, IPv4-mapped, and the rest of the IANA special-purpose
  * registries), and connects to exactly the addresses it checked, so a second DNS answer
  * cannot swap in an internal address (DNS rebinding). It is the default transport of
- * `createBroker` on Node.
+ * `createBroker` on Node. Under it is an {@link Exchange} that answers with Node's own
+ * objects, which the gateway and the API proxy pipe without Web streams.
  *
  * @throws {TypeError} where `node:http` cannot be loaded (not Node).
  * @example
  * const broker = createBroker({ rootKey, storage, fetch: createNodeFetch({ allowedHosts: ['localhost'] }) });
  */
 export function createNodeFetch(options: ResolvingFetchOptions = {}): Transport {
+  const exchange = createNodeExchange(options);
+  const transport: Transport = async (input, init) => {
+    const headers: Record<string, string> = {};
+    new Headers(init.headers).forEach((value, name) => {
+      headers[name] = value;
+    });
+    const given = bodyBytes(init.body);
+    const { answer } = exchange(new URL(input), {
+      method: init.method ?? 'GET',
+      headers,
+      body: typeof given === 'string' ? utf8(given) : (given ?? null),
+      ...(init.signal ? { signal: init.signal } : {}),
+    });
+    const { status, statusText, headers: head, source } = await answer;
+    return new Response(source === null ? null : responseStream(source), {
+      status,
+      statusText,
+      headers: headersOf(head),
+    });
+  };
+  return Object.assign(transport, { [EXCHANGE]: exchange });
+}
+
+/** The request under {@link createNodeFetch}: resolved, checked and pinned the same way. */
+function createNodeExchange(options: ResolvingFetchOptions): Exchange {
   const load = builtinModules();
   if (load === null) throw new TypeError('createNodeFetch() needs Node (process.getBuiltinModule)');
   const http = load('node:http') as { request: NodeRequestFunction };
@@ -174,36 +214,40 @@ export function createNodeFetch(options: ResolvingFetchOptions = {}): Transport 
     );
   };
 
-  return (input, init) =>
-    new Promise<Response>((resolvePromise, reject) => {
-      const url = new URL(input);
-      const send = url.protocol === 'https:' ? https.request : http.request;
-      const headers: Record<string, string> = {};
-      new Headers(init.headers).forEach((value, name) => {
-        headers[name] = value;
-      });
-      const given = bodyBytes(init.body);
-      const body = typeof given === 'string' ? utf8(given) : given;
-      // Framed always: Node's client sends a DELETE's (or OPTIONS') body without a length
-      // or chunking otherwise, which the server reads as the next request.
-      if (body !== undefined) headers['content-length'] = String(body.byteLength);
-      const request = send(
+  return (url, init) => {
+    const send = url.protocol === 'https:' ? https.request : http.request;
+    const { body } = init;
+    // Framed always: Node's client sends a DELETE's (or OPTIONS') body without a length
+    // or chunking otherwise, which the server reads as the next request.
+    const headers =
+      body === null ? init.headers : { ...init.headers, 'content-length': String(body.byteLength) };
+    let request: NodeClientRequest | undefined;
+    const answer = new Promise<ExchangeAnswer>((resolvePromise, reject) => {
+      request = send(
         url,
-        { method: init.method ?? 'GET', headers, lookup, signal: init.signal ?? undefined },
+        { method: init.method, headers, lookup, ...(init.signal ? { signal: init.signal } : {}) },
         (response) => {
           const status = response.statusCode ?? 502;
-          resolvePromise(
-            new Response(status === 204 || status === 304 ? null : responseStream(response), {
-              status,
-              statusText: response.statusMessage ?? '',
-              headers: headersOf(response.headers),
-            }),
-          );
+          const empty = status === 204 || status === 304 || init.method === 'HEAD';
+          if (empty) response.resume();
+          resolvePromise({
+            status,
+            statusText: response.statusMessage ?? '',
+            headers: response.headers,
+            source: empty ? null : response,
+          });
         },
       );
       request.once('error', reject);
-      request.end(body);
+      request.end(body ?? undefined);
     });
+    return {
+      answer,
+      abort(reason) {
+        request?.destroy(reason);
+      },
+    };
+  };
 }
 
 // ─── Other runtimes: resolve and check, then the platform's fetch ───

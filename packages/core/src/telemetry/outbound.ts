@@ -1,6 +1,7 @@
 import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import { normalizeHost } from '../outbound/hosts.js';
+import type { StreamingFetch } from '../outbound/stream.js';
 import type { HostClass, Observer } from './observation.js';
 import { activeTracer, failureCode, NO_SPAN, OUTCOME } from './tracing.js';
 
@@ -9,51 +10,68 @@ import { activeTracer, failureCode, NO_SPAN, OUTCOME } from './tracing.js';
  * port, the status; never the path or query, which may carry a secret — some servers put a
  * key in their URL path) and an `outbound` observation by host class and outcome.
  */
-export function observedOutbound(
-  outbound: OutboundFetch,
+export function observedOutbound<F extends OutboundFetch>(
+  outbound: F,
   allowedHosts: ReadonlySet<string>,
   observe: Observer,
-): OutboundFetch {
-  return (input, init = {}) => {
-    let url: URL | null = null;
+): F {
+  const observed: OutboundFetch = (input, init = {}) =>
+    observedCall(input, init.method, allowedHosts, observe, () => outbound(input, init));
+  // The streaming fetch's piped requests, observed the same way.
+  const { piped } = outbound as StreamingFetch;
+  if (piped !== undefined) {
+    (observed as StreamingFetch).piped = (input, init) =>
+      observedCall(input, init.method, allowedHosts, observe, () => piped(input, init));
+  }
+  return observed as F;
+}
+
+/** One outbound request, its span and its observation; `send` makes it. */
+function observedCall<T extends { status: number }>(
+  input: string | URL,
+  requestMethod: string | undefined,
+  allowedHosts: ReadonlySet<string>,
+  observe: Observer,
+  send: () => Promise<T>,
+): Promise<T> {
+  let url: URL | null = null;
+  try {
+    url = new URL(input);
+  } catch {
+    // The guarded fetch refuses it, and that refusal is counted below.
+  }
+  const hostClass: HostClass =
+    url !== null && allowedHosts.has(normalizeHost(url.hostname)) ? 'allowed' : 'public';
+  const method = (requestMethod ?? 'GET').toUpperCase();
+  const run = async (span: Span): Promise<T> => {
+    let outcome = 'error';
     try {
-      url = new URL(input);
-    } catch {
-      // The guarded fetch refuses it, and that refusal is counted below.
+      const response = await send();
+      outcome = `${Math.floor(response.status / 100)}xx`;
+      span.setAttribute('http.response.status_code', response.status);
+      if (response.status >= 400) span.setStatus({ code: SpanStatusCode.ERROR });
+      return response;
+    } catch (error) {
+      outcome = failureCode(error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
+      throw error;
+    } finally {
+      span.setAttribute(OUTCOME, outcome);
+      span.end();
+      observe({ kind: 'outbound', hostClass, outcome });
     }
-    const hostClass: HostClass =
-      url !== null && allowedHosts.has(normalizeHost(url.hostname)) ? 'allowed' : 'public';
-    const method = (init.method ?? 'GET').toUpperCase();
-    const run = async (span: Span): Promise<Response> => {
-      let outcome = 'error';
-      try {
-        const response = await outbound(input, init);
-        outcome = `${Math.floor(response.status / 100)}xx`;
-        span.setAttribute('http.response.status_code', response.status);
-        if (response.status >= 400) span.setStatus({ code: SpanStatusCode.ERROR });
-        return response;
-      } catch (error) {
-        outcome = failureCode(error);
-        span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
-        throw error;
-      } finally {
-        span.setAttribute(OUTCOME, outcome);
-        span.end();
-        observe({ kind: 'outbound', hostClass, outcome });
-      }
-    };
-    const active = activeTracer();
-    if (active === null) return run(NO_SPAN);
-    const attributes =
-      url === null
-        ? { 'http.request.method': method, 'keyway.host_class': hostClass }
-        : {
-            'http.request.method': method,
-            'server.address': url.hostname,
-            'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
-            'url.scheme': url.protocol.slice(0, -1),
-            'keyway.host_class': hostClass,
-          };
-    return active.startActiveSpan(method, { kind: SpanKind.CLIENT, attributes }, run);
   };
+  const active = activeTracer();
+  if (active === null) return run(NO_SPAN);
+  const attributes =
+    url === null
+      ? { 'http.request.method': method, 'keyway.host_class': hostClass }
+      : {
+          'http.request.method': method,
+          'server.address': url.hostname,
+          'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
+          'url.scheme': url.protocol.slice(0, -1),
+          'keyway.host_class': hostClass,
+        };
+  return active.startActiveSpan(method, { kind: SpanKind.CLIENT, attributes }, run);
 }

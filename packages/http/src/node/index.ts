@@ -12,9 +12,5 @@
  *
  * @module
  */
-export {
-  type NodeHandlerOptions,
-  toNodeHandler,
-  toWebRequest,
-  writeWebResponse,
-} from './handler.js';
+export { type NodeHandlerOptions, toNodeHandler, toWebRequest } from './handler.js';
+export { writeWebResponse } from './write.js';
