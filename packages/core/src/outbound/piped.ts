@@ -1,3 +1,5 @@
+import { OutboundError } from './errors.js';
+
 /*
  * Piped answers (#27 item 5): an upstream answer whose body a server adapter pipes to its own
  * socket, with no Web `Response`, `Headers` or `ReadableStream` between. The Node transport
@@ -61,7 +63,7 @@ export function pipedHeader(answer: PipedAnswer, name: string): string | null {
  */
 export function pipedStream(body: PipedBody): ReadableStream<Uint8Array> {
   let waiting: (() => void) | null = null;
-  const stream = new ReadableStream<Uint8Array>(
+  return new ReadableStream<Uint8Array>(
     {
       start(controller) {
         body.pipe({
@@ -84,22 +86,27 @@ export function pipedStream(body: PipedBody): ReadableStream<Uint8Array> {
     },
     { highWaterMark: 0 },
   );
-  // Still an answer of the streaming fetch: a relay learns when it is over.
-  settleHooks.set(stream, (hook) => body.whenSettled(hook));
-  return stream;
 }
 
-/** A piped answer as a Web `Response` (its body streamed). */
-export function pipedResponse(answer: PipedAnswer): Response {
+/** Headers as Node gives them (lower-case names, repeated ones as arrays) as Web `Headers`. */
+export function nodeHeaders(raw: Readonly<Record<string, string | string[] | undefined>>): Headers {
   const headers = new Headers();
-  for (const [name, value] of Object.entries(answer.headers)) {
+  for (const [name, value] of Object.entries(raw)) {
     if (value === undefined) continue;
     for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
   }
-  return new Response(answer.body === null ? null : pipedStream(answer.body), {
-    status: answer.status,
-    headers,
-  });
+  return headers;
+}
+
+/**
+ * A piped answer as a Web `Response` (its body streamed), still an answer of the streaming
+ * fetch: a relay learns when its body is over.
+ */
+export function pipedResponse(answer: PipedAnswer): Response {
+  const body = answer.body === null ? null : pipedStream(answer.body);
+  const piped = answer.body;
+  if (body !== null && piped !== null) settleHooks.set(body, (hook) => piped.whenSettled(hook));
+  return new Response(body, { status: answer.status, headers: nodeHeaders(answer.headers) });
 }
 
 /** A Node readable as the transport hands it on (Node's `IncomingMessage`). */
@@ -154,4 +161,137 @@ export function whenBodySettled(body: ReadableStream<Uint8Array>, hook: () => vo
   if (register === undefined) return false;
   register(hook);
   return true;
+}
+
+/**
+ * A piped body over a transport's readable: the idle limit between chunks (`idleMs`, none
+ * without), the caller's abort (`signal`), and the hooks run once it is over. Read once:
+ * whatever ends it first ends it, and nothing reaches its sink after.
+ */
+export class SourceBody implements PipedBody {
+  readonly #source: PipedSource;
+  readonly #origin: string;
+  readonly #idleMs: number | undefined;
+  readonly #signal: AbortSignal | undefined;
+  #hooks: (() => void)[] = [];
+  #settled = false;
+  #sink: PipedSink | null = null;
+  #piped = false;
+  #idle: ReturnType<typeof setTimeout> | undefined;
+  /** Paused by the sink: the idle limit waits for it. */
+  #paused = false;
+
+  constructor(
+    source: PipedSource,
+    origin: string,
+    options: { idleMs?: number; signal?: AbortSignal | undefined } = {},
+  ) {
+    this.#source = source;
+    this.#origin = origin;
+    this.#idleMs = options.idleMs;
+    const signal = options.signal ?? undefined;
+    this.#signal = signal;
+    // An error before anyone reads is held for the sink (Node throws an unheard one).
+    source.once('error', (cause) => this.#fail(cause));
+    // After its end as a rule: an error made (a stack captured) only when it came first.
+    source.once('close', () => {
+      if (!this.#settled) this.#fail(new Error('the stream closed before its end'));
+    });
+    source.once('end', () => this.#finish());
+    signal?.addEventListener('abort', this.#aborted, { once: true });
+  }
+
+  #aborted = () => {
+    this.#fail(this.#signal?.reason);
+    this.#source.destroy();
+  };
+
+  pipe(sink: PipedSink): void {
+    if (this.#piped) throw new Error('a piped body has one reader');
+    this.#piped = true;
+    this.#sink = sink;
+    if (this.#settled) {
+      this.#deliver();
+      return;
+    }
+    this.#arm();
+    this.#source.on('data', (chunk) => {
+      this.#arm();
+      if (this.#settled || sink.write(chunk)) return;
+      this.#paused = true;
+      this.#source.pause();
+    });
+  }
+
+  /** (Re)starts the idle limit: Node's timers restart in place, no timer made per chunk. */
+  #arm(): void {
+    const idleMs = this.#idleMs;
+    if (idleMs === undefined) return;
+    const timer = this.#idle as { refresh?: () => void } | undefined;
+    if (timer?.refresh !== undefined) {
+      timer.refresh();
+      return;
+    }
+    clearTimeout(this.#idle);
+    this.#idle = setTimeout(() => {
+      // A reader slower than the upstream is not an idle upstream: armed again on resume.
+      if (this.#paused) return;
+      const error = new OutboundError('timeout', `${this.#origin}: no data for ${idleMs} ms`);
+      this.#fail(error);
+      this.#source.destroy(error);
+    }, idleMs);
+  }
+
+  resume(): void {
+    if (this.#settled || !this.#paused) return;
+    this.#paused = false;
+    this.#arm();
+    this.#source.resume();
+  }
+
+  cancel(reason?: unknown): void {
+    this.#sink = null;
+    this.#fail(reason);
+    this.#source.destroy();
+  }
+
+  whenSettled(hook: () => void): void {
+    if (this.#settled) hook();
+    else this.#hooks.push(hook);
+  }
+
+  /** What ended the body: `undefined` for a clean end, else the error. */
+  #outcome: { error: unknown } | undefined;
+
+  #finish(): void {
+    this.#settle(undefined);
+  }
+
+  #fail(cause: unknown): void {
+    if (this.#settled) return;
+    const error =
+      cause instanceof OutboundError || this.#signal?.aborted
+        ? cause
+        : new OutboundError('network', `${this.#origin}: the stream failed`, { cause });
+    this.#settle({ error });
+  }
+
+  #settle(outcome: { error: unknown } | undefined): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#outcome = outcome;
+    clearTimeout(this.#idle);
+    this.#signal?.removeEventListener('abort', this.#aborted);
+    this.#deliver();
+    for (const hook of this.#hooks.splice(0)) hook();
+  }
+
+  /** Tells the sink how the body ended, once. */
+  #deliver(): void {
+    const sink = this.#sink;
+    if (sink === null || !this.#settled) return;
+    this.#sink = null;
+    if (this.#outcome === undefined) sink.end();
+    else sink.error(this.#outcome.error);
+  }
 }

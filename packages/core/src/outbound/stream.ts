@@ -14,10 +14,8 @@ import {
   type Exchange,
   exchangeOf,
   type PipedAnswer,
-  type PipedBody,
   type PipedFetch,
-  type PipedSink,
-  type PipedSource,
+  SourceBody,
   settleHooks,
 } from './piped.js';
 import { defaultTransport, type Transport } from './transport.js';
@@ -205,132 +203,9 @@ function pipedFetch(
     }
     const { status, headers, source } = answer;
     const body =
-      source === null ? null : new SourceBody(source, origin, idleTimeoutMs, init.signal);
+      source === null
+        ? null
+        : new SourceBody(source, origin, { idleMs: idleTimeoutMs, signal: init.signal });
     return { status, headers, body } satisfies PipedAnswer;
   };
-}
-
-/**
- * A piped body over the transport's readable: the idle limit between chunks, the caller's
- * abort, and the hooks run once it is over.
- */
-class SourceBody implements PipedBody {
-  readonly #source: PipedSource;
-  readonly #origin: string;
-  readonly #idleMs: number;
-  readonly #signal: AbortSignal | undefined;
-  #hooks: (() => void)[] = [];
-  #settled = false;
-  #sink: PipedSink | null = null;
-  #piped = false;
-  #idle: ReturnType<typeof setTimeout> | undefined;
-  /** Paused by the sink: the idle limit waits for it. */
-  #paused = false;
-
-  constructor(source: PipedSource, origin: string, idleMs: number, signal?: AbortSignal) {
-    this.#source = source;
-    this.#origin = origin;
-    this.#idleMs = idleMs;
-    this.#signal = signal;
-    // An error before anyone reads is held for the sink (Node throws an unheard one).
-    source.once('error', (cause) => this.#fail(cause));
-    // After its end as a rule: an error made (a stack captured) only when it came first.
-    source.once('close', () => {
-      if (!this.#settled) this.#fail(new Error('the stream closed before its end'));
-    });
-    source.once('end', () => this.#finish());
-    signal?.addEventListener('abort', this.#aborted, { once: true });
-  }
-
-  #aborted = () => {
-    this.#fail(this.#signal?.reason);
-    this.#source.destroy();
-  };
-
-  pipe(sink: PipedSink): void {
-    if (this.#piped) throw new Error('a piped body has one reader');
-    this.#piped = true;
-    this.#sink = sink;
-    if (this.#settled) {
-      this.#deliver();
-      return;
-    }
-    this.#arm();
-    this.#source.on('data', (chunk) => {
-      this.#arm();
-      if (this.#settled || sink.write(chunk)) return;
-      this.#paused = true;
-      this.#source.pause();
-    });
-  }
-
-  /** (Re)starts the idle limit: Node's timers restart in place, no timer made per chunk. */
-  #arm(): void {
-    const timer = this.#idle as { refresh?: () => void } | undefined;
-    if (timer?.refresh !== undefined) {
-      timer.refresh();
-      return;
-    }
-    clearTimeout(this.#idle);
-    this.#idle = setTimeout(() => {
-      // A reader slower than the upstream is not an idle upstream: armed again on resume.
-      if (this.#paused) return;
-      const error = new OutboundError('timeout', `${this.#origin}: no data for ${this.#idleMs} ms`);
-      this.#fail(error);
-      this.#source.destroy(error);
-    }, this.#idleMs);
-  }
-
-  resume(): void {
-    if (this.#settled || !this.#paused) return;
-    this.#paused = false;
-    this.#arm();
-    this.#source.resume();
-  }
-
-  cancel(reason?: unknown): void {
-    this.#sink = null;
-    this.#fail(reason);
-    this.#source.destroy();
-  }
-
-  whenSettled(hook: () => void): void {
-    if (this.#settled) hook();
-    else this.#hooks.push(hook);
-  }
-
-  /** What ended the body: `undefined` for a clean end, else the error. */
-  #outcome: { error: unknown } | undefined;
-
-  #finish(): void {
-    this.#settle(undefined);
-  }
-
-  #fail(cause: unknown): void {
-    if (this.#settled) return;
-    const error =
-      cause instanceof OutboundError || this.#signal?.aborted
-        ? cause
-        : new OutboundError('network', `${this.#origin}: the stream failed`, { cause });
-    this.#settle({ error });
-  }
-
-  #settle(outcome: { error: unknown } | undefined): void {
-    if (this.#settled) return;
-    this.#settled = true;
-    this.#outcome = outcome;
-    clearTimeout(this.#idle);
-    this.#signal?.removeEventListener('abort', this.#aborted);
-    this.#deliver();
-    for (const hook of this.#hooks.splice(0)) hook();
-  }
-
-  /** Tells the sink how the body ended, once. */
-  #deliver(): void {
-    const sink = this.#sink;
-    if (sink === null || !this.#settled) return;
-    this.#sink = null;
-    if (this.#outcome === undefined) sink.end();
-    else sink.error(this.#outcome.error);
-  }
 }

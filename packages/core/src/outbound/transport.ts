@@ -3,7 +3,14 @@ import { utf8 } from '../platform/bytes.js';
 import { classifyAddress, isIpLiteral } from './address.js';
 import { OutboundError } from './errors.js';
 import { allowedHostSet, normalizeHost } from './hosts.js';
-import { EXCHANGE, type Exchange, type ExchangeAnswer, type PipedSource } from './piped.js';
+import {
+  EXCHANGE,
+  type Exchange,
+  type ExchangeAnswer,
+  nodeHeaders,
+  pipedStream,
+  SourceBody,
+} from './piped.js';
 
 /**
  * A `fetch`-compatible transport: the platform's, or one that resolves and pins (Node).
@@ -96,53 +103,12 @@ interface NodeDns {
   ): void;
 }
 
-function headersOf(raw: NodeIncoming['headers']): Headers {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(raw)) {
-    if (value === undefined) continue;
-    for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
-  }
-  return headers;
-}
-
 function bodyBytes(body: RequestInit['body']): string | Uint8Array | undefined {
   if (body === undefined || body === null) return undefined;
   if (typeof body === 'string' || body instanceof Uint8Array) return body;
   if (body instanceof URLSearchParams) return body.toString();
   if (body instanceof ArrayBuffer) return new Uint8Array(body);
   throw new TypeError('the Node transport sends string, bytes or URLSearchParams bodies only');
-}
-
-/** A Node response body as a Web stream, with back-pressure. */
-function responseStream(response: PipedSource): ReadableStream<Uint8Array> {
-  // Cancelled or over: an `end` already on its way (an empty body) must not close it again.
-  let over = false;
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      response.on('data', (chunk: Uint8Array) => {
-        if (over) return;
-        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-        if ((controller.desiredSize ?? 0) <= 0) response.pause();
-      });
-      response.once('end', () => {
-        if (over) return;
-        over = true;
-        controller.close();
-      });
-      response.once('error', (error: Error) => {
-        if (over) return;
-        over = true;
-        controller.error(error);
-      });
-    },
-    pull() {
-      response.resume();
-    },
-    cancel() {
-      over = true;
-      response.destroy();
-    },
-  });
 }
 
 /**
@@ -166,17 +132,23 @@ export function createNodeFetch(options: ResolvingFetchOptions = {}): Transport 
       headers[name] = value;
     });
     const given = bodyBytes(init.body);
-    const { answer } = exchange(new URL(input), {
+    const url = new URL(input);
+    const { answer } = exchange(url, {
       method: init.method ?? 'GET',
       headers,
       body: typeof given === 'string' ? utf8(given) : (given ?? null),
       ...(init.signal ? { signal: init.signal } : {}),
     });
     const { status, statusText, headers: head, source } = await answer;
-    return new Response(source === null ? null : responseStream(source), {
+    // The caller's abort fails a body being read with its own reason, as `fetch` does.
+    const body =
+      source === null
+        ? null
+        : new SourceBody(source, url.origin, { signal: init.signal ?? undefined });
+    return new Response(body === null ? null : pipedStream(body), {
       status,
       statusText,
-      headers: headersOf(head),
+      headers: nodeHeaders(head),
     });
   };
   return Object.assign(transport, { [EXCHANGE]: exchange });
