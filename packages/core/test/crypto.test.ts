@@ -24,8 +24,21 @@ const isBuffer = (bytes: Uint8Array) => bytes.constructor.name === 'Buffer';
 const { process: runtime } = globalThis as { process?: { getBuiltinModule?: unknown } };
 if (runtime === undefined) throw new Error('these tests run on Node');
 
+/** builtinCrypto() on a node:crypto without the one-shot `hash` (Node before 20.12). */
+function withoutOneShotHash() {
+  const original = runtime?.getBuiltinModule as (id: string) => unknown;
+  (runtime as { getBuiltinModule: unknown }).getBuiltinModule = (id: string) =>
+    id === 'node:crypto' ? { ...(original(id) as object), hash: undefined } : original(id);
+  try {
+    return builtinCrypto();
+  } finally {
+    (runtime as { getBuiltinModule: unknown }).getBuiltinModule = original;
+  }
+}
+
 describe.each([
   ['builtinCrypto() (node:crypto)', () => builtinCrypto(), hex],
+  ['builtinCrypto() without crypto.hash (Node before 20.12)', withoutOneShotHash, hex],
   ['nobleCrypto', () => nobleCrypto, undefined],
 ])('%s', (_, make, sha256Hex) => {
   it('computes the standard vectors of SHA-256 and HMAC-SHA-256, with the key taken once', () => {

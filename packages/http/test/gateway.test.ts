@@ -1,6 +1,6 @@
-import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { getEventListeners, once } from 'node:events';
+import { createServer, Agent as HttpAgent, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import { connectionFetch, rootPrincipal } from '@keyway/core';
 import { parseMetrics, sampleOf } from '@keyway/test-support/prometheus';
 import { createTestWorld } from '@keyway/testing';
@@ -13,6 +13,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createMetrics } from '../src/metrics/index.js';
+import { connectionGone } from '../src/node/handler.js';
 import { toNodeHandler } from '../src/node/index.js';
 import { gate, Upstream } from './gateway-upstream.js';
 import {
@@ -635,6 +636,73 @@ describe.each(UPSTREAM_TRANSPORTS)(
         };
         const response = await openStream();
         expect(await response.text()).toBe('data: {"n":1}\n\ndata: {"n":2}\n\n');
+      });
+
+      it('keeps no listener of a request on a kept-alive client connection once its answer is over, whatever the path', async () => {
+        // One client connection for every call, as an MCP client's keep-alive agent has.
+        const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+        const sockets = new Set<Socket>();
+        keyway.on('connection', (socket: Socket) => sockets.add(socket));
+        const call = (body: string, accept = 'application/json, text/event-stream') =>
+          new Promise<{ status: number; text: string }>((resolve, reject) => {
+            const outgoing = httpRequest(
+              gatewayUrl(),
+              {
+                method: 'POST',
+                agent,
+                headers: {
+                  authorization: `Bearer ${ROOT_KEY}`,
+                  'content-type': 'application/json',
+                  accept,
+                },
+              },
+              (answer) => {
+                let text = '';
+                answer.setEncoding('utf8').on('data', (chunk: string) => {
+                  text += chunk;
+                });
+                answer.once('end', () => resolve({ status: answer.statusCode ?? 0, text }));
+              },
+            );
+            outgoing.once('error', reject);
+            outgoing.end(body);
+          });
+        const listening = () =>
+          [...sockets].map((socket) => getEventListeners(connectionGone(socket), 'abort').length);
+        upstream.mode = 'raw';
+        upstream.raw = (_req, res) => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end('{"jsonrpc":"2.0","id":1,"result":{}}');
+        };
+        for (let i = 0; i < 12; i++) {
+          expect(await call('{"jsonrpc":"2.0","id":1,"method":"ping"}')).toEqual({
+            status: 200,
+            text: '{"jsonrpc":"2.0","id":1,"result":{}}',
+          });
+        }
+        // A 401 (the answer read as a Web Response), a refresh, the same call again.
+        upstream.refused.add((await h.storedTokens(CONNECTION)).access_token);
+        expect((await call('{"jsonrpc":"2.0","id":2,"method":"ping"}')).status).toBe(200);
+        // An event stream the upstream ends.
+        upstream.raw = (_req, res) => {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write('data: {"n":1}\n\n');
+          res.end('data: {"n":2}\n\n');
+        };
+        expect(await call('{"jsonrpc":"2.0","id":3,"method":"ping"}')).toEqual({
+          status: 200,
+          text: 'data: {"n":1}\n\ndata: {"n":2}\n\n',
+        });
+        // A 403 insufficient_scope passed back (the MCP server's own mode).
+        upstream.mode = 'stateful-json';
+        const stepUp = await call(
+          '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"admin","arguments":{}}}',
+        );
+        expect(stepUp.status).toBe(403);
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(sockets.size).toBe(1);
+        expect(listening()).toEqual([0]);
+        agent.destroy();
       });
 
       it('refuses a body over the limit with 413 before anything goes upstream', async () => {

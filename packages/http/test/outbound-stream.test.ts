@@ -1,4 +1,4 @@
-import { once } from 'node:events';
+import { getEventListeners, once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
@@ -313,6 +313,74 @@ describe('createStreamingFetch().piped: the same requests answered for an adapte
     const { outcome } = await reading;
     expect((outcome as Error).message).toBe('the caller left');
     await requests.at(-1)?.closed;
+  });
+
+  it('leaves no listener on a signal shared by many requests once each is over, and fails a request aborted before its answer with the reason', async () => {
+    // One signal for many requests, as a client's connection lends the gateway its own.
+    const shared = new AbortController();
+    const listeners = () => getEventListeners(shared.signal, 'abort').length;
+    handle = (_req, res) => res.end('whole');
+    for (let i = 0; i < 20; i++) {
+      expect((await drain((await get('/piped-shared', shared.signal)).body)).chunks).toEqual([
+        'whole',
+      ]);
+    }
+    handle = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': open\n\n');
+    };
+    for (let i = 0; i < 5; i++) {
+      const open = await get('/piped-shared-cancel', shared.signal);
+      open.body?.pipe({ write: () => true, end() {}, error() {} });
+      open.body?.cancel();
+      await requests.at(-1)?.closed;
+    }
+    const idle = await get('/piped-shared-idle', shared.signal);
+    expect(((await drain(idle.body)).outcome as OutboundError).code).toBe('timeout');
+    // A refused connection: the request fails before any answer.
+    const refused = createServer();
+    refused.listen(0, '127.0.0.1');
+    await once(refused, 'listening');
+    const port = (refused.address() as AddressInfo).port;
+    refused.close();
+    await once(refused, 'close');
+    const failure = await piped(`http://127.0.0.1:${port}/`, {
+      method: 'GET',
+      headers: {},
+      body: null,
+      signal: shared.signal,
+    }).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect((failure as OutboundError).code).toBe('network');
+    // The Web path over the same exchange.
+    handle = (_req, res) => res.end('as a response');
+    for (let i = 0; i < 5; i++) {
+      const answer = await stream(`${base}/shared-web`, { signal: shared.signal });
+      expect(await answer.text()).toBe('as a response');
+    }
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(listeners()).toBe(0);
+
+    // Aborted while waiting for the head: the request fails with the abort's reason, and the
+    // server sees its request closed.
+    handle = () => {};
+    const caller = new AbortController();
+    const waiting = get('/piped-abort-head', caller.signal).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const reason = new Error('the caller left before the answer');
+    caller.abort(reason);
+    expect(await waiting).toBe(reason);
+    await requests.at(-1)?.closed;
+    expect(requests.at(-1)?.url).toBe('/piped-abort-head');
+    // Aborted already: nothing is sent.
+    const before = requests.length;
+    expect(await get('/piped-never', caller.signal).catch((error: unknown) => error)).toBe(reason);
+    expect(requests.length).toBe(before);
   });
 
   it('tells once when a body is over: read to its end, cancelled, failed or aborted', async () => {

@@ -1,4 +1,4 @@
-import { createHash, createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, hkdfSync, timingSafeEqual } from 'node:crypto';
 
 /** What the floor reads of a token row. */
 export interface FloorRow {
@@ -25,7 +25,7 @@ export function floorCheck(
     const id = body.subarray(0, 16);
     const tag = createHmac('sha256', tagKey).update(id).digest();
     if (!timingSafeEqual(tag, body.subarray(16))) throw new Error('tag');
-    const row = await read(createHash('sha256').update(id).digest('hex'));
+    const row = await read(hash('sha256', id, 'hex'));
     if (row === undefined || Number(row.expires_at) <= Date.now()) throw new Error('unknown');
     const scopes = JSON.parse(row.scopes) as string[];
     if (!scopes.some((scope) => `${path}/`.startsWith(scope.slice(0, -2))))
@@ -35,6 +35,4 @@ export function floorCheck(
 
 /** The identifier hash of a token, as storage keys it. */
 export const idHashOf = (token: string): string =>
-  createHash('sha256')
-    .update(Buffer.from(token.slice(4), 'base64url').subarray(0, 16))
-    .digest('hex');
+  hash('sha256', Buffer.from(token.slice(4), 'base64url').subarray(0, 16), 'hex');

@@ -165,7 +165,8 @@ export function whenBodySettled(body: ReadableStream<Uint8Array>, hook: () => vo
 
 /**
  * A piped body over a transport's readable: the idle limit between chunks (`idleMs`, none
- * without), the caller's abort (`signal`), and the hooks run once it is over. Read once:
+ * without), the caller's abort (`signal`: the exchange closes the readable on it, and the
+ * body then fails with the abort's reason), and the hooks run once it is over. Read once:
  * whatever ends it first ends it, and nothing reaches its sink after.
  */
 export class SourceBody implements PipedBody {
@@ -198,13 +199,7 @@ export class SourceBody implements PipedBody {
       if (!this.#settled) this.#fail(new Error('the stream closed before its end'));
     });
     source.once('end', () => this.#finish());
-    signal?.addEventListener('abort', this.#aborted, { once: true });
   }
-
-  #aborted = () => {
-    this.#fail(this.#signal?.reason);
-    this.#source.destroy();
-  };
 
   pipe(sink: PipedSink): void {
     if (this.#piped) throw new Error('a piped body has one reader');
@@ -269,8 +264,10 @@ export class SourceBody implements PipedBody {
 
   #fail(cause: unknown): void {
     if (this.#settled) return;
-    const error =
-      cause instanceof OutboundError || this.#signal?.aborted
+    const signal = this.#signal;
+    const error = signal?.aborted
+      ? signal.reason
+      : cause instanceof OutboundError
         ? cause
         : new OutboundError('network', `${this.#origin}: the stream failed`, { cause });
     this.#settle({ error });
@@ -281,7 +278,6 @@ export class SourceBody implements PipedBody {
     this.#settled = true;
     this.#outcome = outcome;
     clearTimeout(this.#idle);
-    this.#signal?.removeEventListener('abort', this.#aborted);
     this.#deliver();
     for (const hook of this.#hooks.splice(0)) hook();
   }

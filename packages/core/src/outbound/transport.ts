@@ -86,7 +86,6 @@ interface NodeClientRequest extends NodeEmitter {
   destroy(error?: Error): unknown;
 }
 type NodeRequestFunction = (
-  url: URL,
   options: Record<string, unknown>,
   callback: (response: NodeIncoming) => void,
 ) => NodeClientRequest;
@@ -193,11 +192,25 @@ function createNodeExchange(options: ResolvingFetchOptions): Exchange {
     // or chunking otherwise, which the server reads as the next request.
     const headers =
       body === null ? init.headers : { ...init.headers, 'content-length': String(body.byteLength) };
+    const { signal } = init;
     let request: NodeClientRequest | undefined;
     const answer = new Promise<ExchangeAnswer>((resolvePromise, reject) => {
+      if (signal?.aborted) {
+        reject(signal.reason);
+        return;
+      }
       request = send(
-        url,
-        { method: init.method, headers, lookup, ...(init.signal ? { signal: init.signal } : {}) },
+        // The URL's parts, as Node would take them from it (one conversion less per call);
+        // an IPv6 literal without its brackets. Credentials in a URL are refused before.
+        {
+          protocol: url.protocol,
+          hostname: url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname,
+          port: url.port === '' ? undefined : Number(url.port),
+          path: `${url.pathname}${url.search}`,
+          method: init.method,
+          headers,
+          lookup,
+        },
         (response) => {
           const status = response.statusCode ?? 502;
           const empty = status === 204 || status === 304 || init.method === 'HEAD';
@@ -211,6 +224,15 @@ function createNodeExchange(options: ResolvingFetchOptions): Exchange {
         },
       );
       request.once('error', reject);
+      if (signal !== undefined) {
+        // The caller's abort closes the request, and with it the answer's body (which then
+        // fails with the abort's reason): one listener for the whole exchange, gone with
+        // the request. Node's own `signal` option costs several times more per request.
+        const sent = request;
+        const abort = () => sent.destroy(signal.reason);
+        signal.addEventListener('abort', abort, { once: true });
+        sent.once('close', () => signal.removeEventListener('abort', abort));
+      }
       request.end(body ?? undefined);
     });
     return {

@@ -51,6 +51,11 @@ interface NodeCryptoModule {
     algorithm: 'sha256',
     key: Uint8Array,
   ): { update(data: Uint8Array): { digest(): Uint8Array } };
+  /** One-shot digest (Node 20.12 and later): no `Hash` object made, about 3× faster. */
+  hash?: {
+    (algorithm: 'sha256', data: Uint8Array, encoding: 'hex'): string;
+    (algorithm: 'sha256', data: Uint8Array, encoding: 'buffer'): Uint8Array;
+  };
 }
 
 /**
@@ -61,9 +66,16 @@ export function builtinCrypto(): PlatformCrypto | null {
   const load = builtinModules();
   const module = load === null ? undefined : (load('node:crypto') as NodeCryptoModule | undefined);
   if (module === undefined) return null;
+  const { hash } = module;
   return {
-    sha256: (data) => module.createHash('sha256').update(data).digest(),
-    sha256Hex: (data) => module.createHash('sha256').update(data).digest('hex'),
+    sha256:
+      typeof hash === 'function'
+        ? (data) => hash('sha256', data, 'buffer')
+        : (data) => module.createHash('sha256').update(data).digest(),
+    sha256Hex:
+      typeof hash === 'function'
+        ? (data) => hash('sha256', data, 'hex')
+        : (data) => module.createHash('sha256').update(data).digest('hex'),
     hmacSha256: (key) => {
       const copy = Uint8Array.from(key);
       // A Buffer is a fresh Uint8Array: returned as it is.

@@ -189,8 +189,34 @@ class NodeIncoming implements Incoming {
     const { method } = this;
     const body =
       method === 'GET' || method === 'HEAD' ? null : await readNodeBody(this.#req, limit);
-    return { method, headers: this.#req.headers, body, signal: this.#gone() };
+    return { method, headers: this.#req.headers, body, signal: connectionGone(this.#req.socket) };
   }
+}
+
+/** The client's connection as {@link connectionGone} watches it. */
+interface ClientSocket {
+  once(event: 'close', listener: () => void): unknown;
+}
+
+const goneSignals = new WeakMap<ClientSocket, AbortSignal>();
+
+/**
+ * Aborted when the client's connection closes: the signal of every forwarded request on it.
+ * One per connection, not per request (an `AbortSignal` costs a few microseconds to make on
+ * Node 20): the connection closing is the client going away for every request still open on
+ * it, and a request whose answer was written has nothing left to abort. Those who listen
+ * remove their listener when their request is over (the outbound exchange, the streaming
+ * fetch), so none piles up on a kept-alive connection.
+ */
+export function connectionGone(socket: ClientSocket): AbortSignal {
+  let signal = goneSignals.get(socket);
+  if (signal === undefined) {
+    const gone = new AbortController();
+    socket.once('close', () => gone.abort(new DOMException('the client went away', 'AbortError')));
+    signal = gone.signal;
+    goneSignals.set(socket, signal);
+  }
+  return signal;
 }
 
 /**
