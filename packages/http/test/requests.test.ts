@@ -2,6 +2,14 @@ import { memoryStorage } from '@keyway/store-memory';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createHandler } from '../src/index.js';
 import { toNodeHandler } from '../src/node/index.js';
+import { HEALTH_ROUTES } from '../src/routes/health.js';
+import {
+  compileRoutes,
+  matchRoutes,
+  type Route,
+  type RouteContext,
+  routesOf,
+} from '../src/routes/index.js';
 import { Harness, listenOnLoopback, ROOT_KEY, sendRaw } from './harness.js';
 
 describe('request handling (docs/api.md §1.2)', () => {
@@ -30,6 +38,65 @@ describe('request handling (docs/api.md §1.2)', () => {
       expect(reply.status, path).toBe(404);
       expect(reply.body.error).toBe('not_found');
     }
+  });
+
+  it('hands every route the same kind of context: its principal read through the prototype, never an accessor of its own', async () => {
+    // A context written as an object literal with a getter had V8 make a hidden class per
+    // request (holding that request until a full collection): the shape is held here.
+    const route = HEALTH_ROUTES.find((candidate) => candidate.id === 'healthz') as Route;
+    const original = route.handle;
+    const seen: RouteContext[] = [];
+    route.handle = async (context) => {
+      seen.push(context);
+      return original(context);
+    };
+    try {
+      expect((await h.call('GET', '/healthz')).status).toBe(200);
+      expect((await h.call('GET', '/healthz')).status).toBe(200);
+    } finally {
+      route.handle = original;
+    }
+    const [first, second] = seen as [RouteContext, RouteContext];
+    expect(seen.length).toBe(2);
+    expect(Object.getPrototypeOf(first)).toBe(Object.getPrototypeOf(second));
+    expect(Object.getPrototypeOf(first)).not.toBe(Object.prototype);
+    expect(Object.getOwnPropertyDescriptor(first, 'principal')).toBeUndefined();
+    expect(Object.keys(first)).toEqual(Object.keys(second));
+    // A public route has no principal: reading it throws, as before.
+    expect(() => first.principal).toThrow('a public route has no principal');
+    // Handlers take the functions apart: each works without its object.
+    const { document, query } = first;
+    expect(JSON.parse(document()).openapi).toMatch(/^3\./);
+    expect(query()).toEqual({});
+  });
+
+  it('routes a path only to the templates it matches, prefixes shared or not', async () => {
+    const table = compileRoutes(routesOf(true));
+    const ids = (path: string) =>
+      matchRoutes(table, path).map(({ route, param }) => [route.id, param]);
+    expect(ids('/healthz')).toEqual([['healthz', '']]);
+    expect(ids('/healthzx')).toEqual([]);
+    expect(ids('/api/admin/tokens')).toEqual([
+      ['listTokens', ''],
+      ['mintToken', ''],
+    ]);
+    expect(ids('/api/admin/tokens/a.b')).toEqual([
+      ['getToken', 'a.b'],
+      ['narrowToken', 'a.b'],
+      ['deleteToken', 'a.b'],
+    ]);
+    expect(ids('/api/admin/tokens/')).toEqual([]);
+    // An exact template, and one with a parameter under it.
+    expect(ids('/api/oauth/callback')).toEqual([['callback', '']]);
+    expect(ids('/api/oauth/callback/k1')).toEqual([['serverCallback', 'k1']]);
+    // A dot in a template is a dot.
+    expect(ids('/api/oauth/client-metadata.json').length).toBe(1);
+    expect(ids('/api/oauth/client-metadataXjson')).toEqual([]);
+    expect(ids('/mcp/acme/alice/demo')).toEqual([
+      ['gatewayPost', 'acme/alice/demo'],
+      ['gatewayGet', 'acme/alice/demo'],
+      ['gatewayDelete', 'acme/alice/demo'],
+    ]);
   });
 
   it('answers 415 for a body that is not application/json', async () => {

@@ -28,6 +28,11 @@ export const OPERATIONS: readonly Route[] = [
 export interface CompiledRoute {
   route: Route;
   pattern: RegExp;
+  /**
+   * The template's text before its parameter (all of it without one): a path that does not
+   * start with it cannot match, and is passed over without running the expression.
+   */
+  prefix: string;
 }
 
 /**
@@ -38,7 +43,12 @@ export interface CompiledRoute {
 export function compileRoutes(routes: readonly Route[]): CompiledRoute[] {
   return routes.map((route) => {
     const source = route.path.replace(/[.]/g, '\\.').replace(/\{[a-z_]+\}/, '(.+)');
-    return { route, pattern: new RegExp(`^${source}$`) };
+    const brace = route.path.indexOf('{');
+    return {
+      route,
+      pattern: new RegExp(`^${source}$`),
+      prefix: brace === -1 ? route.path : route.path.slice(0, brace),
+    };
   });
 }
 
@@ -48,7 +58,9 @@ export function matchRoutes(
   path: string,
 ): { route: Route; param: string }[] {
   const found: { route: Route; param: string }[] = [];
-  for (const { route, pattern } of compiled) {
+  for (const { route, pattern, prefix } of compiled) {
+    // Most templates fail on their first characters: a string comparison, not an expression.
+    if (!path.startsWith(prefix)) continue;
     const match = pattern.exec(path);
     if (match !== null) found.push({ route, param: match[1] ?? '' });
   }
