@@ -100,17 +100,28 @@ export class StreamSlots {
   }
 }
 
-/** The caller's headers, as name and value pairs (lower-case names). */
-export function headerEntries(
+/**
+ * Copies the headers of a forwarded request whose lower-case name `keep` takes into `into`,
+ * several values of one name joined with `, ` as `Headers` joins them: from Web `Headers`, or
+ * from Node's record (lower-case names already), with no array made per header.
+ */
+export function copyHeaders(
   headers: Headers | Readonly<Record<string, string | string[] | undefined>>,
-): [string, string][] {
-  if (headers instanceof Headers) return [...headers];
-  const entries: [string, string][] = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    entries.push([name.toLowerCase(), Array.isArray(value) ? value.join(', ') : value]);
+  keep: (name: string) => boolean,
+  into: Record<string, string>,
+): void {
+  if (headers instanceof Headers) {
+    headers.forEach((value, name) => {
+      if (keep(name)) into[name] = value;
+    });
+    return;
   }
-  return entries;
+  for (const name of Object.keys(headers)) {
+    const value = headers[name];
+    if (value === undefined) continue;
+    const key = name.toLowerCase();
+    if (keep(key)) into[key] = Array.isArray(value) ? value.join(', ') : value;
+  }
 }
 
 /**

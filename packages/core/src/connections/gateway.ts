@@ -21,10 +21,10 @@ import type { AuthorizeResult } from './authorization.js';
 import { InsufficientScopeError } from './connection-fetch.js';
 import { dpopOptions, withNonceRetry } from './dpop.js';
 import {
+  copyHeaders,
   discardAnswer,
   forwardedBody,
   type GatewayLimits,
-  headerEntries,
   relayAnswer,
   type StreamSlots,
   type UpstreamAnswer,
@@ -218,14 +218,16 @@ export class Gateway {
     }
     // Keyway's own agent, on either path (oauth4webapi keeps one that is set).
     const headers: Record<string, string> = { 'user-agent': 'Keyway-Gateway' };
-    for (const [name, value] of headerEntries(request.headers)) {
-      if (FORWARDED.has(name) || name.startsWith(FORWARDED_PREFIX)) headers[name] = value;
-    }
+    copyHeaders(
+      request.headers,
+      (name) => FORWARDED.has(name) || name.startsWith(FORWARDED_PREFIX),
+      headers,
+    );
     const release = this.#o.slots.take(connectionId, actorOf(principal));
     const provider = record.providerId;
     try {
       const send = (tokens: ConnectionTokens) =>
-        this.#send(tokens, request.method, signal, new URL(target), headers, body);
+        this.#send(tokens, request.method, signal, target, headers, body);
       let answer = await send(current.tokens);
       if (answer.kind === 'refused' && renewable(current.tokens)) {
         let tokens: ConnectionTokens;
@@ -293,7 +295,7 @@ export class Gateway {
     tokens: ConnectionTokens,
     method: string,
     signal: AbortSignal,
-    url: URL,
+    url: string,
     headers: Record<string, string>,
     body: Uint8Array | null,
   ): Promise<
@@ -305,7 +307,7 @@ export class Gateway {
     try {
       let challenged: Response | undefined;
       if (piped !== undefined && tokens.dpop === undefined) {
-        const answer: PipedAnswer = await piped(url.href, {
+        const answer: PipedAnswer = await piped(url, {
           method,
           headers: { ...headers, authorization: `Bearer ${tokens.access_token}` },
           body,
@@ -324,7 +326,7 @@ export class Gateway {
         oauth.protectedResourceRequest(
           tokens.access_token,
           method,
-          url,
+          new URL(url),
           new Headers(headers),
           body,
           {

@@ -8,9 +8,9 @@ import { OutboundError } from '../outbound/errors.js';
 import { type ConnectionTokens, renewable } from '../storage/states.js';
 import type { GatewayAnswer, GatewayOptions, GatewayRequest } from './gateway.js';
 import {
+  copyHeaders,
   discardAnswer,
   forwardedBody,
-  headerEntries,
   relayAnswer,
   type UpstreamAnswer,
 } from './gateway-limits.js';
@@ -155,9 +155,7 @@ export class ApiProxy {
       headers[key] = headers[key] === undefined ? value : `${headers[key]}, ${value}`;
     }
     headers['user-agent'] ??= 'Keyway-Proxy';
-    for (const [name, value] of headerEntries(request.headers)) {
-      if (FORWARDED.has(name) || name.startsWith('if-')) headers[name] = value;
-    }
+    copyHeaders(request.headers, (name) => FORWARDED.has(name) || name.startsWith('if-'), headers);
     const release = this.#o.slots.take(found.id, actorOf(principal));
     const provider = current.record.providerId;
     const signal = request.signal ?? new AbortController().signal;
