@@ -1,5 +1,9 @@
+import { getEventListeners } from 'node:events';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import type { Socket } from 'node:net';
 import { createTestWorld, type TestWorld } from '@keyway/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { connectionGone } from '../src/node/handler.js';
 import { toNodeHandler, toWebRequest, writeWebResponse } from '../src/node/index.js';
 import {
   Harness,
@@ -38,8 +42,11 @@ describe.each(UPSTREAM_TRANSPORTS)(
     const echoed: Echoed[] = [];
     /** Answers 401 to this many API requests first (a token the API stopped taking). */
     let refuse = 0;
+    /** The client connections `keyway` served. */
+    const sockets = new Set<Socket>();
 
     beforeEach(async () => {
+      sockets.clear();
       echoed.length = 0;
       refuse = 0;
       api = await listenOnLoopback((req, res) => {
@@ -87,7 +94,10 @@ describe.each(UPSTREAM_TRANSPORTS)(
       });
       const client = world.clients.get(CLIENT.client_id);
       if (client) client.redirect_uris = ['https://keyway.example.test/api/oauth/callback'];
-      keyway = await listenOnLoopback((req, res) => toNodeHandler(h.handler)(req, res));
+      keyway = await listenOnLoopback((req, res) => {
+        sockets.add(req.socket);
+        toNodeHandler(h.handler)(req, res);
+      });
       const put = await h.call('PUT', '/api/admin/providers/api', {
         body: {
           template: 'oauth2',
@@ -219,6 +229,42 @@ describe.each(UPSTREAM_TRANSPORTS)(
       expect(world.isValidAccessToken(String(echoed[1]?.headers.authorization).slice(7))).toBe(
         true,
       );
+    });
+
+    it('keeps no listener of a request on a kept-alive client connection once its answer is over', async () => {
+      const alice = await h.mint('alice', ['acme/users/alice']);
+      const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+      const call = (method: string, body?: string) =>
+        new Promise<number>((resolve, reject) => {
+          const outgoing = httpRequest(
+            `http://127.0.0.1:${keyway.port}/proxy/${CONNECTION}/items?n=1`,
+            {
+              method,
+              agent,
+              headers: {
+                authorization: `Bearer ${alice}`,
+                ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+              },
+            },
+            (answer) => {
+              answer.resume();
+              answer.once('end', () => resolve(answer.statusCode ?? 0));
+            },
+          );
+          outgoing.once('error', reject);
+          outgoing.end(body);
+        });
+      for (let i = 0; i < 10; i++) expect(await call('GET')).toBe(200);
+      refuse = 1;
+      expect(await call('POST', '{"a":1}')).toBe(200);
+      expect(world.stats.refreshes).toBe(1);
+      expect(await call('DELETE')).toBe(200);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(sockets.size).toBe(1);
+      expect(
+        [...sockets].map((socket) => getEventListeners(connectionGone(socket), 'abort').length),
+      ).toEqual([0]);
+      agent.destroy();
     });
 
     it('refuses a provider without an API base', async () => {
