@@ -1,6 +1,8 @@
+import { EventEmitter } from 'node:events';
 import { memoryStorage } from '@keyway/store-memory';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createHandler } from '../src/index.js';
+import { connectionGone } from '../src/node/handler.js';
 import { toNodeHandler } from '../src/node/index.js';
 import { HEALTH_ROUTES } from '../src/routes/health.js';
 import {
@@ -312,5 +314,23 @@ describe('toNodeHandler() over loopback HTTP', () => {
       JSON.stringify({ pad: 'x'.repeat(2 << 20) }),
     );
     expect(reply.status).toBe(413);
+  });
+});
+
+describe('connectionGone: the signal of every forwarded request on a client connection', () => {
+  it('is one per connection, aborted when it closes, and aborted at once for one already closed', () => {
+    const open = Object.assign(new EventEmitter(), { destroyed: false });
+    const signal = connectionGone(open);
+    expect(connectionGone(open)).toBe(signal);
+    expect(signal.aborted).toBe(false);
+    open.emit('close');
+    expect(signal.aborted).toBe(true);
+    expect((signal.reason as DOMException).name).toBe('AbortError');
+    expect((signal.reason as DOMException).message).toBe('the client went away');
+
+    // A client that left while its request's body was read: no `close` will come.
+    const closed = Object.assign(new EventEmitter(), { destroyed: true });
+    expect(connectionGone(closed).aborted).toBe(true);
+    expect(connectionGone(new EventEmitter()).aborted).toBe(false);
   });
 });

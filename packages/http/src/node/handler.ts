@@ -195,6 +195,7 @@ class NodeIncoming implements Incoming {
 
 /** The client's connection as {@link connectionGone} watches it. */
 interface ClientSocket {
+  readonly destroyed?: boolean;
   once(event: 'close', listener: () => void): unknown;
 }
 
@@ -212,7 +213,10 @@ export function connectionGone(socket: ClientSocket): AbortSignal {
   let signal = goneSignals.get(socket);
   if (signal === undefined) {
     const gone = new AbortController();
-    socket.once('close', () => gone.abort(new DOMException('the client went away', 'AbortError')));
+    const away = () => gone.abort(new DOMException('the client went away', 'AbortError'));
+    // Closed already (while its request's body was read): no `close` is coming.
+    if (socket.destroyed === true) away();
+    else socket.once('close', away);
     signal = gone.signal;
     goneSignals.set(socket, signal);
   }
