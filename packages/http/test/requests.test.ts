@@ -42,6 +42,48 @@ describe('request handling (docs/api.md §1.2)', () => {
     }
   });
 
+  it("checks a token through the storage's lookups in their order: synchronous, the check's asynchronous one, the whole record", async () => {
+    const storage = memoryStorage();
+    const used: string[] = [];
+    const counted = (sync: boolean, check: boolean) =>
+      new Harness({
+        ...storage,
+        findTokenByIdHashSync: sync
+          ? (idHash: string) => {
+              used.push('sync');
+              return storage.findTokenByIdHashSync?.(idHash) ?? null;
+            }
+          : undefined,
+        ...(check
+          ? {
+              findTokenCheckByIdHash: async (idHash: string) => {
+                used.push('check');
+                return storage.findTokenByIdHash(idHash);
+              },
+            }
+          : {}),
+        findTokenByIdHash: async (idHash: string) => {
+          used.push('record');
+          return storage.findTokenByIdHash(idHash);
+        },
+      });
+    for (const [sync, check, expected] of [
+      [true, true, 'sync'],
+      [false, true, 'check'],
+      [false, false, 'record'],
+    ] as const) {
+      const harness = counted(sync, check);
+      const token = await harness.mint(`reader-${expected}`, ['a']);
+      used.length = 0;
+      expect((await harness.call('GET', '/api/admin/tokens', { token })).status).toBe(200);
+      expect(used).toEqual([expected]);
+      expect(
+        (await harness.call('GET', '/api/admin/tokens', { token: `${token.slice(0, -2)}AA` }))
+          .status,
+      ).toBe(401);
+    }
+  });
+
   it('hands every route the same kind of context: its principal read through the prototype, never an accessor of its own', async () => {
     // A context written as an object literal with a getter had V8 make a hidden class per
     // request (holding that request until a full collection): the shape is held here.
@@ -203,6 +245,7 @@ describe('request handling (docs/api.md §1.2)', () => {
   it.each([
     ['asynchronous', 'findTokenByIdHash'],
     ['synchronous', 'findTokenByIdHashSync'],
+    ["check's asynchronous", 'findTokenCheckByIdHash'],
   ] as const)(
     'answers 500 internal_error without internals when a %s storage read fails',
     async (_, method) => {
@@ -215,6 +258,9 @@ describe('request handling (docs/api.md §1.2)', () => {
         findTokenByIdHashSync: method === 'findTokenByIdHashSync' ? fire : undefined,
         findTokenByIdHash:
           method === 'findTokenByIdHash' ? async () => fire() : storage.findTokenByIdHash,
+        ...(method === 'findTokenCheckByIdHash'
+          ? { findTokenCheckByIdHash: async () => fire() }
+          : {}),
       });
       const token = await failing.mint('a', ['a']);
       const reply = await failing.call('GET', '/api/admin/tokens', { token });

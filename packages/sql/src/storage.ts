@@ -103,6 +103,9 @@ export function sqlStorage(
 
     findTokenByIdHash: (idHash) => find(TOKENS, TOKEN_BY_ID_HASH, [idHash]),
 
+    // The check's three columns, for an engine read asynchronously (and offered by all).
+    findTokenCheckByIdHash: (idHash) => find(TOKEN_CHECKS, TOKEN_CHECK_BY_ID_HASH, [idHash]),
+
     ...(driver.synchronous === true
       ? {
           findTokenByIdHashSync(idHash: string) {

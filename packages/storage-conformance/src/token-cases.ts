@@ -21,6 +21,10 @@ export function tokenRecord(name: string, overrides: Partial<TokenRecord> = {}):
   };
 }
 
+/** What a token check reads of a lookup's answer; a storage may answer the whole record. */
+const checked = (found: TokenCheckRecord | null) =>
+  found === null ? null : { name: found.name, scopes: found.scopes, expiresAt: found.expiresAt };
+
 async function insertAll(storage: Storage, records: TokenRecord[]): Promise<void> {
   for (const record of records) expect(await storage.insertToken(record, NOW)).toBe(true);
 }
@@ -52,11 +56,6 @@ export function tokenStorageCases({ open, connectAgain }: CaseContext): void {
       await insertAll(storage, [record, expired]);
       const sync = storage.findTokenByIdHashSync?.bind(storage);
       if (sync === undefined) return; // optional: this storage reads asynchronously only
-      // What a check reads; a storage may answer the whole record.
-      const checked = (found: TokenCheckRecord | null) =>
-        found === null
-          ? null
-          : { name: found.name, scopes: found.scopes, expiresAt: found.expiresAt };
       for (const idHash of [record.idHash, expired.idHash, 'e'.repeat(64)]) {
         expect(checked(sync(idHash))).toEqual(checked(await storage.findTokenByIdHash(idHash)));
       }
@@ -74,6 +73,35 @@ export function tokenStorageCases({ open, connectAgain }: CaseContext): void {
       const found = sync(record.idHash) as TokenCheckRecord;
       found.scopes.push('other/**');
       expect(checked(sync(record.idHash))?.scopes).toEqual(['acme/**']);
+      expect(await storage.findTokenByIdHash(record.idHash)).toEqual(record);
+    });
+
+    it("answers the check's asynchronous lookup, where offered, with findTokenByIdHash's name, scopes and expiry", async () => {
+      const storage = await open();
+      const record = tokenRecord('check.reader', { scopes: ['acme/**'], expiresAt: NOW + 1 });
+      const expired = tokenRecord('check.gone', { expiresAt: NOW - 1 });
+      await insertAll(storage, [record, expired]);
+      const lookup = storage.findTokenCheckByIdHash?.bind(storage);
+      if (lookup === undefined) return; // optional: core reads the whole record then
+      for (const idHash of [record.idHash, expired.idHash, 'e'.repeat(64)]) {
+        expect(checked(await lookup(idHash))).toEqual(
+          checked(await storage.findTokenByIdHash(idHash)),
+        );
+      }
+      expect(checked(await lookup(record.idHash))).toEqual({
+        name: 'check.reader',
+        scopes: ['acme/**'],
+        expiresAt: NOW + 1,
+      });
+      expect(checked(await lookup(expired.idHash))).toEqual({
+        name: 'check.gone',
+        scopes: ['acme/**'],
+        expiresAt: NOW - 1,
+      });
+      expect(await lookup('e'.repeat(64))).toBeNull();
+      const found = (await lookup(record.idHash)) as TokenCheckRecord;
+      found.scopes.push('other/**');
+      expect(checked(await lookup(record.idHash))?.scopes).toEqual(['acme/**']);
       expect(await storage.findTokenByIdHash(record.idHash)).toEqual(record);
     });
 

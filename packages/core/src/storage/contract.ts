@@ -74,6 +74,13 @@ export interface TokenStorage {
    */
   findTokenByIdHashSync?(idHash: string): TokenCheckRecord | null;
 
+  /**
+   * Optional: the same lookup for a storage that waits on I/O (PostgreSQL): what
+   * {@link findTokenByIdHashSync} answers, as a promise. Core uses the synchronous one where
+   * there is one, this one otherwise, and {@link findTokenByIdHash} without either.
+   */
+  findTokenCheckByIdHash?(idHash: string): Promise<TokenCheckRecord | null>;
+
   /** The live token with this name, or `null`. */
   findLiveTokenByName(name: string, now: number): Promise<TokenRecord | null>;
 

@@ -211,9 +211,12 @@ export class TokenService {
     const idHash = this.#codec.open(credential);
     if (idHash === null) throw invalidToken('the token is not valid');
     const storage = this.#storage;
-    return storage.findTokenByIdHashSync === undefined
-      ? storage.findTokenByIdHash(idHash).then((record) => this.#principalOf(record, idHash))
-      : this.#principalOf(storage.findTokenByIdHashSync(idHash), idHash);
+    if (storage.findTokenByIdHashSync !== undefined) {
+      return this.#principalOf(storage.findTokenByIdHashSync(idHash), idHash);
+    }
+    // The check's columns where the storage reads them alone, else the whole record.
+    const read = storage.findTokenCheckByIdHash?.(idHash) ?? storage.findTokenByIdHash(idHash);
+    return read.then((record) => this.#principalOf(record, idHash));
   }
 
   /** The principal of the token read by `idHash`: live, or `invalid_token`. */
