@@ -49,61 +49,59 @@ export function tokenStorageCases({ open, connectAgain }: CaseContext): void {
       expect(await storage.findLiveTokenByName('alice.bot-1_x', NOW)).toEqual(record);
     });
 
-    it("answers the synchronous lookup, where offered, with findTokenByIdHash's name, scopes and expiry", async () => {
-      const storage = await open();
-      const record = tokenRecord('sync.reader', { scopes: ['acme/**'], expiresAt: NOW + 1 });
-      const expired = tokenRecord('sync.gone', { expiresAt: NOW - 1 });
-      await insertAll(storage, [record, expired]);
-      const sync = storage.findTokenByIdHashSync?.bind(storage);
-      if (sync === undefined) return; // optional: this storage reads asynchronously only
-      for (const idHash of [record.idHash, expired.idHash, 'e'.repeat(64)]) {
-        expect(checked(sync(idHash))).toEqual(checked(await storage.findTokenByIdHash(idHash)));
-      }
-      expect(checked(sync(record.idHash))).toEqual({
-        name: 'sync.reader',
-        scopes: ['acme/**'],
-        expiresAt: NOW + 1,
+    // The token check's two optional lookups, each held to findTokenByIdHash where offered.
+    const lookups = [
+      {
+        title: 'synchronous lookup',
+        prefix: 'sync',
+        // Optional: a storage that reads asynchronously only has none.
+        of: (storage: Storage) => {
+          const sync = storage.findTokenByIdHashSync?.bind(storage);
+          if (sync === undefined) return undefined;
+          return async (idHash: string) => {
+            const found = sync(idHash);
+            expect(found).not.toBeInstanceOf(Promise);
+            return found;
+          };
+        },
+      },
+      {
+        title: "check's asynchronous lookup",
+        prefix: 'check',
+        // Optional: core reads the whole record without it.
+        of: (storage: Storage) => storage.findTokenCheckByIdHash?.bind(storage),
+      },
+    ];
+    for (const { title, prefix, of } of lookups) {
+      it(`answers the ${title}, where offered, with findTokenByIdHash's name, scopes and expiry`, async () => {
+        const storage = await open();
+        const record = tokenRecord(`${prefix}.reader`, { scopes: ['acme/**'], expiresAt: NOW + 1 });
+        const expired = tokenRecord(`${prefix}.gone`, { expiresAt: NOW - 1 });
+        await insertAll(storage, [record, expired]);
+        const lookup = of(storage);
+        if (lookup === undefined) return;
+        for (const idHash of [record.idHash, expired.idHash, 'e'.repeat(64)]) {
+          expect(checked(await lookup(idHash))).toEqual(
+            checked(await storage.findTokenByIdHash(idHash)),
+          );
+        }
+        expect(checked(await lookup(record.idHash))).toEqual({
+          name: `${prefix}.reader`,
+          scopes: ['acme/**'],
+          expiresAt: NOW + 1,
+        });
+        expect(checked(await lookup(expired.idHash))).toEqual({
+          name: `${prefix}.gone`,
+          scopes: ['acme/**'],
+          expiresAt: NOW - 1,
+        });
+        expect(await lookup('e'.repeat(64))).toBeNull();
+        const found = (await lookup(record.idHash)) as TokenCheckRecord;
+        found.scopes.push('other/**');
+        expect(checked(await lookup(record.idHash))?.scopes).toEqual(['acme/**']);
+        expect(await storage.findTokenByIdHash(record.idHash)).toEqual(record);
       });
-      expect(checked(sync(expired.idHash))).toEqual({
-        name: 'sync.gone',
-        scopes: ['acme/**'],
-        expiresAt: NOW - 1,
-      });
-      expect(sync('e'.repeat(64))).toBeNull();
-      const found = sync(record.idHash) as TokenCheckRecord;
-      found.scopes.push('other/**');
-      expect(checked(sync(record.idHash))?.scopes).toEqual(['acme/**']);
-      expect(await storage.findTokenByIdHash(record.idHash)).toEqual(record);
-    });
-
-    it("answers the check's asynchronous lookup, where offered, with findTokenByIdHash's name, scopes and expiry", async () => {
-      const storage = await open();
-      const record = tokenRecord('check.reader', { scopes: ['acme/**'], expiresAt: NOW + 1 });
-      const expired = tokenRecord('check.gone', { expiresAt: NOW - 1 });
-      await insertAll(storage, [record, expired]);
-      const lookup = storage.findTokenCheckByIdHash?.bind(storage);
-      if (lookup === undefined) return; // optional: core reads the whole record then
-      for (const idHash of [record.idHash, expired.idHash, 'e'.repeat(64)]) {
-        expect(checked(await lookup(idHash))).toEqual(
-          checked(await storage.findTokenByIdHash(idHash)),
-        );
-      }
-      expect(checked(await lookup(record.idHash))).toEqual({
-        name: 'check.reader',
-        scopes: ['acme/**'],
-        expiresAt: NOW + 1,
-      });
-      expect(checked(await lookup(expired.idHash))).toEqual({
-        name: 'check.gone',
-        scopes: ['acme/**'],
-        expiresAt: NOW - 1,
-      });
-      expect(await lookup('e'.repeat(64))).toBeNull();
-      const found = (await lookup(record.idHash)) as TokenCheckRecord;
-      found.scopes.push('other/**');
-      expect(checked(await lookup(record.idHash))?.scopes).toEqual(['acme/**']);
-      expect(await storage.findTokenByIdHash(record.idHash)).toEqual(record);
-    });
+    }
 
     it('answers null for an unknown id hash or name', async () => {
       const storage = await open();

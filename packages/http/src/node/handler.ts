@@ -159,26 +159,14 @@ class NodeIncoming implements Incoming {
   }
 
   request(): Request {
-    this.made ??= webRequestOf(this.#req, this.#urlOf(), this.#gone());
+    // Aborted when the client goes away before its answer is written (the gateway then
+    // closes its upstream request): a Web request's own, as `Request` keeps its listener.
+    this.made ??= webRequestOf(
+      this.#req,
+      this.#urlOf(),
+      abortedOnClose(this.#res, () => this.#res.writableFinished),
+    );
     return this.made;
-  }
-
-  #goneSignal: AbortSignal | undefined;
-
-  /**
-   * Aborted when the client goes away before its answer is written (the gateway then closes
-   * its upstream request). Made once, when first asked.
-   */
-  #gone(): AbortSignal {
-    if (this.#goneSignal === undefined) {
-      const gone = new AbortController();
-      this.#res.once('close', () => {
-        if (!this.#res.writableFinished)
-          gone.abort(new DOMException('the client went away', 'AbortError'));
-      });
-      this.#goneSignal = gone.signal;
-    }
-    return this.#goneSignal;
   }
 
   clientAddress(): string | null {
@@ -193,13 +181,27 @@ class NodeIncoming implements Incoming {
   }
 }
 
-/** The client's connection as {@link connectionGone} watches it. */
-interface ClientSocket {
+/** What closes when the client goes away: its connection, or the answer to it. */
+interface Closing {
   readonly destroyed?: boolean;
   once(event: 'close', listener: () => void): unknown;
 }
 
-const goneSignals = new WeakMap<ClientSocket, AbortSignal>();
+/**
+ * A signal aborted, as the client going away, when `target` closes (at once when it has
+ * already), unless `finished` says the answer was written by then.
+ */
+function abortedOnClose(target: Closing, finished: () => boolean = () => false): AbortSignal {
+  const gone = new AbortController();
+  const away = () => {
+    if (!finished()) gone.abort(new DOMException('the client went away', 'AbortError'));
+  };
+  if (target.destroyed === true) away();
+  else target.once('close', away);
+  return gone.signal;
+}
+
+const goneSignals = new WeakMap<Closing, AbortSignal>();
 
 /**
  * Aborted when the client's connection closes: the signal of every forwarded request on it.
@@ -207,17 +209,13 @@ const goneSignals = new WeakMap<ClientSocket, AbortSignal>();
  * Node 20): the connection closing is the client going away for every request still open on
  * it, and a request whose answer was written has nothing left to abort. Those who listen
  * remove their listener when their request is over (the outbound exchange, the streaming
- * fetch), so none piles up on a kept-alive connection.
+ * fetch), so none piles up on a kept-alive connection; a connection closed already (while
+ * its request's body was read) gives a signal aborted at once.
  */
-export function connectionGone(socket: ClientSocket): AbortSignal {
+export function connectionGone(socket: Closing): AbortSignal {
   let signal = goneSignals.get(socket);
   if (signal === undefined) {
-    const gone = new AbortController();
-    const away = () => gone.abort(new DOMException('the client went away', 'AbortError'));
-    // Closed already (while its request's body was read): no `close` is coming.
-    if (socket.destroyed === true) away();
-    else socket.once('close', away);
-    signal = gone.signal;
+    signal = abortedOnClose(socket);
     goneSignals.set(socket, signal);
   }
   return signal;
