@@ -41,21 +41,30 @@ Starts the Keyway broker. Environment:
   KEYWAY_AUDIT_RETENTION_DAYS  days the audit log keeps an event (default 90)
   KEYWAY_REFRESH_IDLE_AFTER    refresh connections nothing refreshed for this long, e.g.
                     7d, so refresh tokens that expire when idle stay alive (default off)
+  KEYWAY_REFRESH_MARGIN_MS     refresh a token this long before it expires, at most half
+                    its lifetime (default 60000); the same on every instance
+  KEYWAY_REFRESH_LEASE_MS      how long one instance holds a connection's refresh before
+                    another may take it over (default 30000); the same on every instance
   KEYWAY_ASSERTION_SOURCES     where jwt_bearer providers read their JWT assertions:
-                    name=file:/path, name=directory:/path or name=env:VARIABLE, comma-separated
+                    name=file:/path, name=directory:/path or name=env:VARIABLE, comma-separated,
+                    each with ;providers=<ids> (space-separated, e.g. acme/billing acme/svc/**)
+                    for the providers broker tokens may point at it (default: root's only)
   KEYWAY_HEADERS_TIMEOUT_MS     time to receive request headers (default 10000)
   KEYWAY_REQUEST_TIMEOUT_MS     time to receive a whole request (default 30000)
   KEYWAY_KEEP_ALIVE_TIMEOUT_MS  idle keep-alive connection lifetime (default 5000)
   KEYWAY_MAX_CONNECTIONS        open connections at once (default 1000)
   KEYWAY_SHUTDOWN_TIMEOUT_MS    on SIGTERM/SIGINT, time requests in flight have to finish
-                    before they are cut (default 10000)
+                    before they are answered 503 with Retry-After (default 10000)
   KEYWAY_GATEWAY_MAX_BODY_BYTES  largest request body the MCP gateway forwards
                     (default 4194304)
   KEYWAY_GATEWAY_IDLE_TIMEOUT_MS  upstream silence the gateway allows, before an answer
                     or within a stream (default 300000)
   KEYWAY_GATEWAY_MAX_STREAMS_PER_CONNECTION  open upstream requests per connection
                     (default 64)
-  KEYWAY_GATEWAY_MAX_STREAMS_PER_CALLER  open upstream requests per caller (default 256)
+  KEYWAY_GATEWAY_MAX_STREAMS_PER_CALLER  open upstream requests per caller, counted per
+                    delegation tree (default 256)
+  KEYWAY_GATEWAY_MAX_BUFFERED_BYTES  request bytes the gateway and the proxy hold at once
+                    across the process (default 67108864)
   KEYWAY_LOG_LEVEL  the request log's level: fatal, error, warn, info (default: a JSON
                     line per request on standard output), debug, trace, silent
   KEYWAY_METRICS_PORT  serve Prometheus metrics at /metrics on this port (default off)

@@ -51,6 +51,7 @@ const GATEWAY_VARIABLES: [string, string, number, number][] = [
   ['idleTimeoutMs', 'KEYWAY_GATEWAY_IDLE_TIMEOUT_MS', 1000, 3_600_000],
   ['maxStreamsPerConnection', 'KEYWAY_GATEWAY_MAX_STREAMS_PER_CONNECTION', 1, 100_000],
   ['maxStreamsPerCaller', 'KEYWAY_GATEWAY_MAX_STREAMS_PER_CALLER', 1, 100_000],
+  ['maxBufferedBytes', 'KEYWAY_GATEWAY_MAX_BUFFERED_BYTES', 1024 * 1024, 16 * 1024 * 1024 * 1024],
 ];
 
 /** Every `KEYWAY_*` variable `keyway serve` reads (`keyway serve --help` explains each). */
@@ -72,6 +73,8 @@ export const SERVE_VARIABLES: readonly string[] = [
   'KEYWAY_WEBHOOK_TYPES',
   'KEYWAY_AUDIT_RETENTION_DAYS',
   'KEYWAY_REFRESH_IDLE_AFTER',
+  'KEYWAY_REFRESH_MARGIN_MS',
+  'KEYWAY_REFRESH_LEASE_MS',
   'KEYWAY_ASSERTION_SOURCES',
   'KEYWAY_LOG_LEVEL',
   'KEYWAY_METRICS_PORT',
@@ -182,6 +185,10 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
     if (idle < 1000) throw new Error('KEYWAY_REFRESH_IDLE_AFTER must be at least 1s');
     options.refreshIdleAfter = idle;
   }
+  const margin = integerVariable(env, 'KEYWAY_REFRESH_MARGIN_MS', 0, 3_600_000);
+  if (margin !== undefined) options.refreshMarginMs = margin;
+  const lease = integerVariable(env, 'KEYWAY_REFRESH_LEASE_MS', 300, 600_000);
+  if (lease !== undefined) options.refreshLeaseMs = lease;
   const level = env.KEYWAY_LOG_LEVEL?.trim().toLowerCase();
   if (level) {
     if (!(LOG_LEVELS as readonly string[]).includes(level)) {
@@ -234,6 +241,8 @@ const VARIABLE_OF_OPTION: Record<string, string> = {
   webhooks: 'KEYWAY_WEBHOOK_URL',
   auditRetentionDays: 'KEYWAY_AUDIT_RETENTION_DAYS',
   refreshIdleAfter: 'KEYWAY_REFRESH_IDLE_AFTER',
+  refreshMarginMs: 'KEYWAY_REFRESH_MARGIN_MS',
+  refreshLeaseMs: 'KEYWAY_REFRESH_LEASE_MS',
   rateLimits: 'KEYWAY_RATE_LIMITS',
   assertionSources: 'KEYWAY_ASSERTION_SOURCES',
 };
@@ -254,34 +263,47 @@ export function inOperatorWords(message: string): string {
 
 const SOURCE_KINDS = ['file', 'directory', 'env'] as const;
 
+type Source = ({ file: string } | { directory: string } | { env: string }) & {
+  providers?: string[];
+};
+
 /**
  * `KEYWAY_ASSERTION_SOURCES`: `name=kind:value` entries, comma-separated, each kind `file`
- * (a path), `directory` (a path; a provider names a file of it) or `env` (a variable).
+ * (a path), `directory` (a path; a provider names a file of it) or `env` (a variable), and
+ * optionally `;providers=` the provider ids (scopes: `acme/billing`, `acme/services/**`)
+ * the source serves, space-separated. A source without them serves providers the root key
+ * writes only.
  *
  * @throws {TypeError} naming the variable and the entry.
  */
-export function parseAssertionSources(
-  text: string,
-): Record<string, { file: string } | { directory: string } | { env: string }> {
-  const sources: Record<string, { file: string } | { directory: string } | { env: string }> = {};
+export function parseAssertionSources(text: string): Record<string, Source> {
+  const sources: Record<string, Source> = {};
   for (const entry of listVariable(text)) {
-    const match = /^([a-z][a-z0-9_-]{0,63})=(file|directory|env):(.+)$/.exec(entry);
+    const match = /^([a-z][a-z0-9_-]{0,63})=(file|directory|env):([^;]+)(?:;providers=(.*))?$/.exec(
+      entry,
+    );
     if (match === null) {
       throw new TypeError(
-        `KEYWAY_ASSERTION_SOURCES: ${JSON.stringify(entry.slice(0, 80))} is not name=kind:value (kind ${SOURCE_KINDS.join(', ')}; a name of lower case letters, digits, _ and -), e.g. k8s=file:/var/run/secrets/tokens/mcp`,
+        `KEYWAY_ASSERTION_SOURCES: ${JSON.stringify(entry.slice(0, 80))} is not name=kind:value[;providers=ids] (kind ${SOURCE_KINDS.join(', ')}; a name of lower case letters, digits, _ and -), e.g. k8s=file:/var/run/secrets/tokens/mcp;providers=acme/billing`,
       );
     }
-    const [, name = '', kind = '', value = ''] = match;
+    const [, name = '', kind = '', value = '', list] = match;
     if (sources[name] !== undefined)
       throw new TypeError(
         `KEYWAY_ASSERTION_SOURCES: the source ${JSON.stringify(name)} is named twice`,
       );
+    const providers = list?.split(' ').filter((id) => id !== '');
+    if (providers !== undefined && providers.length === 0)
+      throw new TypeError(
+        `KEYWAY_ASSERTION_SOURCES: the source ${JSON.stringify(name)} has an empty ";providers=": name the provider ids it serves, or leave it out`,
+      );
+    const bound = providers === undefined ? {} : { providers };
     sources[name] =
       kind === 'file'
-        ? { file: value }
+        ? { file: value, ...bound }
         : kind === 'directory'
-          ? { directory: value }
-          : { env: value };
+          ? { directory: value, ...bound }
+          : { env: value, ...bound };
   }
   return sources;
 }

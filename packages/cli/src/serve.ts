@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { linkSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, get as httpGet, type Server, type ServerResponse } from 'node:http';
+import { get as httpsGet } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import {
   type Broker,
@@ -133,6 +134,16 @@ export interface ServeOptions {
    * a duration such as `7d`). Default off.
    */
   refreshIdleAfter?: string | number;
+  /**
+   * Refresh a token this long before it expires, at most half its lifetime (docs/api.md §5,
+   * `KEYWAY_REFRESH_MARGIN_MS`). Default 60000. Every instance sharing the storage sets the same.
+   */
+  refreshMarginMs?: number;
+  /**
+   * How long one instance holds a connection's refresh before another may take it over
+   * (`KEYWAY_REFRESH_LEASE_MS`). Default 30000. Every instance sharing the storage sets the same.
+   */
+  refreshLeaseMs?: number;
   /** The MCP gateway's limits (`createBroker({ gateway })`, docs/api.md §13). */
   gateway?: BrokerConfig['gateway'];
   /** Where lines for the operator go; default `console.log`. */
@@ -249,10 +260,17 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
     },
     (req, res) => {
-      if (handle === null) res.writeHead(503).end();
-      else handle(req, res);
+      if (handle === null) {
+        res.writeHead(503).end();
+        return;
+      }
+      inFlight.add(res);
+      res.once('close', () => inFlight.delete(res));
+      handle(req, res);
     },
   );
+  // The answers not yet finished: what the shutdown deadline answers 503 (docs/operations.md).
+  const inFlight = new Set<ServerResponse>();
   server.maxConnections = limits.maxConnections;
   const host = options.host ?? DEFAULT_HOST;
   server.listen(options.port ?? 8787, host);
@@ -307,7 +325,15 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   const base = baseUrl.replace(/\/+$/, '');
   log(`Base URL ${base}: the inspector is ${base}/inspector, OAuth callbacks return to ${base}`);
   const mismatch = baseUrlMismatch(baseUrl, listening);
-  if (mismatch !== null) log(`Warning: ${mismatch}`);
+  if (mismatch !== null) {
+    // Instances behind one shared URL (a load balancer, a proxy) are not a mistake: the
+    // warning is for a base URL where nothing answers.
+    if (await answersAt(base))
+      log(
+        `Base URL ${base} is served by another listener (a proxy, or the instances' shared address): callbacks return through it`,
+      );
+    else log(`Warning: ${mismatch}`);
+  }
   if (metricsServer !== null) log(`Metrics at ${metricsServer.url}`);
   if (generatedRootKey) for (const line of generatedRootKeyLines(rootKey)) log(line);
   return {
@@ -324,7 +350,10 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       const closed = once(server, 'close');
       server.close();
       const idle = setInterval(() => server.closeIdleConnections(), 50);
-      const cut = setTimeout(() => server.closeAllConnections(), limits.shutdownTimeoutMs);
+      const cut = setTimeout(() => {
+        unavailable(inFlight);
+        server.closeAllConnections();
+      }, limits.shutdownTimeoutMs);
       server.closeIdleConnections();
       try {
         await closed;
@@ -337,6 +366,30 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       serverLogger.flush();
     },
   };
+}
+
+/**
+ * At the shutdown deadline, what is still in flight: an answer not begun is `503` with
+ * `Retry-After` (another instance, or this one restarted, can take the request), its
+ * connection closed after it; one already streaming can only be cut.
+ */
+function unavailable(answers: Set<ServerResponse>): void {
+  const body = JSON.stringify({
+    error: 'unavailable',
+    error_description: 'this Keyway instance is shutting down: retry the request',
+  });
+  for (const res of answers) {
+    if (res.headersSent) continue;
+    res.shouldKeepAlive = false;
+    res
+      .writeHead(503, {
+        'content-type': 'application/json',
+        'cache-control': 'no-store',
+        'retry-after': '1',
+        connection: 'close',
+      })
+      .end(body);
+  }
 }
 
 /**
@@ -370,6 +423,26 @@ export function baseUrlMismatch(baseUrl: string, port: number): string | null {
   const basePort = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
   if (basePort === port) return null;
   return `KEYWAY_BASE_URL is ${url.origin}, but the broker listens on port ${port}: a browser sent back to ${url.origin} never reaches it (set KEYWAY_BASE_URL=http://localhost:${port}, or PORT=${basePort})`;
+}
+
+/**
+ * Whether anything answers HTTP at a loopback base URL (its `/healthz`) within a second: a
+ * startup check of the operator's own configuration, never a request a caller chose.
+ */
+function answersAt(base: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const url = `${base}/healthz`;
+    const answered = (res: { resume(): void }) => {
+      res.resume();
+      resolve(true);
+    };
+    // Loopback only, where a self-signed certificate is the rule: what matters is an answer.
+    const req = url.startsWith('https:')
+      ? httpsGet(url, { timeout: 1_000, rejectUnauthorized: false }, answered)
+      : httpGet(url, { timeout: 1_000 }, answered);
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(false));
+  });
 }
 
 /** The host of a URL that reaches a listening address (a wildcard is reached on loopback). */
@@ -414,6 +487,8 @@ function brokerConfig(
     ...(options.refreshIdleAfter === undefined
       ? {}
       : { refreshIdleAfter: options.refreshIdleAfter }),
+    ...(options.refreshMarginMs === undefined ? {} : { refreshMarginMs: options.refreshMarginMs }),
+    ...(options.refreshLeaseMs === undefined ? {} : { refreshLeaseMs: options.refreshLeaseMs }),
     rateLimits:
       options.rateLimits === false
         ? false

@@ -1,4 +1,12 @@
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createBroker, generateVaultKey, rootPrincipal } from '@keyway/core';
@@ -6,6 +14,7 @@ import { sqliteStorage } from '@keyway/store-sqlite';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type AdminIo, EXIT, runAdmin } from '../src/admin.js';
+import { backupDatabase } from '../src/backup.js';
 
 /*
  * `keyway backup <file>` (issue 25, docs/operations.md): SQLite's online backup API, while
@@ -135,5 +144,48 @@ describe('keyway backup', () => {
     expect(statSync(existing).size).toBe(size);
     expect(existsSync(join(dir, 'absent-copy.sqlite'))).toBe(false);
     expect(existsSync(join(dir, 'absent.sqlite'))).toBe(false);
+  });
+
+  it('writes the copy readable by its owner only from its first byte, and never through a link', async () => {
+    // A database of several hundred pages, so the copy is written in steps.
+    const file = join(dir, 'large.sqlite');
+    const broker = createBroker({
+      rootKey: ROOT_KEY,
+      storage: sqliteStorage(file),
+      vaultKeys: [generateVaultKey()],
+      purgeIntervalMs: false,
+    });
+    for (let i = 0; i < 60; i++) {
+      await broker.secrets.put(rootPrincipal(), `acme/big${i}`, { value: 'x'.repeat(30_000) });
+    }
+    await broker.close();
+    const target = join(dir, 'large-copy.sqlite');
+    // Whatever the umask lets through, the copy is the owner's alone while it is written.
+    const umask = process.umask(0);
+    const modes: number[] = [];
+    try {
+      await backupDatabase({ KEYWAY_DATABASE: file }, target, () => {
+        modes.push(statSync(target).mode & 0o777);
+      });
+    } finally {
+      process.umask(umask);
+    }
+    expect(modes.length).toBeGreaterThan(1);
+    expect(new Set(modes)).toEqual(new Set([0o600]));
+    expect(statSync(target).mode & 0o777).toBe(0o600);
+    // A link at the target, even one to a file of its own, is refused and left as it is.
+    const victim = join(dir, 'victim.txt');
+    writeFileSync(victim, 'untouched');
+    const link = join(dir, 'link.sqlite');
+    symlinkSync(victim, link);
+    const dangling = join(dir, 'dangling.sqlite');
+    symlinkSync(join(dir, 'nowhere'), dangling);
+    for (const path of [link, dangling]) {
+      const cli = io({ KEYWAY_DATABASE: file });
+      expect(await runAdmin(['backup', path], cli)).toBe(EXIT.usage);
+      expect(cli.errors[0]?.split('\n')[0]).toBe(`keyway: ${path} exists: name a new file`);
+    }
+    expect(readFileSync(victim, 'utf8')).toBe('untouched');
+    expect(existsSync(join(dir, 'nowhere'))).toBe(false);
   });
 });

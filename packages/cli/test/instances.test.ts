@@ -120,6 +120,9 @@ describe.each([
     try {
       const [a, b] = brokers.map((broker) => broker.url) as [string, string];
       const { world } = served;
+      // A token of one second, expired when the callers come: none has a valid token to be
+      // served while the one refresh runs, so every one gets its result.
+      world.set({ accessTokenLifetime: 1 });
       const provider = await call(a, 'PUT', '/api/admin/providers/linear', ROOT_KEY, {
         template: 'mcp',
         configuration: { resource_url: world.resourceUrl },
@@ -136,6 +139,7 @@ describe.each([
       const page = await callback.text();
       expect(page, page).toContain('Connected');
       world.set({ accessTokenLifetime: 3600 }); // the refreshed token is outside the margin
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
 
       const replies = await Promise.all(
         Array.from({ length: 50 }, (_, i) =>

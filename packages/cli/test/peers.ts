@@ -66,7 +66,7 @@ export function oidcProvider(
 /**
  * The in-memory test world, served over loopback HTTP so other processes can reach it.
  * Options go to `createTestWorld` (default: rotating refresh tokens, access tokens of 30 s,
- * inside the 60 s refresh margin from the start).
+ * due for a refresh in their second half).
  */
 export async function serveWorld(
   options: TestWorldOptions = {},

@@ -160,7 +160,9 @@ describe.each([
 
           // One winner per state: one callback URL, sent to every instance at once.
           const connection = `acme/users/u${round}/linear`;
-          world.set({ accessTokenLifetime: 30 }); // inside the 60 s refresh margin
+          // A token of one second, expired when the callers come: none has a valid token to
+          // be served while the one refresh runs, so every one gets its result.
+          world.set({ accessTokenLifetime: 1 });
           const started = await call(on(round), 'POST', '/api/oauth/authorize/linear', ROOT_KEY, {
             connection_id: connection,
           });
@@ -177,6 +179,7 @@ describe.each([
 
           // One refresh per storm; the refreshed token is outside the margin.
           world.set({ accessTokenLifetime: 3600 });
+          await new Promise((resolve) => setTimeout(resolve, 1_100));
           const refreshes = world.stats.refreshes;
           const storm = await Promise.all(
             Array.from({ length: 30 }, (_, i) =>

@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -66,6 +67,30 @@ describe('serve()', () => {
     expect(lines.filter((line) => line.startsWith('Warning'))).toEqual([
       `Warning: KEYWAY_BASE_URL is http://localhost:9, but the broker listens on port ${port}: a browser sent back to http://localhost:9 never reaches it (set KEYWAY_BASE_URL=http://localhost:${port}, or PORT=9)`,
     ]);
+  });
+
+  it('does not warn when the base URL answers: instances behind one shared URL', async () => {
+    // A load balancer (here, any listener) in front of the instances at the shared URL.
+    const shared = createServer((_req, res) => res.writeHead(200).end('{"status":"ok"}'));
+    shared.listen(0, '127.0.0.1');
+    await once(shared, 'listening');
+    const sharedPort = (shared.address() as AddressInfo).port;
+    const lines: string[] = [];
+    try {
+      running = await serve({
+        port: 0,
+        rootKey: ROOT_KEY,
+        database: database(),
+        baseUrl: `http://localhost:${sharedPort}`,
+        log: (line) => lines.push(line),
+      });
+    } finally {
+      shared.close();
+    }
+    expect(lines.filter((line) => line.startsWith('Warning'))).toEqual([]);
+    expect(lines).toContain(
+      `Base URL http://localhost:${sharedPort} is served by another listener (a proxy, or the instances' shared address): callbacks return through it`,
+    );
   });
 
   it('tells a loopback base URL on another port from one behind a proxy', () => {
@@ -304,11 +329,35 @@ describe('serveOptionsFromEnv()', () => {
     });
     expect(() => serveOptionsFromEnv({ KEYWAY_ASSERTION_SOURCES: 'k8s=/var/run/token' })).toThrow(
       new TypeError(
-        'KEYWAY_ASSERTION_SOURCES: "k8s=/var/run/token" is not name=kind:value (kind file, directory, env; a name of lower case letters, digits, _ and -), e.g. k8s=file:/var/run/secrets/tokens/mcp',
+        'KEYWAY_ASSERTION_SOURCES: "k8s=/var/run/token" is not name=kind:value[;providers=ids] (kind file, directory, env; a name of lower case letters, digits, _ and -), e.g. k8s=file:/var/run/secrets/tokens/mcp;providers=acme/billing',
       ),
     );
     expect(() => serveOptionsFromEnv({ KEYWAY_ASSERTION_SOURCES: 'a=env:X,a=env:Y' })).toThrow(
       new TypeError('KEYWAY_ASSERTION_SOURCES: the source "a" is named twice'),
+    );
+  });
+
+  it('reads the providers each assertion source serves, and refuses an empty list', () => {
+    expect(
+      serveOptionsFromEnv({
+        KEYWAY_ASSERTION_SOURCES:
+          'k8s=file:/var/run/secrets/tokens/mcp;providers=acme/billing acme/services/**,ci=env:CI',
+      }),
+    ).toEqual({
+      assertionSources: {
+        k8s: {
+          file: '/var/run/secrets/tokens/mcp',
+          providers: ['acme/billing', 'acme/services/**'],
+        },
+        ci: { env: 'CI' },
+      },
+    });
+    expect(() =>
+      serveOptionsFromEnv({ KEYWAY_ASSERTION_SOURCES: 'k8s=file:/token;providers=' }),
+    ).toThrow(
+      new TypeError(
+        'KEYWAY_ASSERTION_SOURCES: the source "k8s" has an empty ";providers=": name the provider ids it serves, or leave it out',
+      ),
     );
   });
 

@@ -79,17 +79,31 @@ describe('keyway serve on SIGTERM', () => {
     expect([code, signal]).toEqual([0, null]);
   }, 60_000);
 
-  it('cuts what is still in flight after KEYWAY_SHUTDOWN_TIMEOUT_MS, and exits 0', async () => {
+  it('answers what is still in flight after KEYWAY_SHUTDOWN_TIMEOUT_MS with 503 and Retry-After, and exits 0', async () => {
     const { broker, exited, inFlight } = await brokerWithRequestInFlight({
       KEYWAY_SHUTDOWN_TIMEOUT_MS: '200',
     });
     const outcome = inFlight.then(
-      (response) => response.status,
+      async (response) => ({
+        status: response.status,
+        retryAfter: response.headers.get('retry-after'),
+        connection: response.headers.get('connection'),
+        body: await response.json(),
+      }),
       (error: { cause?: { code?: string } }) => error.cause?.code ?? 'failed',
     );
     broker.child.kill('SIGTERM');
-    // The remote server never answers: the request is cut, and the process still exits 0.
-    expect(await outcome).toBe('UND_ERR_SOCKET');
+    // The remote server never answers: the client hears that the instance is going away,
+    // rather than a dropped connection, and the process still exits 0.
+    expect(await outcome).toEqual({
+      status: 503,
+      retryAfter: '1',
+      connection: 'close',
+      body: {
+        error: 'unavailable',
+        error_description: 'this Keyway instance is shutting down: retry the request',
+      },
+    });
     const [code, signal] = await exited;
     expect([code, signal]).toEqual([0, null]);
   }, 60_000);

@@ -87,7 +87,7 @@ function webIncoming(request: Request, context: unknown): Incoming {
     search: () => new URL(request.url).search,
     request: () => request,
     clientAddress: () => clientAddressOf(request, context),
-    forwarded: async () => request,
+    forwarded: () => request,
   };
 }
 

@@ -27,7 +27,8 @@ export interface Incoming {
   clientAddress(): string | null;
   /**
    * The request as the MCP gateway takes it: the Web `Request`, or on Node its method, its
-   * headers and its body read whole (at most `limit` bytes), with no Web objects.
+   * headers and its body, not read yet (core reads it once the request holds its stream
+   * slot), with no Web objects.
    */
-  forwarded(limit: number): Promise<Forwarded>;
+  forwarded(): Forwarded;
 }

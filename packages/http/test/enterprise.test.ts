@@ -22,6 +22,8 @@ async function identityProvider() {
   /** What to change in the ID-JAG, its header and the answer (an attack, or a broken IdP). */
   const shape: { claims?: object; header?: object; answer?: object } = {};
   const fetch = async (request: Request): Promise<Response> => {
+    // It publishes no metadata: the provider names its token endpoint.
+    if (request.method === 'GET') return new Response('not found', { status: 404 });
     const form = Object.fromEntries(new URLSearchParams(await request.text()));
     exchanges.push(form);
     if (form.grant_type !== TOKEN_EXCHANGE || form.subject_token !== 'alice-id-token')

@@ -124,7 +124,8 @@ describe('the JWT bearer grant (workload identity)', () => {
         })
       ).status,
     ).toBe(201);
-    current.jwt = await token({ aud: 'https://wrong.example' });
+    // An expired assertion: the server refuses it (one for another audience is never sent).
+    current.jwt = await token({ exp: Math.floor(Date.now() / 1000) - 60 });
     const refused = await h.call(
       'GET',
       '/api/oauth/credentials/acme/services/billing?force_refresh=true',

@@ -192,6 +192,33 @@ export function wrapSqlite(database: object): SqliteConnection {
   );
 }
 
+/** What {@link createPrivately} needs of `node:fs` (Node, Bun and Deno all have it). */
+interface PrivateFs {
+  openSync(path: string, flags: number, mode: number): number;
+  closeSync(fd: number): void;
+  constants: { O_CREAT: number; O_EXCL: number; O_WRONLY: number; O_NOFOLLOW?: number };
+}
+
+/**
+ * Creates a database file that does not exist yet readable by its owner only, before SQLite
+ * opens it: SQLite would create it (and its `-wal` and `-shm`, which take the database's
+ * permissions) readable by everyone the umask lets, and it holds encrypted tokens and the
+ * hashes of broker tokens. A file that exists is left as it is; `:memory:` and URIs too.
+ */
+function createPrivately(file: string): void {
+  if (file === '' || file === ':memory:' || file.startsWith('file:')) return;
+  const fs = createRequire(import.meta.url)('node:fs') as PrivateFs;
+  const { O_CREAT, O_EXCL, O_WRONLY, O_NOFOLLOW = 0 } = fs.constants;
+  let fd: number;
+  try {
+    fd = fs.openSync(file, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW, 0o600);
+  } catch {
+    // It exists (or cannot be made here): SQLite opens it, or says why it cannot.
+    return;
+  }
+  fs.closeSync(fd);
+}
+
 /** The runtime's global, where it says which runtime this is. */
 const runtime = globalThis as { Bun?: unknown; Deno?: unknown };
 
@@ -202,6 +229,7 @@ const runtime = globalThis as { Bun?: unknown; Deno?: unknown };
  * @throws {Error} naming the storages that work here when no driver loads.
  */
 export function openSqlite(file: string, driver?: new (file: string) => object): SqliteConnection {
+  createPrivately(file);
   if (driver !== undefined) return wrapSqlite(new driver(file));
   const require = createRequire(import.meta.url);
   let open: (file: string) => object;

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -11,7 +11,13 @@ import {
 } from '@keyway/sql';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { driverOf, MIGRATIONS, sqliteStorage, wrapSqlite } from '../src/index.js';
+import {
+  driverOf,
+  MIGRATIONS,
+  type SqliteStorage,
+  sqliteStorage,
+  wrapSqlite,
+} from '../src/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keyway-sqlite-plan-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -34,6 +40,29 @@ describe('sqliteStorage()', () => {
     expect(second.database.pragma('busy_timeout', { simple: true })).toBe(5000);
     await first.close();
     await second.close();
+  });
+
+  it('creates a new database file, its WAL and shared memory readable by the owner only', async () => {
+    const file = join(dir, 'private.sqlite');
+    const umask = process.umask(0);
+    let storage: SqliteStorage<Database.Database>;
+    try {
+      storage = sqliteStorage(file);
+      storage.database.prepare('CREATE TABLE IF NOT EXISTS t (x)').run();
+    } finally {
+      process.umask(umask);
+    }
+    for (const path of [file, `${file}-wal`, `${file}-shm`]) {
+      expect([path, statSync(path).mode & 0o777]).toEqual([path, 0o600]);
+    }
+    await storage.close();
+    // An existing file is the owner's business: left as it is.
+    const shared = join(dir, 'shared.sqlite');
+    writeFileSync(shared, '', { mode: 0o640 });
+    chmodSync(shared, 0o640);
+    const opened = sqliteStorage(shared);
+    expect(statSync(shared).mode & 0o777).toBe(0o640);
+    await opened.close();
   });
 
   it('leaves an open Database it was given to its owner', async () => {

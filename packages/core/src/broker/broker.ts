@@ -140,7 +140,7 @@ export function createBroker(config: BrokerConfig): Broker {
     profile: resolved.profile,
     declared: resolved.providers,
     profiles: resolved.profiles,
-    assertionSources: Object.keys(resolved.assertionSources),
+    assertionSources: resolved.assertionSources,
     events,
     onPartyChanged: (providerId, moved) =>
       records.requireReauthorizationOf(
@@ -157,6 +157,7 @@ export function createBroker(config: BrokerConfig): Broker {
     events,
     profile: resolved.profile,
     limiter,
+    observe: resolved.observe,
   });
   const records: ConnectionRecords = new ConnectionRecords({
     storage,

@@ -11,7 +11,7 @@ import { endpointProblem } from '../outbound/fetch.js';
 import { allowedHostSet } from '../outbound/hosts.js';
 import { toBase64Url } from '../platform/bytes.js';
 import { type ClientProfile, callbackKey, redirectUriOf } from '../providers/registration.js';
-import { noBaseUrl } from '../providers/registry.js';
+import { noBaseUrl } from '../providers/state.js';
 import {
   type ConnectionTokens,
   PendingRecordStateSchema,

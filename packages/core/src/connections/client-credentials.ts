@@ -71,7 +71,8 @@ export async function clientCredentialsTokens(
     if (state.grant === 'jwt_bearer') {
       // RFC 7523 §2.1: the workload's assertion, read now from its source, never kept.
       const ref = state.assertion ?? { source: '' };
-      parameters.set('assertion', await readAssertion(o.assertionSources, ref));
+      const target = { providerId, issuer: party.issuer, tokenEndpoint: party.token_endpoint };
+      parameters.set('assertion', await readAssertion(o.assertionSources, ref, target));
       result = await jwtBearerGrant(as, client, auth, parameters, options);
     } else {
       result = await withNonceRetry(async () =>

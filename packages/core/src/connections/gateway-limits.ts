@@ -1,9 +1,11 @@
 import { z } from 'zod';
+import type { Principal } from '../auth/principal.js';
 import { KeywayError } from '../contract/errors.js';
 import { type PipedAnswer, type PipedBody, pipedHeader } from '../outbound/piped.js';
 import { whenBodySettled } from '../outbound/stream.js';
 import { readBounded } from '../platform/bytes.js';
 import type { Observer } from '../telemetry/observation.js';
+import { delegationRoot } from '../tokens/name.js';
 
 /*
  * The gateway's limits (docs/api.md §13): the request body it buffers, how long an upstream
@@ -12,7 +14,7 @@ import type { Observer } from '../telemetry/observation.js';
  */
 
 const GATEWAY_LIMITS =
-  '"gateway" must be { maxBodyBytes?, idleTimeoutMs?, maxStreamsPerConnection?, maxStreamsPerCaller? } with integers in range';
+  '"gateway" must be { maxBodyBytes?, maxBufferedBytes?, idleTimeoutMs?, maxStreamsPerConnection?, maxStreamsPerCaller? } with integers in range';
 
 /** `createBroker({ gateway })`: checked with the other options. */
 export const GatewayLimitsSchema = z.strictObject(
@@ -25,13 +27,27 @@ export const GatewayLimitsSchema = z.strictObject(
       .max(64 * 1024 * 1024)
       .optional(),
     /**
+     * Request bodies held at once across the process, in bytes, by the gateway and the proxy
+     * together (1 MiB to 16 GiB). Default 64 MiB: past it a request is refused `429` with
+     * `Retry-After` before its body is read.
+     */
+    maxBufferedBytes: z
+      .number()
+      .int()
+      .min(1024 * 1024)
+      .max(16 * 1024 * 1024 * 1024)
+      .optional(),
+    /**
      * How long the upstream may stay silent, in ms: before its answer's head, and between
      * two chunks of a stream (1 s to 1 h). Default 300000 (5 min).
      */
     idleTimeoutMs: z.number().int().min(1000).max(3_600_000).optional(),
     /** Upstream requests open at once for one connection (1 to 100000). Default 64. */
     maxStreamsPerConnection: z.number().int().min(1).max(100_000).optional(),
-    /** Upstream requests open at once for one caller (1 to 100000). Default 256. */
+    /**
+     * Upstream requests open at once for one caller (1 to 100000), counted per delegation tree
+     * (`agent`, `agent.a` and `agent.a.b` share it, as they share the mint limit). Default 256.
+     */
     maxStreamsPerCaller: z.number().int().min(1).max(100_000).optional(),
   },
   { error: GATEWAY_LIMITS },
@@ -43,6 +59,7 @@ export type GatewayLimits = Required<z.output<typeof GatewayLimitsSchema>>;
 export function gatewayLimits(input: z.output<typeof GatewayLimitsSchema> = {}): GatewayLimits {
   return {
     maxBodyBytes: input.maxBodyBytes ?? 4 * 1024 * 1024,
+    maxBufferedBytes: input.maxBufferedBytes ?? 64 * 1024 * 1024,
     idleTimeoutMs: input.idleTimeoutMs ?? 300_000,
     maxStreamsPerConnection: input.maxStreamsPerConnection ?? 64,
     maxStreamsPerCaller: input.maxStreamsPerCaller ?? 256,
@@ -50,19 +67,53 @@ export function gatewayLimits(input: z.output<typeof GatewayLimitsSchema> = {}):
 }
 
 /**
+ * Who a stream slot is counted against: the root key, or a broker token's delegation tree
+ * (the name before its first dot), so delegating does not multiply a caller's streams.
+ */
+export function callerOf(principal: Principal): string {
+  return principal.kind === 'root' ? 'root' : `tree:${delegationRoot(principal.name)}`;
+}
+
+/**
  * Open upstream requests counted per connection and per caller, in this process (each
- * instance enforces its own share). `take` takes a slot in both or throws `rate_limited`;
- * the release it answers gives both back, once.
+ * instance enforces its own share), and the request bodies they hold. `take` takes a slot
+ * in both or throws `rate_limited`; the release it answers gives both back, once.
  */
 export class StreamSlots {
   readonly #byConnection = new Map<string, number>();
   readonly #byCaller = new Map<string, number>();
   #open = 0;
+  #buffered = 0;
 
   constructor(
     readonly limits: GatewayLimits,
     readonly observe: Observer,
   ) {}
+
+  /** Bytes of request bodies held in this process. */
+  get buffered(): number {
+    return this.#buffered;
+  }
+
+  /**
+   * Holds `bytes` more of request bodies, or throws `rate_limited` past the process's limit
+   * (`maxBufferedBytes`); the caller gives them back with {@link StreamSlots.unhold}.
+   */
+  hold(bytes: number): void {
+    if (this.#buffered + bytes > this.limits.maxBufferedBytes) {
+      throw new KeywayError(
+        'rate_limited',
+        `Keyway holds ${this.#buffered} bytes of forwarded request bodies, near its limit of ${this.limits.maxBufferedBytes}: retry shortly`,
+        { retryAfter: 1 },
+      );
+    }
+    this.#buffered += bytes;
+  }
+
+  /** Gives back bytes {@link StreamSlots.hold} took. */
+  unhold(bytes: number): void {
+    this.#buffered = Math.max(0, this.#buffered - bytes);
+  }
 
   /** Open upstream requests in this process. */
   get open(): number {
@@ -125,35 +176,85 @@ export function copyHeaders(
 }
 
 /**
+ * A request body a server adapter has not read yet (the Node adapter's): read only once the
+ * gateway's limits allow it, so no caller holds memory with bodies it never finishes.
+ */
+export interface UnreadBody {
+  /**
+   * Reads the whole body, at most `limit` bytes, calling `hold` with each chunk's size before
+   * keeping it; `hold` throwing stops the read (the rest is left unread), as does the limit.
+   *
+   * @throws {KeywayError} `payload_too_large`; `invalid_request` for a body cut short; what
+   *   `hold` throws.
+   */
+  read(limit: number, hold: (bytes: number) => void): Promise<Uint8Array>;
+}
+
+/** A forwarded request's body as held: its bytes, and the release of what it holds. */
+export interface HeldBody {
+  bytes: Uint8Array | null;
+  /** Gives the bytes back to the process's budget, once. */
+  release(): void;
+}
+
+/**
  * The body of a forwarded request (the gateway's, the proxy's), read whole and at most
- * `limit` bytes; `null` for `GET` and `HEAD`.
+ * `limit` bytes, each byte held against the process's budget (`slots`) before it is kept;
+ * `null` for `GET` and `HEAD`. Called once the request holds its stream slot.
  *
- * @throws {KeywayError} `payload_too_large`, or `invalid_request` for a body cut short.
+ * @throws {KeywayError} `payload_too_large`, `invalid_request` for a body cut short,
+ *   `rate_limited` past the process's budget.
  */
 export async function forwardedBody(
   request: {
     method: string;
     headers: Headers | Readonly<Record<string, string | string[] | undefined>>;
-    body: Uint8Array | ReadableStream<Uint8Array> | null;
+    body: Uint8Array | ReadableStream<Uint8Array> | UnreadBody | null;
   },
   limit: number,
-): Promise<Uint8Array | null> {
-  if (request.method === 'GET' || request.method === 'HEAD') return null;
+  slots: StreamSlots,
+): Promise<HeldBody> {
+  let held = 0;
+  const hold = (bytes: number) => {
+    slots.hold(bytes);
+    held += bytes;
+  };
+  const release = () => {
+    slots.unhold(held);
+    held = 0;
+  };
+  if (request.method === 'GET' || request.method === 'HEAD') return { bytes: null, release };
   const tooLarge = () =>
     new KeywayError('payload_too_large', `the request body is larger than ${limit} bytes`);
   const given = request.body;
-  if (given instanceof Uint8Array) {
-    if (given.byteLength > limit) throw tooLarge();
-    return given;
+  try {
+    if (given instanceof Uint8Array) {
+      if (given.byteLength > limit) throw tooLarge();
+      hold(given.byteLength);
+      return { bytes: given, release };
+    }
+    if (given !== null && !(given instanceof ReadableStream)) {
+      return { bytes: await given.read(limit, hold), release };
+    }
+    const headers = request.headers instanceof Headers ? request.headers : new Headers();
+    const bytes = await readBounded(
+      { headers, body: given },
+      limit,
+      {
+        tooLarge,
+        broken: (cause) =>
+          new KeywayError('invalid_request', 'the request body ended before it was complete', {
+            cause,
+          }),
+      },
+      undefined,
+      hold,
+    );
+    return { bytes, release };
+  } catch (error) {
+    release();
+    throw error;
   }
-  const headers = request.headers instanceof Headers ? request.headers : new Headers();
-  return readBounded({ headers, body: given }, limit, {
-    tooLarge,
-    broken: (cause) =>
-      new KeywayError('invalid_request', 'the request body ended before it was complete', {
-        cause,
-      }),
-  });
 }
 
 /** An upstream's answer: a Web `Response`, or a piped one (Node's transport). */

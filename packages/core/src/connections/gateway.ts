@@ -1,5 +1,5 @@
 import * as oauth from 'oauth4webapi';
-import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
+import { assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { setCoversPath } from '../auth/scope.js';
 import { isKeywayError, KeywayError } from '../contract/errors.js';
@@ -21,12 +21,15 @@ import type { AuthorizeResult } from './authorization.js';
 import { InsufficientScopeError } from './connection-fetch.js';
 import { dpopOptions, withNonceRetry } from './dpop.js';
 import {
+  callerOf,
   copyHeaders,
   discardAnswer,
   forwardedBody,
   type GatewayLimits,
+  type HeldBody,
   relayAnswer,
   type StreamSlots,
+  type UnreadBody,
   type UpstreamAnswer,
 } from './gateway-limits.js';
 import type { Refresher } from './refresh.js';
@@ -67,8 +70,11 @@ export interface GatewayRequest {
   method: string;
   /** The caller's headers: a `Headers`, or an object of lower-case names (Node's). */
   headers: Headers | Readonly<Record<string, string | string[] | undefined>>;
-  /** The body, read (its size is checked here) or as a stream; `null` for none. */
-  body: Uint8Array | ReadableStream<Uint8Array> | null;
+  /**
+   * The body: read (its size is checked here), as a stream, or not read yet (read once the
+   * request holds its stream slot); `null` for none.
+   */
+  body: Uint8Array | ReadableStream<Uint8Array> | UnreadBody | null;
   /** Aborted when the caller goes away: the upstream request is closed then. */
   signal?: AbortSignal;
 }
@@ -194,14 +200,41 @@ export class Gateway {
   ): Promise<GatewayAnswer> {
     const connectionId = parseResourcePath(id);
     assertCoversPath(principal, connectionId);
-    const { records, refresher, limits } = this.#o;
+    // The slot first: a caller at its limit is refused before any byte of its body is held.
+    const release = this.#o.slots.take(connectionId, callerOf(principal));
+    let held: HeldBody | undefined;
+    let relayed = false;
+    try {
+      held = await forwardedBody(request, this.#o.limits.maxBodyBytes, this.#o.slots);
+      const answer = await this.#forward(principal, connectionId, request, held.bytes, release);
+      relayed = answer.relayed;
+      return answer.answer;
+    } finally {
+      // The body was sent (or never will be); a relayed stream keeps its slot until it ends.
+      held?.release();
+      if (!relayed) release();
+    }
+  }
+
+  /** {@link Gateway.forward} once the request holds its slot and its body. */
+  async #forward(
+    principal: Principal,
+    connectionId: string,
+    request: Request | GatewayRequest,
+    body: Uint8Array | null,
+    release: () => void,
+  ): Promise<{ answer: GatewayAnswer; relayed: boolean }> {
+    const { records, refresher } = this.#o;
     const signal = request.signal ?? new AbortController().signal;
-    const body = await forwardedBody(request, limits.maxBodyBytes);
+    const consent = async (error: unknown, scopes?: string[]) => ({
+      answer: await this.#consent(principal, connectionId, body, error, scopes),
+      relayed: false,
+    });
     let current: { record: ConnectionRecord; tokens: ConnectionTokens };
     try {
       current = await usableTokens(records, refresher, connectionId, false);
     } catch (error) {
-      if (needsConsent(error)) return this.#consent(principal, connectionId, body, error);
+      if (needsConsent(error)) return consent(error);
       throw error;
     }
     const { record } = current;
@@ -209,12 +242,13 @@ export class Gateway {
     // current one: a provider re-pointed by whoever manages it must not receive it.
     const target = await records.resourceUrlOf(record.providerId, current.tokens.party);
     if (target === null) {
-      const error = await records.requireReauthorization(
-        connectionId,
-        RESOURCE_CHANGED,
-        RESOURCE_CHANGED.description,
+      return consent(
+        await records.requireReauthorization(
+          connectionId,
+          RESOURCE_CHANGED,
+          RESOURCE_CHANGED.description,
+        ),
       );
-      return this.#consent(principal, connectionId, body, error);
     }
     // Keyway's own agent, on either path (oauth4webapi keeps one that is set).
     const headers: Record<string, string> = { 'user-agent': 'Keyway-Gateway' };
@@ -223,7 +257,6 @@ export class Gateway {
       (name) => FORWARDED.has(name) || name.startsWith(FORWARDED_PREFIX),
       headers,
     );
-    const release = this.#o.slots.take(connectionId, actorOf(principal));
     const provider = record.providerId;
     try {
       const send = (tokens: ConnectionTokens) =>
@@ -234,10 +267,7 @@ export class Gateway {
         try {
           ({ tokens } = await usableTokens(records, refresher, connectionId, true));
         } catch (error) {
-          if (needsConsent(error)) {
-            release();
-            return this.#consent(principal, connectionId, body, error);
-          }
+          if (needsConsent(error)) return consent(error);
           throw error;
         }
         answer = await send(tokens);
@@ -245,22 +275,21 @@ export class Gateway {
       if (answer.kind === 'refused') {
         // The server will not take the connection's token, fresh or not: the user must
         // consent again, with any scope the server's challenge named.
-        release();
         const refused = new KeywayError(
           'reauthorization_required',
           `the MCP server refused the connection's token (HTTP 401)${renewable(current.tokens) ? ' after a refresh' : '; the connection holds no refresh token'}: authorize it again`,
         );
-        return this.#consent(principal, connectionId, body, refused, answer.scopes);
+        return consent(refused, answer.scopes);
       }
       if (answer.kind === 'step_up') throw answer.error;
       const { response } = answer;
       const count = (outcome: string) => this.#o.observe({ kind: 'gateway', provider, outcome });
-      return await relayAnswer(response, release, RETURNED, count, [
+      const relayed = await relayAnswer(response, release, RETURNED, count, [
         'the MCP server',
         'the gateway',
       ]);
+      return { answer: relayed, relayed: true };
     } catch (error) {
-      release();
       // A consent asked for was counted where it was asked (#consent).
       if (!(isKeywayError(error) && error.code === 'reauthorization_required')) {
         this.#o.observe({

@@ -43,6 +43,8 @@ export function currentParty(state: ProviderState): OAuthParty | null {
           refresh_endpoint: state.oauth2.refresh_endpoint,
         }),
     iss_parameter_supported: server.authorization_response_iss_parameter_supported,
+    // Sealed with the tokens: turning hand-outs on later does not release these.
+    ...(state.hand_out === false ? { inject_only: true as const } : {}),
   };
 }
 
@@ -257,6 +259,7 @@ export function tokensFrom(
         ? result.scope.trim().split(/\s+/)
         : [],
     generation: previous.generation ?? 0,
+    issued_at: now,
     party: previous.party,
   };
 }

@@ -1,4 +1,4 @@
-import { actorOf, type Principal } from '../auth/principal.js';
+import type { Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { setCoversPath } from '../auth/scope.js';
 import { connectionApiBase } from '../catalog/connection-values.js';
@@ -8,9 +8,11 @@ import { OutboundError } from '../outbound/errors.js';
 import { type ConnectionTokens, renewable } from '../storage/states.js';
 import type { GatewayAnswer, GatewayOptions, GatewayRequest } from './gateway.js';
 import {
+  callerOf,
   copyHeaders,
   discardAnswer,
   forwardedBody,
+  type HeldBody,
   relayAnswer,
   type UpstreamAnswer,
 } from './gateway-limits.js';
@@ -121,10 +123,33 @@ export class ApiProxy {
    *   `rate_limited`, `upstream_error`.
    */
   async forward(principal: Principal, request: ProxyRequest): Promise<GatewayAnswer> {
-    const { records, refresher, limits } = this.#o;
     const { segments, trailingSlash } = proxySegments(request.path);
     const found = await this.#connectionOf(principal, segments);
-    const body = await forwardedBody(request, limits.maxBodyBytes);
+    // The slot first: a caller at its limit is refused before any byte of its body is held.
+    const release = this.#o.slots.take(found.id, callerOf(principal));
+    let held: HeldBody | undefined;
+    let relayed = false;
+    try {
+      held = await forwardedBody(request, this.#o.limits.maxBodyBytes, this.#o.slots);
+      const answer = await this.#forward(request, found, trailingSlash, held.bytes, release);
+      relayed = true;
+      return answer;
+    } finally {
+      // The body was sent (or never will be); a relayed stream keeps its slot until it ends.
+      held?.release();
+      if (!relayed) release();
+    }
+  }
+
+  /** {@link ApiProxy.forward} once the request holds its slot and its body. */
+  async #forward(
+    request: ProxyRequest,
+    found: { id: string; rest: string[] },
+    trailingSlash: boolean,
+    body: Uint8Array | null,
+    release: () => void,
+  ): Promise<GatewayAnswer> {
+    const { records, refresher } = this.#o;
     let current = await usableTokens(records, refresher, found.id, false);
     const template = current.tokens.party.api_base_url;
     if (template === undefined || template === null) {
@@ -156,7 +181,6 @@ export class ApiProxy {
     }
     headers['user-agent'] ??= 'Keyway-Proxy';
     copyHeaders(request.headers, (name) => FORWARDED.has(name) || name.startsWith('if-'), headers);
-    const release = this.#o.slots.take(found.id, actorOf(principal));
     const provider = current.record.providerId;
     const signal = request.signal ?? new AbortController().signal;
     try {
@@ -182,7 +206,6 @@ export class ApiProxy {
       const count = (outcome: string) => this.#o.observe({ kind: 'gateway', provider, outcome });
       return await relayAnswer(response, release, RETURNED, count, ['the API', 'the proxy']);
     } catch (error) {
-      release();
       if (!(error instanceof KeywayError))
         this.#o.observe({ kind: 'gateway', provider, outcome: 'upstream_error' });
       if (error instanceof OutboundError) {

@@ -22,6 +22,14 @@ import {
   tokensFrom,
 } from './party.js';
 import { metadataOf, readTokenAnswer, tokenParamsOf, tokenRequestOptions } from './quirks.js';
+import {
+  failureError,
+  inactiveError,
+  standingFailure,
+  transientVerdict,
+  type VerdictMark,
+  verdictMark,
+} from './refresh-verdict.js';
 import { type ConnectionRecords, notFound } from './state.js';
 import { connectionState, FORGOTTEN_CLIENT, PARTY_CHANGED, partyChangeOf } from './view.js';
 
@@ -51,13 +59,28 @@ export function refreshIdleAfterMs(value: number | string | false | undefined): 
 /** Waits `ms` milliseconds. */
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A token served to a caller is one valid for at least this long. */
+const STILL_VALID_MS = 1_000;
+
+/** Whether tokens are valid now and for a moment more: what may be served without waiting. */
+const stillValid = (tokens: ConnectionTokens, now: number) =>
+  tokens.expires_at === null || tokens.expires_at > now + STILL_VALID_MS;
+
+/** A refresh in flight in this process, and whether it must end with new tokens. */
+interface Flight {
+  force: boolean;
+  promise: Promise<ConnectionTokens>;
+}
+
 /**
  * Refresh (docs/api.md §5): single flight per connection, in this process (concurrent callers
- * join the running refresh) and across every instance sharing the storage (a lease).
+ * join the running refresh) and across every instance sharing the storage (a lease) — for
+ * its failures as for its successes: a verdict on a refresh token is recorded once, and every
+ * caller on every instance reads it rather than presenting that token again.
  */
 export class Refresher {
   /** Refreshes in flight in this process, by connection: concurrent callers share one. */
-  readonly #refreshing = new Map<string, Promise<ConnectionTokens>>();
+  readonly #refreshing = new Map<string, Flight>();
   /** This instance's name on leases. */
   readonly #owner: string;
 
@@ -65,35 +88,66 @@ export class Refresher {
     this.#owner = toBase64Url(records.o.randomBytes(12));
   }
 
-  /** Whether tokens are due: they expire within the refresh margin. */
+  /**
+   * Whether tokens are due: they expire within the refresh margin, which is never more than
+   * half of their lifetime (a server whose tokens live 60 s or less is not due at every call).
+   */
   due(tokens: ConnectionTokens): boolean {
     const { o } = this.records;
-    return tokens.expires_at !== null && tokens.expires_at - o.now() <= o.refreshMarginMs;
-  }
-
-  /** One refresh per connection in this process: later callers join the running one. */
-  refreshOnce(id: string, seen: ConnectionTokens): Promise<ConnectionTokens> {
-    let running = this.#refreshing.get(id);
-    if (running === undefined) {
-      running = this.#acrossInstances(id, seen).finally(() => this.#refreshing.delete(id));
-      this.#refreshing.set(id, running);
-    }
-    return running;
+    if (tokens.expires_at === null) return false;
+    const margin =
+      tokens.issued_at === undefined
+        ? o.refreshMarginMs
+        : Math.min(o.refreshMarginMs, (tokens.expires_at - tokens.issued_at) / 2);
+    return tokens.expires_at - o.now() <= margin;
   }
 
   /**
-   * One refresh per connection across instances: take the storage lease, re-read the
-   * tokens (another instance may have refreshed while we waited), refresh only if still
-   * needed, release. Without the lease, wait for its holder's result, at most one lease
-   * period and a margin by the broker's clock. The lease is renewed while the refresh runs,
-   * so a slow server (or the discovery of a provider declared in code) never lets a second
-   * instance start the same refresh.
+   * One refresh per connection in this process: later callers join the running one. A
+   * `force`d caller (it must get new tokens: `force_refresh`, an upstream's `401`) that
+   * joined a refresh which answered the tokens it had starts one of its own.
    */
-  async #acrossInstances(id: string, seen: ConnectionTokens): Promise<ConnectionTokens> {
+  refreshOnce(id: string, seen: ConnectionTokens, force = false): Promise<ConnectionTokens> {
+    const running = this.#refreshing.get(id);
+    if (running !== undefined) {
+      if (!force || running.force) return running.promise;
+      return running.promise.then(
+        (tokens) =>
+          tokens.access_token !== seen.access_token ? tokens : this.refreshOnce(id, tokens, true),
+        () => this.refreshOnce(id, seen, true),
+      );
+    }
+    const flight: Flight = {
+      force,
+      promise: this.#acrossInstances(id, seen, force).finally(() => {
+        if (this.#refreshing.get(id) === flight) this.#refreshing.delete(id);
+      }),
+    };
+    this.#refreshing.set(id, flight);
+    return flight.promise;
+  }
+
+  /**
+   * One refresh per connection across instances: take the storage lease, read what is
+   * settled (another instance may have refreshed, or recorded a failure, while we waited),
+   * refresh only if still needed, release. Without the lease: what its holder settles is
+   * our result; meanwhile a caller that need not have new tokens is served the still-valid
+   * ones at once, and one that must waits at most one lease period and a margin (a dead
+   * holder's lease runs out and this instance takes over). The lease is renewed while the
+   * refresh runs, so a slow server (or the discovery of a provider declared in code) never
+   * lets a second instance start the same refresh.
+   */
+  async #acrossInstances(
+    id: string,
+    seen: ConnectionTokens,
+    force: boolean,
+  ): Promise<ConnectionTokens> {
     const { o } = this.records;
     const leaseMs = o.refreshLeaseMs;
     const key = `refresh:${id}`;
     const deadline = o.now() + leaseMs + 5_000;
+    // A verdict recorded from now on is this caller's answer too; one from before is not.
+    const since = verdictMark(await this.records.get(id));
     for (let wait = 10; ; wait = Math.min(wait * 2, 200)) {
       const now = o.now();
       if (await o.storage.acquireLease(key, this.#owner, now + leaseMs, now)) {
@@ -106,22 +160,18 @@ export class Refresher {
         );
         (renewal as { unref?: () => void }).unref?.();
         try {
-          const current = await this.records.currentTokens(id);
-          if (current === null)
-            throw new KeywayError(
-              'connection_not_active',
-              `connection ${JSON.stringify(id)} has no tokens`,
-            );
-          // Someone refreshed while we waited for the lease: theirs is our result.
-          if (current.access_token !== seen.access_token) return current;
-          return await this.#observed(id, current);
+          const settled = await this.#settled(id, seen, force, since);
+          if ('tokens' in settled) return settled.tokens;
+          return await this.#observed(id, settled.current);
         } finally {
           clearInterval(renewal);
           await o.storage.releaseLease(key, this.#owner).catch(() => {});
         }
       }
-      const current = await this.records.currentTokens(id);
-      if (current !== null && current.access_token !== seen.access_token) return current;
+      const settled = await this.#settled(id, seen, force, since);
+      if ('tokens' in settled) return settled.tokens;
+      // The holder is refreshing (or dead): a valid token needs no waiting.
+      if (!force && stillValid(seen, o.now())) return seen;
       if (o.now() > deadline) {
         throw new KeywayError(
           'upstream_error',
@@ -130,6 +180,36 @@ export class Refresher {
       }
       await sleep(wait);
     }
+  }
+
+  /**
+   * What is settled of a refresh of `seen`: other tokens (another instance refreshed, or a
+   * new authorization); or the verdict of an attempt made while this caller waited — the
+   * connection's error, or a failure of this refresh token (the tokens served while still
+   * valid, unless `force`d) — or of an older attempt still in its back-off, which holds a
+   * caller that needs no new token; or `current`, the tokens to refresh.
+   *
+   * @throws {KeywayError} the error the connection is in, or the recorded failure's.
+   */
+  async #settled(
+    id: string,
+    seen: ConnectionTokens,
+    force: boolean,
+    since: VerdictMark,
+  ): Promise<{ tokens: ConnectionTokens } | { current: ConnectionTokens }> {
+    const record = await this.records.get(id);
+    if (record === null) throw notFound(id);
+    if (record.status !== 'active') throw inactiveError(record);
+    const current = await this.records.tokensOf(record);
+    if (current === null) throw inactiveError(record);
+    if (current.access_token !== seen.access_token) return { tokens: current };
+    const now = this.records.o.now();
+    const standing = standingFailure(record, current, since, now);
+    if (standing === null) return { current };
+    const valid = !force && stillValid(current, now);
+    if (valid) return { tokens: current };
+    if (standing.as === 'hold') return { current };
+    throw failureError(standing.failure);
   }
 
   /**
@@ -226,6 +306,7 @@ export class Refresher {
           description: 'the access token expired and there is no refresh token',
         },
         'the access token expired and cannot be refreshed: authorize again',
+        tokens.generation,
       );
     }
     // The refresh token goes only to the server and client it came from, and only while
@@ -234,7 +315,12 @@ export class Refresher {
     if (auth === null) {
       const { state } = await o.providers.resolve(record.providerId);
       const moved = partyChangeOf(state, tokens.party) ?? PARTY_CHANGED;
-      throw await this.records.requireReauthorization(id, moved, moved.description);
+      throw await this.records.requireReauthorization(
+        id,
+        moved,
+        moved.description,
+        tokens.generation,
+      );
     }
     const { state: provider } = await o.providers.resolve(record.providerId);
     let received: Received;
@@ -259,6 +345,7 @@ export class Refresher {
           id,
           describeOAuthFailure(error),
           `the authorization server refused the client's own grant (${code}): fix the provider's client or assertion source, then authorize again`,
+          tokens.generation,
         );
       }
       if (
@@ -273,6 +360,7 @@ export class Refresher {
           id,
           FORGOTTEN_CLIENT,
           'the authorization server no longer knows the registered client: authorize again',
+          tokens.generation,
         );
       }
       if (code === 'invalid_grant') {
@@ -297,15 +385,31 @@ export class Refresher {
               'the refresh token was rejected',
           },
           'the authorization server rejected the refresh token: authorize again',
+          tokens.generation,
         );
       }
-      // A transient failure: the connection stays as it is, and the failure is recorded.
+      // A transient failure: the connection stays as it is, and the verdict is recorded
+      // with the refresh token it concerns, once, so no instance presents it again before
+      // it may be tried once more.
       const failure = describeOAuthFailure(error);
-      await o.events.append({
-        type: 'connection.failed',
-        actor: 'system',
-        resource: id,
-        data: { error: failure.code, phase: 'refresh', token_still_valid: stillValid },
+      await this.records.update(id, (current) => {
+        const state = connectionState(current);
+        if (current.status !== 'active' || state.generation !== tokens.generation) return null;
+        return {
+          record: {
+            ...current,
+            state: {
+              ...state,
+              refresh_failure: transientVerdict(current, tokens, failure, o.now()),
+            } satisfies ConnectionState,
+          },
+          event: {
+            type: 'connection.failed',
+            actor: 'system',
+            resource: id,
+            data: { error: failure.code, phase: 'refresh', token_still_valid: stillValid },
+          },
+        };
       });
       // While the current token is still valid, keep using it.
       if (stillValid) return tokens;
@@ -336,6 +440,7 @@ export class Refresher {
             token_expires_at: next.expires_at,
             last_refreshed_at: refreshedAt,
             error: null,
+            refresh_failure: undefined,
             refreshable: next.refresh_token !== null || own,
             ...(next.metadata === undefined ? {} : { metadata: next.metadata }),
             ...(answer === undefined ? {} : { token_response: answer }),

@@ -235,6 +235,12 @@ export class ConnectionService {
     if (who === 'caller') await assertExportable(this.#records, record, read.provider);
     const { vaultEntry } = read;
     const tokens = await usableTokensOf(this.#records, this.#refresher, record, force, vaultEntry);
+    if (who === 'caller' && tokens.party.inject_only === true) {
+      throw new KeywayError(
+        'credentials_not_exportable',
+        `connection ${JSON.stringify(connectionId)} was authorized while its provider was inject-only: its tokens never leave the broker until it is authorized again; call the server through the gateway ({base}/mcp/${connectionId})`,
+      );
+    }
     if (tokens.dpop !== undefined) {
       throw new KeywayError(
         'credentials_not_exportable',

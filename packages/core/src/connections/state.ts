@@ -269,6 +269,7 @@ export class ConnectionRecords {
     id: string,
     failure: { code: string; description: string },
     mode: 'keep-active' | 'error' = 'keep-active',
+    generation?: number,
   ): Promise<'active' | 'error'> {
     const error = connectionFailure(failure);
     const event: EventSpec =
@@ -285,24 +286,40 @@ export class ConnectionRecords {
             resource: id,
             data: { error: error.code, phase: 'authorization' },
           };
-    const written = await this.update(id, (record) => ({
-      record: {
-        ...record,
-        status: mode === 'keep-active' && record.status === 'active' ? 'active' : 'error',
-        state: { ...connectionState(record), error } satisfies ConnectionState,
-      },
-      event,
-    }));
+    const written = await this.update(id, (record) => {
+      const state = connectionState(record);
+      // A verdict on the tokens of one authorization, recorded once: not again once the
+      // connection is in error, nor on a newer authorization's.
+      if (
+        generation !== undefined &&
+        (record.status !== 'active' || state.generation !== generation)
+      ) {
+        return null;
+      }
+      return {
+        record: {
+          ...record,
+          status: mode === 'keep-active' && record.status === 'active' ? 'active' : 'error',
+          state: { ...state, error } satisfies ConnectionState,
+        },
+        event,
+      };
+    });
     return written?.status === 'active' ? 'active' : 'error';
   }
 
-  /** Puts a connection in `error` for good and answers the error the caller gets. */
+  /**
+   * Puts a connection in `error` for good and answers the error the caller gets. With the
+   * `generation` of the tokens the verdict is about, only while they are the connection's
+   * and it is active: the verdict (and its event) is written once.
+   */
   async requireReauthorization(
     id: string,
     failure: { code: string; description: string },
     message: string,
+    generation?: number,
   ): Promise<KeywayError> {
-    await this.recordFailure(id, failure, 'error');
+    await this.recordFailure(id, failure, 'error', generation);
     return new KeywayError('reauthorization_required', message);
   }
 

@@ -54,6 +54,7 @@ export async function usableTokensOf(
       `connection ${JSON.stringify(connectionId)} holds no refresh token (the authorization server gave none), so it cannot be refreshed: authorize it again for a new token`,
     );
   }
-  if (force || refresher.due(tokens)) tokens = await refresher.refreshOnce(connectionId, tokens);
+  if (force || refresher.due(tokens))
+    tokens = await refresher.refreshOnce(connectionId, tokens, force);
   return tokens;
 }

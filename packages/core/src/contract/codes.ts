@@ -35,6 +35,7 @@ export const ERROR_STATUS = {
   discovery_failed: 502,
   registration_failed: 502,
   upstream_error: 502,
+  unavailable: 503,
   internal_error: 500,
 } as const satisfies Record<string, number>;
 

@@ -183,7 +183,11 @@ export const McpProviderBody = z.strictObject({
       identity_provider: z
         .strictObject({
           issuer: z.string().min(1).max(2048),
-          token_endpoint: z.string().min(1).max(2048),
+          /**
+           * Needed when the issuer publishes no authorization server metadata; otherwise the
+           * published one is used, and a different one here is refused.
+           */
+          token_endpoint: z.string().min(1).max(2048).optional(),
           client_id: z.string().min(1).max(2048),
           client_secret: z.string().min(1).max(4096).optional(),
         })

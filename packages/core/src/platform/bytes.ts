@@ -87,13 +87,15 @@ export interface BoundedReadErrors {
  * Reads a whole body of at most `limit` bytes without ever holding more than that: a
  * declared `Content-Length` over the limit is refused before reading, and reading stops
  * (and cancels the stream) at the first byte past it. `aborted`, when given, ends the read
- * when it rejects (an outbound deadline).
+ * when it rejects (an outbound deadline); `hold`, when given, is told each chunk's size before
+ * it is kept, and ends the read when it throws.
  */
 export async function readBounded(
   message: { headers: Headers; body: ReadableStream<Uint8Array> | null },
   limit: number,
   errors: BoundedReadErrors,
   aborted?: Promise<never>,
+  hold?: (bytes: number) => void,
 ): Promise<Uint8Array<ArrayBuffer>> {
   const declared = message.headers.get('content-length');
   if (declared !== null && Number(declared) > limit) {
@@ -120,6 +122,12 @@ export async function readBounded(
     if (size > limit) {
       await reader.cancel().catch(() => {});
       throw errors.tooLarge();
+    }
+    try {
+      hold?.(value.byteLength);
+    } catch (error) {
+      await reader.cancel().catch(() => {});
+      throw error;
     }
     chunks.push(value);
   }

@@ -18,6 +18,7 @@ import { parseShape } from '../contract/validation.js';
 import type { AuthorizationServerInfo, StoredRegistration } from '../storage/states.js';
 import { invalid } from './client.js';
 import { customAuthMethod } from './registration.js';
+import { type EndpointFields, movedSecret, type SecretEndpoints } from './secret-binding.js';
 
 /**
  * Checks a provider's extra parameters (already shaped by the schema): none may be one
@@ -61,10 +62,16 @@ export interface ProviderSpec {
   mode: 'register' | 'custom' | 'client_credentials' | 'jwt_bearer' | 'enterprise';
   /** Mode `enterprise`: the identity provider, its endpoint checked, its secret if any. */
   identityProvider:
-    | { issuer: string; token_endpoint: string; client_id: string; client_secret?: string }
+    | {
+        issuer: string;
+        /** As given; absent where the issuer's metadata is to name it. */
+        token_endpoint: string | undefined;
+        client_id: string;
+        client_secret?: string;
+      }
     | undefined;
   /** Mode `jwt_bearer`: the configured source its assertions are read from. */
-  assertion: { source: string; file?: string } | undefined;
+  assertion: { source: string; file?: string; root?: boolean } | undefined;
   clientId: string | undefined;
   clientSecret: string | undefined;
   /** Mode `client_credentials` with `private_key_jwt`: the key (PEM) and its algorithm. */
@@ -198,10 +205,10 @@ export function parseProviderInput(
       : {
           ...given,
           issuer: checkUrl(given.issuer, 'credentials.identity_provider.issuer') && given.issuer,
-          token_endpoint: checkUrl(
-            given.token_endpoint,
-            'credentials.identity_provider.token_endpoint',
-          ),
+          token_endpoint:
+            given.token_endpoint === undefined
+              ? undefined
+              : checkUrl(given.token_endpoint, 'credentials.identity_provider.token_endpoint'),
         };
   if (mode === 'register' && (clientId !== undefined || common.clientSecret !== undefined)) {
     throw invalid(
@@ -301,20 +308,42 @@ function privateKeyOf(
 }
 
 /**
+ * Where a secret given in the body is sent (`now`), where the stored one was given for
+ * (`bound`), and how the body names them: an `oauth2` provider's endpoints come from its
+ * body or its profile, so a kept secret must still go where it went.
+ */
+export interface SecretBinding {
+  now: SecretEndpoints;
+  bound: SecretEndpoints | undefined;
+  fields: EndpointFields;
+}
+
+/**
  * The stored registration of a `custom` client at a server: its secret kept when the
- * input leaves it out for the same client id, its token-endpoint authentication chosen
- * from what the server supports.
+ * input leaves it out for the same client id (and, with a `binding`, the same endpoints),
+ * its token-endpoint authentication chosen from what the server supports.
+ *
+ * @throws {KeywayError} `invalid_request` naming the endpoint that moved without the secret.
  */
 export function customRegistration(
   spec: Pick<ProviderSpec, 'clientSecret' | 'callback' | 'privateKey'> & { clientId: string },
   before: StoredRegistration | undefined,
   server: AuthorizationServerInfo,
+  binding?: SecretBinding,
 ): StoredRegistration {
   const keepSecret =
     spec.clientSecret === undefined &&
     spec.privateKey === undefined &&
     before?.client_id === spec.clientId &&
     before?.client_secret_set === true;
+  if (keepSecret && binding !== undefined) {
+    const moved = movedSecret(
+      before?.secret_endpoints ?? binding.bound,
+      binding.now,
+      binding.fields,
+    );
+    if (moved !== null) throw moved;
+  }
   const hasSecret = spec.clientSecret !== undefined || spec.privateKey !== undefined || keepSecret;
   // A key kept from before keeps its algorithm; a new one brings its own.
   const algorithm =
@@ -331,6 +360,7 @@ export function customRegistration(
     client_secret_expires_at: null,
     registration_client_uri: null,
     client_secret_set: hasSecret,
+    ...(binding !== undefined && hasSecret ? { secret_endpoints: binding.now } : {}),
     callback: spec.callback ?? 'shared',
   };
 }

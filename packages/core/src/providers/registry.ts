@@ -1,5 +1,6 @@
 import { actorOf, assertCoversPath, type Principal, rootPrincipal } from '../auth/principal.js';
 import type { Profile } from '../catalog/schema.js';
+import type { AssertionSource } from '../connections/assertions.js';
 import { KeywayError } from '../contract/errors.js';
 import type { ProviderInput } from '../contract/schemas.js';
 import type { EventLog } from '../events/log.js';
@@ -11,9 +12,11 @@ import { checkResourceUrl, registerAt } from './client.js';
 import { type ProviderSpec, parseProviderInput } from './input.js';
 import { rediscovered } from './rediscovery.js';
 import type { ClientProfile } from './registration.js';
+import { rootOnly } from './root-only.js';
 import {
   CLIENT_SECRET_KIND,
   currentClient,
+  noBaseUrl,
   notePartyChange,
   type PartyMove,
   providerNotFound,
@@ -36,8 +39,8 @@ export interface ProviderRegistryOptions {
   declared: Record<string, ProviderInput>;
   /** The `oauth2` profiles: the built-in catalog and the app's own. */
   profiles: ReadonlyMap<string, Profile>;
-  /** The names of the configured assertion sources (`jwt_bearer`, docs/api.md §14). */
-  assertionSources: readonly string[];
+  /** The configured assertion sources (`jwt_bearer`, docs/api.md §14). */
+  assertionSources: Readonly<Record<string, AssertionSource>>;
   events: EventLog;
   /**
    * Called after a provider moved to another authorization server or client: puts its
@@ -49,14 +52,6 @@ export interface ProviderRegistryOptions {
 /** The error of a provider changed by another write while this one was being made. */
 const concurrentChange = (id: string): KeywayError =>
   new KeywayError('conflict', `provider ${JSON.stringify(id)} was changed concurrently; retry`);
-
-/** The error of an operation that needs the OAuth callback on a broker without `baseUrl`. */
-export function noBaseUrl(): KeywayError {
-  return new KeywayError(
-    'internal_error',
-    'the broker has no baseUrl, so it has no OAuth callback',
-  );
-}
 
 /**
  * The providers as the rest of core uses them, without a principal: discovery,
@@ -95,7 +90,7 @@ export class ProviderRegistry {
       input,
       (text, field) => this.resourceUrl(text, field),
       this.#o.profiles,
-      this.#o.assertionSources,
+      Object.keys(this.#o.assertionSources),
     );
   }
 
@@ -123,12 +118,13 @@ export class ProviderRegistry {
     input: ProviderInput,
     declared: boolean,
   ): Promise<{ record: ProviderRecord; created: boolean }> {
-    const spec = this.parse(input);
+    const parsed = this.parse(input);
     assertCoversPath(principal, providerId);
     this.profile();
 
     const existing = await this.#o.storage.getProvider(providerId);
     const previous = existing === null ? null : providerState(existing);
+    const spec = rootOnly(principal, providerId, parsed, previous, this.#o.assertionSources);
     const { state, puts, deletes } =
       spec.oauth2 !== undefined && spec.clientId !== undefined
         ? await oauth2Write(

@@ -16,6 +16,7 @@ import { type DiscoveryTrace, discover } from '../discovery/index.js';
 import type { EventLog } from '../events/log.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { Storage } from '../storage/contract.js';
+import type { Observer } from '../telemetry/observation.js';
 import { delegationRoot } from '../tokens/name.js';
 import type { ClientProfile } from './registration.js';
 import type { ProviderRegistry } from './registry.js';
@@ -42,6 +43,8 @@ export interface ProviderServiceOptions {
   profile: ClientProfile | null;
   /** Counts discoveries of scoped callers (docs/api.md §12). */
   limiter?: RateLimiter;
+  /** Told of a provider deleted, so metrics drop its series. */
+  observe?: Observer;
 }
 
 /**
@@ -187,6 +190,7 @@ export class ProviderService {
         `provider ${JSON.stringify(providerId)} still has connections; delete them first`,
       );
     }
+    this.#o.observe?.({ kind: 'provider_deleted', provider: providerId });
   }
 
   /**

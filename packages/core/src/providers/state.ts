@@ -292,3 +292,11 @@ export function registrationUsable(registration: StoredRegistration, now: number
     registration.client_secret_expires_at === null || registration.client_secret_expires_at > now
   );
 }
+
+/** The error of an operation that needs the OAuth callback on a broker without `baseUrl`. */
+export function noBaseUrl(): KeywayError {
+  return new KeywayError(
+    'internal_error',
+    'the broker has no baseUrl, so it has no OAuth callback',
+  );
+}

@@ -6,13 +6,15 @@ import type { VaultKey, VaultWrite } from '../storage/contract.js';
 import {
   type AuthorizationServerInfo,
   AuthorizationServerInfoSchema,
+  type OAuth2Quirks,
   OAuth2QuirksSchema,
   type ProviderState,
   type StoredRegistration,
 } from '../storage/states.js';
 import type { Vault } from '../vault/vault.js';
 import { invalid } from './client.js';
-import { customRegistration, type ProviderSpec } from './input.js';
+import { identityProviderWrite } from './identity-provider.js';
+import { customRegistration, type ProviderSpec, type SecretBinding } from './input.js';
 import { CLIENT_SECRET_KIND, IDP_SECRET_KIND, registrationUsable, secretKey } from './state.js';
 
 /*
@@ -43,7 +45,14 @@ export async function oauth2Write(
   vault: Vault,
 ): Promise<ProviderWrite> {
   const { server, quirks } = spec.oauth2;
-  const client = await customClient(providerId, spec, previous, server, vault);
+  const client = await customClient(
+    providerId,
+    spec,
+    previous,
+    server,
+    vault,
+    oauth2Binding(spec.oauth2, previous),
+  );
   return {
     state: {
       label: spec.label ?? previous?.label ?? providerId,
@@ -69,8 +78,47 @@ export async function oauth2Write(
 }
 
 /**
+ * Where an `oauth2` provider's client secret goes: the endpoints of its body or profile, the
+ * stored provider's when the registration predates the record of them, and which field of
+ * the body names each. (An `mcp` provider's endpoints are its issuer's own metadata, whose
+ * `issuer` must equal the server's URL, RFC 8414 §3.3: its secret is bound to that issuer.)
+ */
+function oauth2Binding(
+  resolved: NonNullable<ProviderSpec['oauth2']>,
+  previous: ProviderState | null,
+): SecretBinding {
+  const endpointsOf = (server: AuthorizationServerInfo, quirks: OAuth2Quirks | undefined) => ({
+    token_endpoint: server.token_endpoint,
+    revocation_endpoint: server.revocation_endpoint,
+    refresh_endpoint: quirks?.refresh_endpoint ?? null,
+  });
+  const { server, quirks } = resolved;
+  const profile = quirks.profile;
+  const sameIssuer = previous?.authorization_server.issuer === server.issuer;
+  return {
+    now: endpointsOf(server, quirks),
+    bound:
+      previous?.template === 'oauth2' && sameIssuer
+        ? endpointsOf(previous.authorization_server, previous.oauth2)
+        : undefined,
+    fields: {
+      field: (name) =>
+        profile === null
+          ? `configuration.${name === 'refresh_endpoint' ? 'token_endpoint' : name}`
+          : previous?.oauth2?.profile === profile
+            ? 'configuration.params'
+            : 'profile',
+      secret: 'credentials.client_secret',
+    },
+  };
+}
+
+/**
  * The operator's client at a server (mode `custom`): its secret sealed, or kept when the
- * input leaves it out for the same client id, or deleted.
+ * input leaves it out for the same client id (and, with a `binding`, the same endpoints),
+ * or deleted.
+ *
+ * @throws {KeywayError} `invalid_request` naming an endpoint moved without the secret.
  */
 export async function customClient(
   providerId: string,
@@ -78,9 +126,10 @@ export async function customClient(
   previous: ProviderState | null,
   server: AuthorizationServerInfo,
   vault: Vault,
+  binding?: SecretBinding,
 ): Promise<{ registration: StoredRegistration; puts: VaultWrite[]; deletes: VaultKey[] }> {
   const before = previous?.mode === 'custom' ? previous.registrations[server.issuer] : undefined;
-  const registration = customRegistration(spec, before, server);
+  const registration = customRegistration(spec, before, server, binding);
   const key = { kind: CLIENT_SECRET_KIND, key: secretKey(providerId, server.issuer) };
   // A private key takes the secret's place in the vault; it must be one the algorithm signs with.
   const secret =
@@ -88,36 +137,6 @@ export async function customClient(
   if (secret !== undefined)
     return { registration, puts: [await vault.seal(key, secret)], deletes: [] };
   return { registration, puts: [], deletes: registration.client_secret_set ? [] : [key] };
-}
-
-/**
- * Mode `enterprise`: the identity provider as stored, its client secret sealed (or kept for
- * the same client id at the same issuer, or deleted).
- */
-async function identityProviderWrite(
-  providerId: string,
-  spec: ProviderSpec,
-  previous: ProviderState | null,
-  vault: Vault,
-) {
-  const given = spec.identityProvider;
-  if (given === undefined) return undefined;
-  const key = { kind: IDP_SECRET_KIND, key: secretKey(providerId, given.issuer) };
-  const before = previous?.identity_provider;
-  const keep =
-    given.client_secret === undefined &&
-    before?.issuer === given.issuer &&
-    before.client_id === given.client_id &&
-    before.client_secret_set;
-  const state = {
-    issuer: given.issuer,
-    token_endpoint: given.token_endpoint,
-    client_id: given.client_id,
-    client_secret_set: given.client_secret !== undefined || keep,
-  };
-  if (given.client_secret !== undefined)
-    return { state, puts: [await vault.seal(key, given.client_secret)], deletes: [] };
-  return { state, puts: [], deletes: keep ? [] : [key] };
 }
 
 /**
@@ -149,13 +168,17 @@ function storedSettings(stored: ProviderState) {
     authorization_params: stored.configuration.authorization_params ?? null,
     token_params: stored.configuration.token_params ?? null,
     pkce: stored.configuration.pkce ?? null,
-    assertion: stored.assertion ?? null,
+    assertion: assertionOf(stored.assertion),
     identity_provider: identityProviderOf(stored.identity_provider),
   };
 }
 
-/** {@link storedSettings} of a declaration. */
-function wantedSettings(wanted: ProviderSpec) {
+/**
+ * {@link storedSettings} of a declaration (an identity provider's token endpoint that the
+ * declaration leaves to the issuer's metadata is the stored one).
+ */
+function wantedSettings(wanted: ProviderSpec, stored: ProviderState) {
+  const idp = wanted.identityProvider;
   return {
     hand_out: wanted.handOut,
     dpop: wanted.dpop,
@@ -163,9 +186,21 @@ function wantedSettings(wanted: ProviderSpec) {
     authorization_params: wanted.authorizationParams ?? null,
     token_params: wanted.tokenParams ?? null,
     pkce: wanted.pkce ?? null,
-    assertion: wanted.assertion ?? null,
-    identity_provider: identityProviderOf(wanted.identityProvider),
+    assertion: assertionOf(wanted.assertion),
+    identity_provider: identityProviderOf(
+      idp === undefined
+        ? undefined
+        : {
+            ...idp,
+            token_endpoint: idp.token_endpoint ?? stored.identity_provider?.token_endpoint ?? '',
+          },
+    ),
   };
+}
+
+/** What a declaration sets of an assertion source (who wrote it is not part of it). */
+function assertionOf(ref: { source: string; file?: string } | undefined) {
+  return ref === undefined ? null : { source: ref.source, file: ref.file ?? null };
 }
 
 /** What a declaration sets of an identity provider (its secret is sealed apart). */
@@ -186,7 +221,7 @@ function identityProviderOf(
  */
 export function declaredUnchanged(stored: ProviderState, wanted: ProviderSpec): boolean {
   if (wanted.label !== undefined && wanted.label !== stored.label) return false;
-  if (JSON.stringify(storedSettings(stored)) !== JSON.stringify(wantedSettings(wanted))) {
+  if (JSON.stringify(storedSettings(stored)) !== JSON.stringify(wantedSettings(wanted, stored))) {
     return false;
   }
   if (wanted.oauth2 === undefined) {
@@ -278,7 +313,7 @@ export async function mcpWrite(
     }
   }
 
-  const idp = await identityProviderWrite(providerId, spec, previous, vault);
+  const idp = await identityProviderWrite(deps, providerId, spec, previous);
   if (idp !== undefined) {
     puts.push(...idp.puts);
     deletes.push(...idp.deletes);

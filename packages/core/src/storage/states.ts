@@ -99,6 +99,18 @@ export const StoredRegistrationSchema = z.object({
   stale: z.boolean().optional(),
   /** Dynamic registration: the server's answer with its secrets masked (for debugging). */
   response: z.record(z.string(), z.unknown()).optional(),
+  /**
+   * `oauth2`: the endpoints the client's secret was given for, the only ones it is sent to
+   * (a change of one needs the secret again). Absent in registrations written before it was
+   * kept: the provider's endpoints then.
+   */
+  secret_endpoints: z
+    .object({
+      token_endpoint: z.string(),
+      revocation_endpoint: z.string().nullable(),
+      refresh_endpoint: z.string().nullable(),
+    })
+    .optional(),
 });
 
 const stringRecord = z.record(z.string(), z.string());
@@ -169,7 +181,14 @@ export const ProviderStateSchema = z.object({
    */
   grant: GrantSchema.optional(),
   /** `jwt_bearer`: where its assertions are read (a configured source, a file of it). */
-  assertion: z.object({ source: z.string(), file: z.string().optional() }).optional(),
+  assertion: z
+    .object({
+      source: z.string(),
+      file: z.string().optional(),
+      /** Written with the root key (or declared in code): any configured source serves it. */
+      root: z.boolean().optional(),
+    })
+    .optional(),
   /** `enterprise`: the identity provider (its client secret is a vault entry). */
   identity_provider: z
     .object({
@@ -237,6 +256,12 @@ export const OAuthPartySchema = z.object({
   refresh_endpoint: z.string().nullable().optional(),
   /** RFC 9207: the server promised `iss` in its authorization responses. */
   iss_parameter_supported: z.boolean(),
+  /**
+   * The provider was inject-only (`hand_out: false`) when the connection was authorized: its
+   * tokens never leave the broker until it is authorized again, whatever the provider says
+   * later. Absent: as the provider says.
+   */
+  inject_only: z.literal(true).optional(),
 });
 
 const FailureSchema = z.object({ code: z.string(), description: z.string() });
@@ -275,6 +300,22 @@ export const ConnectionStateSchema = z.object({
   grant: GrantSchema.optional(),
   /** The last token response, without its tokens. Absent: none since it was kept. */
   token_response: TokenAnswerSchema.optional(),
+  /**
+   * The last refresh that failed without ending the connection (the server's error, no
+   * answer): the refresh token it concerns (a hash, never the token), what failed, and when
+   * one more attempt may be made. Until then no instance presents that token again; every
+   * caller reads this verdict instead. Absent: the last refresh did not fail so.
+   */
+  refresh_failure: z
+    .object({
+      token: z.string(),
+      code: z.string(),
+      description: z.string(),
+      at: z.number(),
+      retry_at: z.number(),
+      attempts: z.number().int().positive(),
+    })
+    .optional(),
 });
 
 /** The one field of a connection's state a hand-out may read (`scopes`), validated alone. */
@@ -295,6 +336,11 @@ export const SealedTokensSchema = z.object({
   scope: z.array(z.string()),
   /** The connection state's `generation` of the authorization these tokens belong to. */
   generation: z.number().int().nonnegative().default(0),
+  /**
+   * When the access token was received (epoch ms): its lifetime scales the refresh margin.
+   * Absent in tokens written before it was kept.
+   */
+  issued_at: z.number().optional(),
   /** The server and client they came from: refresh and revocation go there only. */
   party: OAuthPartySchema.optional(),
   /** `oauth2`: what the profile keeps from the answers (the connection state's `metadata`). */

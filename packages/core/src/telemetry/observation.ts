@@ -55,7 +55,9 @@ export type Observation =
        */
       outcome: string;
     }
-  | { kind: 'gateway_streams' /** Upstream requests of the gateway open now. */; open: number };
+  | { kind: 'gateway_streams' /** Upstream requests of the gateway open now. */; open: number }
+  /** A provider was deleted: series labelled with its id may go. */
+  | { kind: 'provider_deleted'; provider: string };
 
 /** Receives observations; see {@link Observation}. */
 export type Observer = (observation: Observation) => void;

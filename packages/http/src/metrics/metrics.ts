@@ -10,6 +10,38 @@ export interface MetricsOptions {
   processMetrics?: boolean;
   /** Buckets of the request duration histogram, in seconds. */
   durationBuckets?: number[];
+  /**
+   * The most distinct values a label that tenants choose (a provider id) takes per metric;
+   * further ones are counted as `other`. Default 100. A provider's series go when it is
+   * deleted, so its value is free again.
+   */
+  maxLabelValues?: number;
+}
+
+/** The value tenant-chosen labels past {@link MetricsOptions.maxLabelValues} are counted as. */
+export const OVERFLOW_LABEL = 'other';
+
+/**
+ * The values a tenant-chosen label has taken, at most `max`: a new one past it is
+ * {@link OVERFLOW_LABEL}, so tenants who create and delete providers cannot grow the
+ * exposition without bound.
+ */
+class BoundedLabel {
+  readonly #seen = new Set<string>();
+
+  constructor(readonly max: number) {}
+
+  of(value: string): string {
+    if (this.#seen.has(value)) return value;
+    if (this.#seen.size >= this.max) return OVERFLOW_LABEL;
+    this.#seen.add(value);
+    return value;
+  }
+
+  /** Frees a value (its series were removed). */
+  forget(value: string): boolean {
+    return this.#seen.delete(value);
+  }
 }
 
 /** What {@link createMetrics} gives: two hooks and the exposition. */
@@ -41,6 +73,11 @@ const UNMATCHED = 'unmatched';
  * - `keyway_outbound_requests_total{host_class,outcome}`: `allowed` or `public`, and the
  *   status class (`2xx`) or the failure (`timeout`, `blocked_address`, …);
  * - `keyway_rate_limited_total{limit}`: `auth`, `mint`, `discover`;
+ * - `keyway_gateway_requests_total{provider,outcome}` and `keyway_gateway_open_streams`;
+ *
+ * A `provider` label takes at most `maxLabelValues` values per metric (then `other`), and a
+ * deleted provider's series go with it: tenants who create providers cannot grow the
+ * exposition without bound.
  *
  * and, unless `processMetrics: false`, the process's own (`process_cpu_seconds_total`, …).
  *
@@ -104,6 +141,27 @@ export function createMetrics(options: MetricsOptions = {}): KeywayMetrics {
     registers,
   });
 
+  const max = options.maxLabelValues ?? 100;
+  if (!Number.isInteger(max) || max < 1)
+    throw new TypeError('"maxLabelValues" must be a positive integer');
+  const byProvider = [
+    { counter: refreshes, label: new BoundedLabel(max) },
+    { counter: gateway, label: new BoundedLabel(max) },
+  ];
+  const [refreshProvider, gatewayProvider] = byProvider.map(({ label }) => label) as [
+    BoundedLabel,
+    BoundedLabel,
+  ];
+  /** Removes every series of a deleted provider, and frees its label value. */
+  const forgetProvider = async (provider: string) => {
+    for (const { counter, label } of byProvider) {
+      if (!label.forget(provider)) continue;
+      for (const { labels } of (await counter.get()).values) {
+        if (labels.provider === provider) counter.remove(labels as Record<string, string>);
+      }
+    }
+  };
+
   return {
     registry,
     observe(observation) {
@@ -112,7 +170,10 @@ export function createMetrics(options: MetricsOptions = {}): KeywayMetrics {
           tokenChecks.inc({ outcome: observation.outcome });
           return;
         case 'refresh':
-          refreshes.inc({ provider: observation.provider, outcome: observation.outcome });
+          refreshes.inc({
+            provider: refreshProvider.of(observation.provider),
+            outcome: observation.outcome,
+          });
           return;
         case 'webhook_delivery':
           deliveries.inc({ outcome: observation.outcome });
@@ -124,10 +185,16 @@ export function createMetrics(options: MetricsOptions = {}): KeywayMetrics {
           limited.inc({ limit: observation.limit });
           return;
         case 'gateway':
-          gateway.inc({ provider: observation.provider, outcome: observation.outcome });
+          gateway.inc({
+            provider: gatewayProvider.of(observation.provider),
+            outcome: observation.outcome,
+          });
           return;
         case 'gateway_streams':
           streams.set(observation.open);
+          return;
+        case 'provider_deleted':
+          void forgetProvider(observation.provider);
           return;
       }
     },

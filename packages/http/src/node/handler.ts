@@ -173,11 +173,16 @@ class NodeIncoming implements Incoming {
     return clientAddressOf(this.#req, this.#options) ?? null;
   }
 
-  async forwarded(limit: number): Promise<Forwarded> {
+  forwarded(): Forwarded {
     const { method } = this;
+    const req = this.#req;
     const body =
-      method === 'GET' || method === 'HEAD' ? null : await readNodeBody(this.#req, limit);
-    return { method, headers: this.#req.headers, body, signal: connectionGone(this.#req.socket) };
+      method === 'GET' || method === 'HEAD'
+        ? null
+        : {
+            read: (limit: number, hold: (bytes: number) => void) => readNodeBody(req, limit, hold),
+          };
+    return { method, headers: req.headers, body, signal: connectionGone(req.socket) };
   }
 }
 
@@ -222,11 +227,16 @@ export function connectionGone(socket: Closing): AbortSignal {
 }
 
 /**
- * A Node request body read whole, at most `limit` bytes: a larger declared length is refused
- * before reading, and reading stops at the first byte past the limit (the rest is discarded
- * by the adapter after the answer).
+ * A Node request body read whole, at most `limit` bytes, `hold` told of each chunk before it
+ * is kept: a larger declared length is refused before reading, and reading stops at the first
+ * byte past the limit or when `hold` throws (the rest is discarded by the adapter after the
+ * answer).
  */
-function readNodeBody(req: NodeRequest, limit: number): Promise<Uint8Array> {
+function readNodeBody(
+  req: NodeRequest,
+  limit: number,
+  hold: (bytes: number) => void,
+): Promise<Uint8Array> {
   if (Number(req.headers['content-length'] ?? 0) > limit) return Promise.reject(tooLarge(limit));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -236,6 +246,13 @@ function readNodeBody(req: NodeRequest, limit: number): Promise<Uint8Array> {
       if (size > limit) {
         cleanup();
         reject(tooLarge(limit));
+        return;
+      }
+      try {
+        hold(chunk.byteLength);
+      } catch (error) {
+        cleanup();
+        reject(error);
         return;
       }
       chunks.push(chunk);

@@ -6,6 +6,12 @@ import type { Reply } from '../responses.js';
 
 /** Writes a {@link Reply}: one `writeHead`, then its text in one `end`, or its stream. */
 export async function writeReply(res: ServerResponse, reply: Reply): Promise<void> {
+  if (res.headersSent) {
+    // Answered already (`503` at the shutdown deadline): this answer's body is dropped.
+    if (reply.body instanceof ReadableStream) await reply.body.cancel().catch(() => {});
+    else if (reply.body !== null && typeof reply.body !== 'string') reply.body.cancel();
+    return;
+  }
   if (reply.body === null || typeof reply.body === 'string') {
     res.writeHead(reply.status, reply.headers);
     res.end(reply.body ?? undefined);
@@ -98,6 +104,10 @@ function writable(res: ServerResponse): Promise<void> {
  * makes the server buffer a large body. A client that goes away cancels the body.
  */
 export async function writeWebResponse(res: ServerResponse, response: Response): Promise<void> {
+  if (res.headersSent) {
+    await response.body?.cancel().catch(() => {});
+    return;
+  }
   res.statusCode = response.status;
   response.headers.forEach((value, key) => {
     res.setHeader(key, value);

@@ -20,7 +20,7 @@ const GATEWAY_ERRORS: KeywayErrorCode[] = [
 
 /** Core's answer is already a {@link Reply}'s shape: no Web `Response` between. */
 async function forward({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
-  const request = await incoming.forwarded(broker.gateway.limits.maxBodyBytes);
+  const request = incoming.forwarded();
   return broker.gateway.forward(principal, resourcePathFromUrl(param), request);
 }
 
@@ -63,7 +63,7 @@ export const GATEWAY_ROUTES: Route[] = [
 
 /** The API proxy's path: what follows `/proxy/`, still encoded, checked and split in core. */
 async function proxy({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
-  const request = await incoming.forwarded(broker.gateway.limits.maxBodyBytes);
+  const request = incoming.forwarded();
   // The query as the caller wrote it: `%20` and `+` are not the same to every API.
   const query = incoming.search();
   // Its fields one by one: a Web `Request`'s are getters, which a spread would drop.
