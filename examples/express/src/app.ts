@@ -1,5 +1,6 @@
 import { type Broker, createBroker } from '@keyway/core';
-import { brokerTokenMiddleware, createHandler } from '@keyway/http';
+import { createHandler } from '@keyway/http';
+import { brokerTokenMiddleware } from '@keyway/http/express';
 import { toNodeHandler } from '@keyway/http/node';
 import { memoryStorage } from '@keyway/store-memory';
 import express, { type Express } from 'express';

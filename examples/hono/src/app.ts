@@ -1,6 +1,7 @@
 import type { HttpBindings } from '@hono/node-server';
 import { type Broker, createBroker, type Principal } from '@keyway/core';
-import { createHandler, honoBrokerToken } from '@keyway/http';
+import { createHandler } from '@keyway/http';
+import { honoBrokerToken } from '@keyway/http/hono';
 import { memoryStorage } from '@keyway/store-memory';
 import { Hono } from 'hono';
 

@@ -126,5 +126,14 @@ export function providerLine(view: {
     view.template === 'oauth2'
       ? `oauth2 ${view.profile ? `profile ${clean(view.profile)}` : '(named endpoints)'}`
       : clean(view.configuration.resource_url ?? '');
-  return `${clean(view.id)}: ${what} via ${clean(view.authorization_server.issuer)} (client ${clean(view.credentials.client_id)}, ${clean(view.credentials.registration)}${view.credentials.mode === 'client_credentials' ? ', client credentials grant' : ''}${view.dpop === true ? ', DPoP' : ''}${view.hand_out === false ? ', inject-only' : ''})`;
+  const traits = [
+    clean(view.credentials.registration),
+    ...(view.credentials.mode === 'client_credentials' ? ['client credentials grant'] : []),
+    ...(view.dpop === true ? ['DPoP'] : []),
+    ...(view.hand_out === false ? ['inject-only'] : []),
+  ];
+  return (
+    `${clean(view.id)}: ${what} via ${clean(view.authorization_server.issuer)} (client ` +
+    `${clean(view.credentials.client_id)}, ${traits.join(', ')})`
+  );
 }

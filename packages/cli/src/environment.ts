@@ -111,8 +111,9 @@ function checkVariableNames(env: Record<string, string | undefined>): void {
     if (!name.startsWith('KEYWAY_') || KNOWN_VARIABLES.has(name)) continue;
     const nearest = closest(name, SERVE_VARIABLES);
     const close = distance(name, nearest) <= Math.max(2, Math.floor(nearest.length / 4));
+    const hint = close ? ` (did you mean ${nearest}?)` : '';
     throw new TypeError(
-      `unknown variable ${name}${close ? ` (did you mean ${nearest}?)` : ''}: keyway serve --help lists every variable it reads`,
+      `unknown variable ${name}${hint}: keyway serve --help lists every variable it reads`,
     );
   }
 }
@@ -138,7 +139,9 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
     const pattern = options.allowedHosts.find((host) => host.includes('*'));
     if (pattern !== undefined) {
       throw new TypeError(
-        `KEYWAY_ALLOWED_HOSTS takes host names, not patterns: ${JSON.stringify(pattern.slice(0, 64))} would allow nothing. Name each host that may be reached over plain http and on private addresses (development and tests only)`,
+        `KEYWAY_ALLOWED_HOSTS takes host names, not patterns: ${JSON.stringify(pattern.slice(0, 64))} would allow ` +
+          `nothing. Name each host that may be reached over plain http and on private addresses (development and ` +
+          `tests only)`,
       );
     }
   }
@@ -193,7 +196,8 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
   if (level) {
     if (!(LOG_LEVELS as readonly string[]).includes(level)) {
       throw new TypeError(
-        `KEYWAY_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, not ${JSON.stringify(env.KEYWAY_LOG_LEVEL?.slice(0, 32))}`,
+        `KEYWAY_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, not ` +
+          `${JSON.stringify(env.KEYWAY_LOG_LEVEL?.slice(0, 32))}`,
       );
     }
     options.logLevel = level as LogLevel;
@@ -220,7 +224,8 @@ function webhookFromEnv(
   if (!url && !secret) return undefined;
   if (!url || !secret) {
     throw new Error(
-      'KEYWAY_WEBHOOK_URL and KEYWAY_WEBHOOK_SECRET go together: set both (the secret is "whsec_" and a base64 key) or neither',
+      'KEYWAY_WEBHOOK_URL and KEYWAY_WEBHOOK_SECRET go together: set both (the secret is "whsec_" and a base64 key) ' +
+        'or neither',
     );
   }
   const types = env.KEYWAY_WEBHOOK_TYPES?.split(',')
@@ -284,7 +289,9 @@ export function parseAssertionSources(text: string): Record<string, Source> {
     );
     if (match === null) {
       throw new TypeError(
-        `KEYWAY_ASSERTION_SOURCES: ${JSON.stringify(entry.slice(0, 80))} is not name=kind:value[;providers=ids] (kind ${SOURCE_KINDS.join(', ')}; a name of lower case letters, digits, _ and -), e.g. k8s=file:/var/run/secrets/tokens/mcp;providers=acme/billing`,
+        `KEYWAY_ASSERTION_SOURCES: ${JSON.stringify(entry.slice(0, 80))} is not name=kind:value[;providers=ids] ` +
+          `(kind ${SOURCE_KINDS.join(', ')}; a name of lower case letters, digits, _ and -), e.g. ` +
+          `k8s=file:/var/run/secrets/tokens/mcp;providers=acme/billing`,
       );
     }
     const [, name = '', kind = '', value = '', list] = match;
@@ -295,7 +302,8 @@ export function parseAssertionSources(text: string): Record<string, Source> {
     const providers = list?.split(' ').filter((id) => id !== '');
     if (providers !== undefined && providers.length === 0)
       throw new TypeError(
-        `KEYWAY_ASSERTION_SOURCES: the source ${JSON.stringify(name)} has an empty ";providers=": name the provider ids it serves, or leave it out`,
+        `KEYWAY_ASSERTION_SOURCES: the source ${JSON.stringify(name)} has an empty ";providers=": name the provider ` +
+          `ids it serves, or leave it out`,
       );
     const bound = providers === undefined ? {} : { providers };
     sources[name] =

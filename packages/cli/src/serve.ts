@@ -330,7 +330,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
     // warning is for a base URL where nothing answers.
     if (await answersAt(base))
       log(
-        `Base URL ${base} is served by another listener (a proxy, or the instances' shared address): callbacks return through it`,
+        `Base URL ${base} is served by another listener (a proxy, or the instances' shared address): callbacks ` +
+          `return through it`,
       );
     else log(`Warning: ${mismatch}`);
   }
@@ -422,7 +423,10 @@ export function baseUrlMismatch(baseUrl: string, port: number): string | null {
   if (!LOOPBACK_NAMES.has(url.hostname)) return null;
   const basePort = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
   if (basePort === port) return null;
-  return `KEYWAY_BASE_URL is ${url.origin}, but the broker listens on port ${port}: a browser sent back to ${url.origin} never reaches it (set KEYWAY_BASE_URL=http://localhost:${port}, or PORT=${basePort})`;
+  return (
+    `KEYWAY_BASE_URL is ${url.origin}, but the broker listens on port ${port}: a browser sent back to ` +
+    `${url.origin} never reaches it (set KEYWAY_BASE_URL=http://localhost:${port}, or PORT=${basePort})`
+  );
 }
 
 /**

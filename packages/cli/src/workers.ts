@@ -44,7 +44,8 @@ export function workersFromEnv(
   const count = Number(text);
   if (!/^[0-9]+$/.test(text) || count < 1 || count > MAX_WORKERS) {
     throw new TypeError(
-      `KEYWAY_WORKERS must be "auto" or a whole number from 1 to ${MAX_WORKERS}, not ${JSON.stringify(env.KEYWAY_WORKERS)}`,
+      `KEYWAY_WORKERS must be "auto" or a whole number from 1 to ${MAX_WORKERS}, not ` +
+        `${JSON.stringify(env.KEYWAY_WORKERS)}`,
     );
   }
   return count;
@@ -118,7 +119,8 @@ export async function startPrimary(
   const database = options.database ?? DEFAULT_DATABASE;
   if (database === ':memory:') {
     throw new TypeError(
-      `KEYWAY_WORKERS=${count} needs a database every worker shares: a SQLite file or a postgres:// URL in KEYWAY_DATABASE, not :memory:`,
+      `KEYWAY_WORKERS=${count} needs a database every worker shares: a SQLite file or a postgres:// URL in ` +
+        `KEYWAY_DATABASE, not :memory:`,
     );
   }
   const generated = options.rootKey === undefined;

@@ -117,9 +117,11 @@ describe('end to end with real peers: oidc-provider, an MCP SDK server, keyway s
     await client.connect(
       new StreamableHTTPClientTransport(new URL(resourceUrl), {
         fetch: connectionFetch({
-          broker: keyway.broker,
-          principal: rootPrincipal(),
-          connectionId: 'acme/users/alice/e2e',
+          source: {
+            broker: keyway.broker,
+            principal: rootPrincipal(),
+            connectionId: 'acme/users/alice/e2e',
+          },
         }),
       }),
     );

@@ -23,23 +23,16 @@ export { parseResourcePath, resourcePathFromUrl } from './auth/resource-path.js'
 export { type Broker, type BrokerHealth, createBroker } from './broker/broker.js';
 export type { BrokerConfig } from './broker/config.js';
 // ─── MCP clients ─────────────────────────────────────────────────────────────────────────
-export { connectionFetch } from './broker/connection-fetch.js';
+export { type ConnectionSource, connectionFetch } from './broker/connection-fetch.js';
 export type { AuthorizeResult, CallbackOutcome } from './connections/authorization.js';
-export {
-  type ConnectionFetchOptions,
-  type CredentialSource,
-  createConnectionFetch,
-  InsufficientScopeError,
-  remoteConnectionFetch,
-} from './connections/connection-fetch.js';
-export type { ProbeResult } from './connections/probe.js';
 export type { Credentials } from './connections/service.js';
-export type { ConnectionFailure, ConnectionView } from './connections/view.js';
+export type { ConnectionView } from './connections/view.js';
 export type {
   ConnectionErrorCode,
   ConnectionStatus,
   KeywayEventType,
 } from './contract/codes.js';
+export type { ConnectionFailure } from './contract/connection-failure.js';
 // ─── errors ──────────────────────────────────────────────────────────────────────────────
 export {
   isKeywayError,
@@ -75,5 +68,11 @@ export type { Observation } from './telemetry/observation.js';
 // ─── who acts ────────────────────────────────────────────────────────────────────────────
 // ─── the contract's types (docs/api.md §3–§7) ─────────────────────────────────────────────────
 export type { AuthenticationContext, IssuedToken, TokenView } from './tokens/service.js';
+export {
+  type ConnectionFetchOptions,
+  type CredentialSource,
+  InsufficientScopeError,
+} from './upstream/connection-fetch.js';
+export type { ProbeResult } from './upstream/probe.js';
 export type { SecretView, SecretWithValue } from './vault/secrets.js';
 export { deriveVaultKey, generateVaultKey } from './vault/vault.js';

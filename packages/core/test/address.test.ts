@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyAddress, isIpLiteral } from '../src/outbound/address.js';
+import { classifyAddress, isIpLiteral } from '../src/platform/address.js';
 
 describe('classifyAddress()', () => {
   it.each([

@@ -236,10 +236,10 @@ describe('broker.outbound', () => {
     });
     expect(await (await broker.outbound('http://localhost:9999/x')).text()).toBe('ok');
     await expect(broker.outbound('https://10.0.0.1/')).rejects.toMatchObject({
-      code: 'blocked_address',
+      failure: 'blocked_address',
     });
     await expect(broker.outbound('http://mcp.example.com/')).rejects.toMatchObject({
-      code: 'insecure_scheme',
+      failure: 'insecure_scheme',
     });
     expect(sent).toEqual(['http://localhost:9999/x']);
   });

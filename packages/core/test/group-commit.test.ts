@@ -2,7 +2,8 @@ import { memoryStorage } from '@keyway/store-memory';
 import { describe, expect, it, vi } from 'vitest';
 import { EventLog } from '../src/events/log.js';
 import type { KeywayEvent } from '../src/index.js';
-import type { EventWrite, Storage } from '../src/storage/index.js';
+import type { Storage } from '../src/storage/contract.js';
+import type { EventWrite } from '../src/storage/records.js';
 
 /**
  * The audit rows of reads (a hand-out, a secret read) must be committed before the value

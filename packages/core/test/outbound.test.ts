@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { isKeywayError, KeywayError } from '../src/contract/errors.js';
 import { OutboundError } from '../src/outbound/errors.js';
 import { createOutboundFetch } from '../src/outbound/fetch.js';
 import type { Transport } from '../src/outbound/transport.js';
@@ -19,7 +20,7 @@ async function reason(promise: Promise<unknown>): Promise<string> {
     (err: unknown) => err,
   );
   expect(error).toBeInstanceOf(OutboundError);
-  return (error as OutboundError).code;
+  return (error as OutboundError).failure;
 }
 
 describe('createOutboundFetch(): the SSRF guard', () => {
@@ -190,7 +191,7 @@ describe('createOutboundFetch(): the SSRF guard', () => {
       'https://a.example/path?token=secret',
     ).catch((e) => e);
     expect(error).toBeInstanceOf(OutboundError);
-    expect(error.code).toBe('network');
+    expect(error.failure).toBe('network');
     expect(error.message).toBe('https://a.example: the request failed');
   });
 
@@ -220,5 +221,23 @@ describe('createOutboundFetch(): the SSRF guard', () => {
     // A code that is not a code (a message smuggled in) is never quoted.
     const smuggled = Object.assign(new Error('x'), { code: 'Bearer secret-token' });
     expect((await failing(smuggled)).message).toBe('https://a.example: the request failed');
+  });
+});
+
+describe('OutboundError', () => {
+  it('is a KeywayError upstream_error (502) whose failure says why, and serializes as one', () => {
+    const error = new OutboundError('blocked_address', 'https://10.0.0.1: address not allowed');
+    expect(error).toBeInstanceOf(KeywayError);
+    expect(isKeywayError(error, 'upstream_error')).toBe(true);
+    expect([error.name, error.code, error.status, error.failure]).toEqual([
+      'OutboundError',
+      'upstream_error',
+      502,
+      'blocked_address',
+    ]);
+    expect(JSON.parse(JSON.stringify(error))).toEqual({
+      error: 'upstream_error',
+      error_description: 'https://10.0.0.1: address not allowed',
+    });
   });
 });

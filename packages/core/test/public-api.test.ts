@@ -37,12 +37,10 @@ describe('the root entry of @keyway/core', () => {
       'OutboundError',
       'connectionFetch',
       'createBroker',
-      'createConnectionFetch',
       'deriveVaultKey',
       'generateVaultKey',
       'isKeywayError',
       'parseResourcePath',
-      'remoteConnectionFetch',
       'resourcePathFromUrl',
       'rootPrincipal',
     ]);
@@ -81,7 +79,10 @@ describe('the root entry of @keyway/core', () => {
   it('names every error with a code from a closed union', () => {
     expectTypeOf<core.KeywayError['code']>().toEqualTypeOf<KeywayErrorCode>();
     expectTypeOf<core.InsufficientScopeError['code']>().toEqualTypeOf<'insufficient_scope'>();
-    expectTypeOf<core.OutboundError['code']>().toEqualTypeOf<core.OutboundFailure>();
+    // A refused or failed outbound request is an upstream_error, its reason in `failure`.
+    expectTypeOf<core.OutboundError['code']>().toEqualTypeOf<KeywayErrorCode>();
+    expectTypeOf<core.OutboundError['failure']>().toEqualTypeOf<core.OutboundFailure>();
+    expectTypeOf<core.OutboundError>().toExtend<core.KeywayError>();
     expectTypeOf<core.ConnectionView['error']>().toEqualTypeOf<{
       code: ConnectionErrorCode;
       description: string;

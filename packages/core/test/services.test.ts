@@ -3,12 +3,12 @@ import { createTestWorld, type TestWorld } from '@keyway/testing';
 import { beforeEach, describe, expect, it } from 'vitest';
 import {
   type Broker,
+  connectionFetch,
   createBroker,
   deriveVaultKey,
   InsufficientScopeError,
   type KeywayEvent,
   OutboundError,
-  remoteConnectionFetch,
   rootPrincipal,
 } from '../src/index.js';
 
@@ -276,12 +276,12 @@ describe('refresh timing options', () => {
 });
 
 describe('errors a caller can catch share one shape', () => {
-  it('OutboundError carries a code and the API body shape', () => {
+  it('OutboundError is an upstream_error whose failure says why, with the API body shape', () => {
     const error = new OutboundError('blocked_address', 'https://10.0.0.1 is a private address');
-    expect(error.code).toBe('blocked_address');
-    expect(error.code).toBe('blocked_address');
+    expect(error.failure).toBe('blocked_address');
+    expect(error.code).toBe('upstream_error');
     expect(error.toJSON()).toEqual({
-      error: 'blocked_address',
+      error: 'upstream_error',
       error_description: 'https://10.0.0.1 is a private address',
     });
   });
@@ -300,13 +300,15 @@ describe('errors a caller can catch share one shape', () => {
   });
 });
 
-describe('remoteConnectionFetch()', () => {
+describe('connectionFetch() over Keyway’s HTTP API', () => {
   const answering = (status: number, body: unknown) =>
-    remoteConnectionFetch({
-      keywayUrl: 'https://keyway.example.test',
-      token: 'kw1_token',
-      connectionId: 'acme/alice/linear',
-      keywayFetch: async () => Response.json(body, { status }),
+    connectionFetch({
+      source: {
+        keywayUrl: 'https://keyway.example.test',
+        token: 'kw1_token',
+        connectionId: 'acme/alice/linear',
+        keywayFetch: async () => Response.json(body, { status }),
+      },
       fetch: async () => new Response('unreachable', { status: 500 }),
     });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isDescendantName, parseLifetime, parseTokenName } from '../src/tokens/name.js';
+import { isDescendantName, parseLifetime, parseTokenName } from '../src/auth/delegation.js';
 
 const invalidName = expect.objectContaining({ code: 'invalid_name' });
 const invalidLifetime = expect.objectContaining({ code: 'invalid_lifetime' });

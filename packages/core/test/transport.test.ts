@@ -68,7 +68,7 @@ describe.each([
       const transport = defaultTransport([], { ...runtime(), fetch: platform.fetch });
       const outbound = createOutboundFetch({ fetch: transport });
       const error = await failure(outbound(`https://${host}/.well-known/oauth-protected-resource`));
-      expect(error.code).toBe('blocked_address');
+      expect(error.failure).toBe('blocked_address');
       expect(error.message).toBe(`${host}: address not allowed`);
       expect(platform.reached).toEqual([]);
     },
@@ -88,7 +88,7 @@ describe.each([
       fetch: defaultTransport([], { ...runtime(), fetch: platform.fetch }),
     });
     const error = await failure(outbound('https://nowhere.test/x'));
-    expect(error.code).toBe('network');
+    expect(error.failure).toBe('network');
     expect(platform.reached).toEqual([]);
   });
 });
@@ -101,7 +101,7 @@ describe('defaultTransport() on a runtime without a resolver', () => {
       allowedHosts: ['dev.test'],
     });
     const error = await failure(outbound('https://mcp.example.com/mcp'));
-    expect(error.code).toBe('blocked_address');
+    expect(error.failure).toBe('blocked_address');
     expect(error.message).toBe(
       'mcp.example.com: this runtime cannot check what a host name resolves to; pass a "fetch" that resolves and checks addresses, or list the host in "allowedHosts"',
     );

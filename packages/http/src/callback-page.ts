@@ -24,7 +24,9 @@ function headers(script: boolean): Record<string, string> {
     'content-type': 'text/html; charset=utf-8',
     'cache-control': 'no-store',
     'x-content-type-options': 'nosniff',
-    'content-security-policy': `default-src 'none'; ${script ? "script-src 'self'; " : ''}style-src 'unsafe-inline'; frame-ancestors 'none'`,
+    'content-security-policy':
+      `default-src 'none'; ${script ? "script-src 'self'; " : ''}style-src 'unsafe-inline'; ` +
+      `frame-ancestors 'none'`,
     'referrer-policy': 'no-referrer',
     'cross-origin-opener-policy': 'same-origin',
   };
@@ -41,7 +43,10 @@ function page(status: number, title: string, message: string, report?: CallbackR
   const reported =
     report === undefined
       ? ''
-      : `<div id="outcome" hidden data-connection="${escapeHtml(report.outcome.connection_id)}" data-status="${escapeHtml(report.outcome.status)}"${report.outcome.error === null ? '' : ` data-error="${escapeHtml(report.outcome.error)}"`}></div><script type="module" src="${escapeHtml(report.script)}"></script>`;
+      : `<div id="outcome" hidden data-connection="${escapeHtml(report.outcome.connection_id)}"` +
+        ` data-status="${escapeHtml(report.outcome.status)}"` +
+        (report.outcome.error === null ? '' : ` data-error="${escapeHtml(report.outcome.error)}"`) +
+        `></div><script type="module" src="${escapeHtml(report.script)}"></script>`;
   const body = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
 <style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}</style></head>
@@ -101,7 +106,8 @@ export function callbackReply(outcome: CallbackOutcome, inspectorScript?: string
   return page(
     200,
     'Not connected',
-    `The connection ${outcome.connection_id} was not authorized: ${outcome.error.code} (${outcome.error.description}).${kept}`,
+    `The connection ${outcome.connection_id} was not authorized: ${outcome.error.code} ` +
+      `(${outcome.error.description}).${kept}`,
     report,
   );
 }

@@ -12,7 +12,8 @@ import { errorReply, errorResponse } from './responses.js';
 const malformed = () =>
   new KeywayError('invalid_token', 'the Authorization header is not "Bearer <token>"');
 
-async function principalFor(
+/** The principal behind a request's `Authorization`, once its scopes cover `path`. */
+export async function principalFor(
   broker: Broker,
   header: string | null | undefined,
   path: string,
@@ -65,99 +66,4 @@ export function guardErrorResponse(error: unknown, request?: Request): Response 
   if (!isKeywayError(error) || error.code === 'internal_error') throw error;
   const presented = request === undefined ? true : request.headers.has('authorization');
   return errorResponse(error, presented);
-}
-
-/** The part of an Express (or Connect, or `node:http`) request a guard reads. */
-export interface NodeRequestLike {
-  headers: { authorization?: string | undefined };
-  socket?: { remoteAddress?: string | undefined };
-}
-
-/** The part of an Express response a guard writes. */
-export interface NodeResponseLike {
-  statusCode: number;
-  setHeader(name: string, value: string): unknown;
-  end(body: string): unknown;
-  locals?: Record<string, unknown>;
-}
-
-/**
- * The guard as Express middleware: on success the principal is `res.locals.principal` and
- * the route runs; a refusal answers with the API's error body.
- *
- * @example
- * app.get('/notes/*path', brokerTokenMiddleware(broker, (req) => `notes/${req.params.path.join('/')}`), handler);
- * @see [docs/api.md §3.1](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#31-scopes)
- */
-export function brokerTokenMiddleware<Req extends NodeRequestLike>(
-  broker: Broker,
-  pathOf: (req: Req) => string,
-): (req: Req, res: NodeResponseLike, next: (error?: unknown) => void) => void {
-  return (req, res, next) => {
-    Promise.resolve()
-      .then(() =>
-        principalFor(
-          broker,
-          req.headers.authorization,
-          pathOf(req),
-          req.socket?.remoteAddress ?? null,
-        ),
-      )
-      .then(
-        (principal) => {
-          if (res.locals !== undefined) res.locals.principal = principal;
-          next();
-        },
-        (error: unknown) => {
-          if (!isKeywayError(error) || error.code === 'internal_error') {
-            next(error);
-            return;
-          }
-          const reply = errorReply(error, req.headers.authorization !== undefined);
-          res.statusCode = reply.status;
-          for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
-          res.end(reply.body ?? '');
-        },
-      );
-  };
-}
-
-/** The part of a Hono context a guard reads and writes. */
-export interface HonoContextLike {
-  req: { raw: Request };
-  set(key: 'principal', value: Principal): void;
-  env?: unknown;
-}
-
-/**
- * The guard as Hono middleware: on success the principal is `c.get('principal')` and the
- * route runs; a refusal answers with the API's error body. On `@hono/node-server` the
- * client address (for the limit of failed authentications) is the socket's.
- *
- * @example
- * app.use('/notes/*', honoBrokerToken(broker, (c) => c.req.path.slice(1)));
- * @see [docs/api.md §3.1](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#31-scopes)
- */
-export function honoBrokerToken<C extends HonoContextLike>(
-  broker: Broker,
-  pathOf: (c: C) => string,
-): (c: C, next: () => Promise<void>) => Promise<Response | undefined> {
-  return async (c, next) => {
-    const incoming = (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)
-      ?.incoming;
-    let principal: Principal;
-    try {
-      principal = await principalFor(
-        broker,
-        c.req.raw.headers.get('authorization'),
-        pathOf(c),
-        incoming?.socket?.remoteAddress ?? clientAddressOf(c.req.raw, c.env),
-      );
-    } catch (error) {
-      return guardErrorResponse(error, c.req.raw);
-    }
-    c.set('principal', principal);
-    await next();
-    return undefined;
-  };
 }

@@ -1,19 +1,12 @@
 /**
  * `@keyway/http`: the broker's HTTP contract as a Web-standard handler, `Request` in and
- * `Response` out, for any runtime that speaks `fetch`; guards for an app's own routes; the
- * OpenAPI document. Node's `http` glue is in `@keyway/http/node`.
+ * `Response` out, for any runtime that speaks `fetch`; a guard for an app's own fetch-style
+ * routes; the OpenAPI document. Node's `http` glue is in `@keyway/http/node`; the guard as
+ * Express and Hono middleware in `@keyway/http/express` and `@keyway/http/hono`.
  *
  * @module
  */
-export {
-  brokerTokenMiddleware,
-  guardErrorResponse,
-  type HonoContextLike,
-  honoBrokerToken,
-  type NodeRequestLike,
-  type NodeResponseLike,
-  requireBrokerToken,
-} from './guard.js';
+export { guardErrorResponse, requireBrokerToken } from './guard.js';
 export {
   createHandler,
   type HandlerOptions,

@@ -514,9 +514,7 @@ describe.each(UPSTREAM_TRANSPORTS)(
         await trusted.connect(
           new StreamableHTTPClientTransport(new URL(upstream.world.resourceUrl), {
             fetch: connectionFetch({
-              broker: h.broker,
-              principal: rootPrincipal(),
-              connectionId: CONNECTION,
+              source: { broker: h.broker, principal: rootPrincipal(), connectionId: CONNECTION },
             }),
           }),
         );

@@ -3,7 +3,6 @@ import {
   connectionFetch,
   InsufficientScopeError,
   KeywayError,
-  remoteConnectionFetch,
   rootPrincipal,
 } from '@keyway/core';
 import { memoryStorage } from '@keyway/store-memory';
@@ -60,9 +59,7 @@ describe('giving a connection to the official MCP SDK client', () => {
   it('initializes, lists tools and calls one with the connection’s token, in process', async () => {
     const client = await connect(
       connectionFetch({
-        broker: h.broker,
-        principal: rootPrincipal(),
-        connectionId: CONNECTION,
+        source: { broker: h.broker, principal: rootPrincipal(), connectionId: CONNECTION },
         fetch: world.fetch,
       }),
     );
@@ -75,9 +72,7 @@ describe('giving a connection to the official MCP SDK client', () => {
   it('retries once with a forced refresh when the server answers 401', async () => {
     const client = await connect(
       connectionFetch({
-        broker: h.broker,
-        principal: rootPrincipal(),
-        connectionId: CONNECTION,
+        source: { broker: h.broker, principal: rootPrincipal(), connectionId: CONNECTION },
         fetch: world.fetch,
       }),
     );
@@ -101,9 +96,7 @@ describe('giving a connection to the official MCP SDK client', () => {
     world.set({ toolScope: 'admin' });
     const client = await connect(
       connectionFetch({
-        broker: h.broker,
-        principal: rootPrincipal(),
-        connectionId: CONNECTION,
+        source: { broker: h.broker, principal: rootPrincipal(), connectionId: CONNECTION },
         fetch: world.fetch,
       }),
     );
@@ -122,11 +115,8 @@ describe('giving a connection to the official MCP SDK client', () => {
     const token = await h.mint('agent', [CONNECTION]);
     const keywayFetch = (url: string, init: RequestInit) => h.handler(new Request(url, init));
     const client = await connect(
-      remoteConnectionFetch({
-        keywayUrl: BASE,
-        token,
-        connectionId: CONNECTION,
-        keywayFetch,
+      connectionFetch({
+        source: { keywayUrl: BASE, token, connectionId: CONNECTION, keywayFetch },
         fetch: world.fetch,
       }),
     );
@@ -135,11 +125,8 @@ describe('giving a connection to the official MCP SDK client', () => {
 
     const outsider = await h.mint('outsider', ['acme/users/bob']);
     const refused = await connect(
-      remoteConnectionFetch({
-        keywayUrl: BASE,
-        token: outsider,
-        connectionId: CONNECTION,
-        keywayFetch,
+      connectionFetch({
+        source: { keywayUrl: BASE, token: outsider, connectionId: CONNECTION, keywayFetch },
         fetch: world.fetch,
       }),
     ).catch((e: unknown) => e);

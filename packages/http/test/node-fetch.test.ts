@@ -58,7 +58,7 @@ describe('createNodeFetch(): resolved addresses and pinning', () => {
     async (host) => {
       const before = seen.length;
       const error = await refusal(`https://${host}:${port}/secret`);
-      expect(error.code).toBe('blocked_address');
+      expect(error.failure).toBe('blocked_address');
       // L4 (issue 8): the refusal never tells what the name resolves to.
       expect(error.message).toBe(`${host}: address not allowed`);
       expect(seen.length).toBe(before);
@@ -79,10 +79,10 @@ describe('createNodeFetch(): resolved addresses and pinning', () => {
 
   it('refuses a redirect to a private address from an allowed host', async () => {
     const error = await refusal(`http://internal.test:${port}/redirect-out`, ['internal.test']);
-    expect(error.code).toBe('redirect');
+    expect(error.failure).toBe('redirect');
   });
 
   it('reports an unknown host as a network error', async () => {
-    expect((await refusal('https://nowhere.test/')).code).toBe('network');
+    expect((await refusal('https://nowhere.test/')).failure).toBe('network');
   });
 });

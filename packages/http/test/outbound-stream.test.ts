@@ -74,7 +74,7 @@ describe('createStreamingFetch', () => {
       (error: unknown) => error,
     );
     expect(failure).toBeInstanceOf(OutboundError);
-    expect((failure as OutboundError).code).toBe('timeout');
+    expect((failure as OutboundError).failure).toBe('timeout');
     expect((failure as OutboundError).message).toBe(`${base}: no data for 200 ms`);
     await requests.at(-1)?.closed;
   });
@@ -129,7 +129,7 @@ describe('createStreamingFetch', () => {
 
     const idle = await stream(`${base}/idle-watched`);
     watch(idle, 'idle');
-    expect(await idle.text().then(String, (error: OutboundError) => error.code)).toBe('timeout');
+    expect(await idle.text().then(String, (error: OutboundError) => error.failure)).toBe('timeout');
 
     const caller = new AbortController();
     const aborted = await stream(`${base}/abort-watched`, { signal: caller.signal });
@@ -164,14 +164,14 @@ describe('createStreamingFetch', () => {
         (url) =>
           guarded(url).then(
             () => null,
-            (error: OutboundError) => error.code,
+            (error: OutboundError) => error.failure,
           ),
       ),
     );
     expect(refusals).toEqual(['insecure_scheme', 'insecure_scheme', 'invalid_url', 'invalid_url']);
     const loopback = await createStreamingFetch()('https://127.0.0.1:1/x').then(
       () => null,
-      (error: OutboundError) => error.code,
+      (error: OutboundError) => error.failure,
     );
     expect(loopback).toBe('blocked_address');
   });
@@ -185,7 +185,7 @@ describe('createStreamingFetch', () => {
       () => null,
       (error: OutboundError) => error,
     );
-    expect(failure?.code).toBe('timeout');
+    expect(failure?.failure).toBe('timeout');
     expect(failure?.message).toBe(`${base}: no answer within 150 ms`);
     await requests.at(-1)?.closed;
   });
@@ -266,7 +266,7 @@ describe('createStreamingFetch().piped: the same requests answered for an adapte
     const { chunks, outcome } = await drain((await get('/piped-idle')).body);
     expect(chunks).toEqual([': ping\n\n']);
     expect(outcome).toBeInstanceOf(OutboundError);
-    expect((outcome as OutboundError).code).toBe('timeout');
+    expect((outcome as OutboundError).failure).toBe('timeout');
     expect((outcome as OutboundError).message).toBe(`${base}: no data for 200 ms`);
     await requests.at(-1)?.closed;
   });
@@ -336,7 +336,7 @@ describe('createStreamingFetch().piped: the same requests answered for an adapte
       await requests.at(-1)?.closed;
     }
     const idle = await get('/piped-shared-idle', shared.signal);
-    expect(((await drain(idle.body)).outcome as OutboundError).code).toBe('timeout');
+    expect(((await drain(idle.body)).outcome as OutboundError).failure).toBe('timeout');
     // A refused connection: the request fails before any answer.
     const refused = createServer();
     refused.listen(0, '127.0.0.1');
@@ -353,7 +353,7 @@ describe('createStreamingFetch().piped: the same requests answered for an adapte
       () => null,
       (error: unknown) => error,
     );
-    expect((failure as OutboundError).code).toBe('network');
+    expect((failure as OutboundError).failure).toBe('network');
     // The Web path over the same exchange.
     handle = (_req, res) => res.end('as a response');
     for (let i = 0; i < 5; i++) {
@@ -403,7 +403,7 @@ describe('createStreamingFetch().piped: the same requests answered for an adapte
     cancelled.body?.cancel();
     const idle = await get('/piped-idle-watched');
     idle.body?.whenSettled(() => seen.push('idle'));
-    expect(((await drain(idle.body)).outcome as OutboundError).code).toBe('timeout');
+    expect(((await drain(idle.body)).outcome as OutboundError).failure).toBe('timeout');
     const caller = new AbortController();
     const aborted = await get('/piped-abort-watched', caller.signal);
     aborted.body?.whenSettled(() => seen.push('aborted'));
@@ -451,7 +451,7 @@ describe('createStreamingFetch().piped: the same requests answered for an adapte
       ].map((url) =>
         guarded?.(url, { method: 'GET', headers: {}, body: null }).then(
           () => null,
-          (error: OutboundError) => error.code,
+          (error: OutboundError) => error.failure,
         ),
       ),
     );
@@ -475,7 +475,7 @@ describe('createStreamingFetch().piped: the same requests answered for an adapte
       () => null,
       (error: OutboundError) => error,
     );
-    expect(failure?.code).toBe('timeout');
+    expect(failure?.failure).toBe('timeout');
     expect(failure?.message).toBe(`${base}: no answer within 150 ms`);
     await requests.at(-1)?.closed;
   });

@@ -245,7 +245,8 @@ export function* migrate(dialect: Dialect, now: number): Program<number> {
   const versionType = dialect.engine === 'sqlite' ? 'INTEGER' : 'integer';
   const timeType = dialect.engine === 'sqlite' ? 'INTEGER' : 'bigint';
   yield* script(
-    `CREATE TABLE IF NOT EXISTS ${tableName(dialect, 'migrations')} (version ${versionType} PRIMARY KEY, applied_at ${timeType} NOT NULL)`,
+    `CREATE TABLE IF NOT EXISTS ${tableName(dialect, 'migrations')} (version ${versionType} PRIMARY KEY, applied_at ` +
+      `${timeType} NOT NULL)`,
   );
   const row = yield* get('SELECT MAX(version) AS version FROM {migrations}');
   const current = row?.version === null || row?.version === undefined ? 0 : Number(row.version);

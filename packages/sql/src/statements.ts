@@ -69,7 +69,9 @@ export function subtreePageQuery(
     pieces.push(`SELECT * FROM {${table}} WHERE ${where([`${keyColumn} = ?`])}`);
     params.push(tree.root, ...filters.params);
     pieces.push(
-      `SELECT * FROM (SELECT * FROM {${table}} WHERE ${where([`${keyColumn} >= ?`, `${keyColumn} < ?`])} ORDER BY ${keyColumn} LIMIT ?) AS below${i}`,
+      `SELECT * FROM (SELECT * FROM {${table}} ` +
+        `WHERE ${where([`${keyColumn} >= ?`, `${keyColumn} < ?`])} ` +
+        `ORDER BY ${keyColumn} LIMIT ?) AS below${i}`,
     );
     params.push(tree.from, tree.to, ...filters.params, limit);
   });

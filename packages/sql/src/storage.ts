@@ -425,7 +425,8 @@ export function sqlStorage(
             // One short statement per table: a batch, never a long lock; on PostgreSQL,
             // rows a request is working on are skipped and left for the next round.
             removed += yield* run(
-              `DELETE FROM {${table}} WHERE ${key} IN (SELECT ${key} FROM {${table}} WHERE expires_at <= ? LIMIT ?{lock FOR UPDATE SKIP LOCKED})`,
+              `DELETE FROM {${table}} WHERE ${key} IN (SELECT ${key} FROM {${table}} WHERE expires_at <= ? LIMIT ` +
+                `?{lock FOR UPDATE SKIP LOCKED})`,
               [now, limit],
             );
           }

@@ -65,7 +65,10 @@ export function handOutReadCases({ open }: CaseContext): void {
       return { storage, read: read ?? null };
     }
 
-    it('answers the connection, its vault entry of the kind asked and its provider’s hand_out member, as the three reads would', async () => {
+    const joined =
+      'answers the connection, its vault entry of the kind asked and its provider’s hand_out ' +
+      'member, as the three reads would';
+    it(joined, async () => {
       const { storage, read } = await setUp();
       if (read === null) return; // optional: this storage reads them one at a time
       const expected: Record<string, HandOutRead['provider']> = {

@@ -160,7 +160,9 @@ export function vaultStorageCases({ open, connectAgain, readBehind }: CaseContex
       ]);
     });
 
-    it('lists what a re-wrap still has to move, in (kind, key) order, and swaps ciphertext by compare-and-set', async () => {
+    const rewrap =
+      'lists what a re-wrap still has to move, in (kind, key) order, and swaps ciphertext by compare-and-set';
+    it(rewrap, async () => {
       const storage = await open();
       await storage.putVaultEntry(write('secret', 'b', 'old-b', 'old'), NOW);
       await storage.putVaultEntry(write('secret', 'a', 'old-a', 'old'), NOW);

@@ -249,7 +249,8 @@ export function openSqlite(file: string, driver?: new (file: string) => object):
   } catch (cause) {
     throw new Error(
       'no SQLite driver loads in this runtime (better-sqlite3 on Node, bun:sqlite on Bun, node:sqlite on Deno); ' +
-        'pass an open database, or use memoryStorage() or postgresStorage() from @keyway/store-memory and @keyway/store-postgres',
+        'pass an open database, or use memoryStorage() or postgresStorage() from @keyway/store-memory and ' +
+        '@keyway/store-postgres',
       { cause },
     );
   }

@@ -67,22 +67,6 @@ export async function connectInWorld(
 }
 
 /**
- * A `fetch` for MCP requests with a connection's brokered token, sent to the world's MCP
- * server (never the network); the token is refreshed when due and once on a 401.
- */
-export function worldConnectionFetch(
-  world: TestWorld,
-  options: { broker: Broker; connectionId: string; principal?: Principal },
-): ReturnType<typeof connectionFetch> {
-  return connectionFetch({
-    broker: options.broker,
-    principal: options.principal ?? rootPrincipal(),
-    connectionId: options.connectionId,
-    fetch: world.fetch,
-  });
-}
-
-/**
  * The broker's MCP gateway in memory (docs/api.md §13), as a `fetch` for an MCP client: each
  * request to `…/mcp/<connection path>` is served by `broker.gateway`, which calls the
  * world's MCP server with the connection's token — no sockets, and the client never holds

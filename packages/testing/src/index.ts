@@ -3,7 +3,6 @@ export {
   createTestBroker,
   gatewayFetch,
   TEST_ROOT_KEY,
-  worldConnectionFetch,
 } from './broker.js';
 export {
   type AuthorizationServerMetadataLocation,

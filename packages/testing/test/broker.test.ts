@@ -1,12 +1,6 @@
-import { rootPrincipal } from '@keyway/core';
+import { connectionFetch, rootPrincipal } from '@keyway/core';
 import { describe, expect, it } from 'vitest';
-import {
-  connectInWorld,
-  createTestBroker,
-  createTestWorld,
-  gatewayFetch,
-  worldConnectionFetch,
-} from '../src/index.js';
+import { connectInWorld, createTestBroker, createTestWorld, gatewayFetch } from '../src/index.js';
 
 describe('the test kit’s broker helpers', () => {
   it('runs the whole flow in memory, ending in an MCP call with the brokered token', async () => {
@@ -21,9 +15,9 @@ describe('the test kit’s broker helpers', () => {
       connectionId: 'acme/alice/demo',
     });
     expect(outcome).toMatchObject({ status: 'active', error: null });
-    const response = await worldConnectionFetch(world, {
-      broker,
-      connectionId: 'acme/alice/demo',
+    const response = await connectionFetch({
+      source: { broker, principal: rootPrincipal(), connectionId: 'acme/alice/demo' },
+      fetch: world.fetch,
     })(world.resourceUrl, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

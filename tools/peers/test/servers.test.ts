@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type RunningServer, serve } from '@keyway/cli';
-import { InsufficientScopeError, remoteConnectionFetch } from '@keyway/core';
+import { connectionFetch, InsufficientScopeError } from '@keyway/core';
 import { Browser, callApi, close, jwtVerifier, listen, serveMcp } from '@keyway/test-support/peers';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -83,7 +83,9 @@ describe('real authorization servers from npm, through keyway serve end to end',
     const client = new Client({ name: 'peers-test', version: '1' });
     await client.connect(
       new StreamableHTTPClientTransport(new URL(peer.resourceUrl), {
-        fetch: remoteConnectionFetch({ keywayUrl: keyway.url, token: ROOT_KEY, connectionId }),
+        fetch: connectionFetch({
+          source: { keywayUrl: keyway.url, token: ROOT_KEY, connectionId },
+        }),
       }),
     );
     return client;

@@ -68,6 +68,47 @@ function cycles(graph: Map<string, string[]>): string[][] {
   return found;
 }
 
+/**
+ * Core's folders from the bottom up (docs/ARCHITECTURE.md): a module imports only from its
+ * own folder and the folders before it. The root `index.ts` is the top.
+ */
+const LAYERS = [
+  'platform',
+  'contract',
+  'telemetry',
+  'auth',
+  'storage',
+  'outbound',
+  'events',
+  'tokens',
+  'vault',
+  'discovery',
+  'catalog',
+  'providers',
+  'grants',
+  'connections',
+  'upstream',
+  'sign-in',
+  'broker',
+  'config',
+];
+
+/** The top-level folder of a module (`auth/scope.ts` → `auth`); the root's files are `.`. */
+const folderOf = (file: string) => (file.includes('/') ? (file.split('/')[0] as string) : '.');
+
+/** Each import that points up the layers, or sideways between folders of one rank. */
+function layerViolations(graph: Map<string, string[]>): string[] {
+  const rank = (file: string) => {
+    const folder = folderOf(file);
+    return folder === '.' ? LAYERS.length : LAYERS.indexOf(folder);
+  };
+  return [...graph].flatMap(([file, targets]) =>
+    targets
+      .filter((target) => folderOf(target) !== folderOf(file) && rank(target) >= rank(file))
+      .map((target) => `${file} → ${target}`),
+  );
+}
+
 describe('the structure of packages/core/src', () => {
   const files = sources(src);
   const graph = new Map(files.map((file) => [file, importsOf(file)]));
@@ -91,6 +132,34 @@ describe('the structure of packages/core/src', () => {
       ['d.ts', ['a.ts']],
     ]);
     expect(cycles(looped)).toEqual([['a.ts', 'b.ts', 'c.ts']]);
+  });
+
+  it('imports only downward between its folders, in the order docs/ARCHITECTURE.md draws', () => {
+    expect(layerViolations(graph)).toEqual([]);
+  });
+
+  it('finds a folder imported upward (the check itself)', () => {
+    const upward = new Map([
+      ['auth/scope.ts', ['contract/codes.ts']],
+      ['contract/codes.ts', ['auth/scope.ts']],
+      ['index.ts', ['broker/broker.ts']],
+    ]);
+    expect(layerViolations(upward)).toEqual(['contract/codes.ts → auth/scope.ts']);
+  });
+
+  it('places every folder of core in the order, and keeps each folder scannable', () => {
+    const folders = new Set(files.filter((file) => file.includes('/')).map(folderOf));
+    expect([...folders].filter((folder) => !LAYERS.includes(folder))).toEqual([]);
+    const crowded = [...folders]
+      .map((folder) => ({
+        folder,
+        count: files.filter(
+          (file) => file.startsWith(`${folder}/`) && !file.slice(folder.length + 1).includes('/'),
+        ).length,
+      }))
+      .filter(({ count }) => count > 14)
+      .map(({ folder, count }) => `${folder}: ${count} files`);
+    expect(crowded).toEqual([]);
   });
 
   it('keeps the codes and enums in a module that imports nothing', () => {
@@ -145,6 +214,22 @@ describe('the structure of packages/*/src', () => {
       .map(({ file, text }) => ({ file, lines: text.split('\n').length - 1 }))
       .filter(({ lines }) => lines > 600)
       .map(({ file, lines }) => `${file}: ${lines} lines`);
+    expect(long).toEqual([]);
+  });
+
+  it('has no line of code over 120 characters (a link, in a comment or a string, is as long as it is)', () => {
+    const long = files.flatMap(({ file, text }) =>
+      text
+        .split('\n')
+        .map((line, index) => ({ line, index }))
+        .filter(
+          ({ line }) =>
+            line.length > 120 &&
+            !/^\s*(\/\/|\/?\*)/.test(line) &&
+            !/^\s*'https?:\/\/[^\s']+',?$/.test(line),
+        )
+        .map(({ index }) => `${file}:${index + 1}`),
+    );
     expect(long).toEqual([]);
   });
 

@@ -12,7 +12,8 @@ export const CONNECTION_COMMANDS: Command[] = [
     name: 'connect',
     usage: '<provider> <connection> [--scope <s>…] [--subject-token-stdin]',
     summary:
-      'starts an authorization, prints the consent URL and waits for the outcome (a provider of the client credentials grant connects at once)',
+      'starts an authorization, prints the consent URL and waits for the outcome (a provider of the client ' +
+      'credentials grant connects at once)',
     options: ['scope', 'subject-token-stdin'],
     async run({ api, arg, values, io, json, show }) {
       const provider = arg(0, 'provider');
@@ -32,7 +33,10 @@ export const CONNECTION_COMMANDS: Command[] = [
         ...(subjectToken === undefined ? {} : { subject_token: subjectToken }),
       });
       const connected = (view: { scopes: string[]; refreshable: boolean }) =>
-        `connected ${clean(connection)}: scopes ${clean(view.scopes.join(' ') || '(none)')}${view.refreshable ? '' : ' (no refresh token: a new consent is needed when the token expires)'}`;
+        `connected ${clean(connection)}: scopes ${clean(view.scopes.join(' ') || '(none)')}` +
+        (view.refreshable
+          ? ''
+          : ' (no refresh token: a new consent is needed when the token expires)');
       if (started.authorization_url === undefined) {
         // The client credentials grant (docs/api.md §14): no consent, the connection is active.
         show(started, () => `${connected(started)} (${started.grant.replace('_', ' ')} grant)`);
@@ -74,7 +78,12 @@ export const CONNECTION_COMMANDS: Command[] = [
     async run({ api, values, show }) {
       const body = await api(
         'GET',
-        `/api/oauth/connections${query({ prefix: values.prefix, provider_id: values.provider, status: values.status, limit: values.limit })}`,
+        `/api/oauth/connections${query({
+          prefix: values.prefix,
+          provider_id: values.provider,
+          status: values.status,
+          limit: values.limit,
+        })}`,
       );
       show(body, () => table(body.items, COLUMNS));
       return EXIT.ok;

@@ -26,7 +26,8 @@ export const LOCAL_COMMANDS: Command[] = [
     name: 'vault rewrap',
     usage: '',
     summary:
-      'moves every vault entry onto the first of KEYWAY_VAULT_KEYS (new key first), on the database itself; then drop the old key',
+      'moves every vault entry onto the first of KEYWAY_VAULT_KEYS (new key first), on the database itself; then ' +
+      'drop the old key',
     local: true,
     async run({ io, json }) {
       const { rewrapVault } = await import('../vault.js');
@@ -49,7 +50,8 @@ export const LOCAL_COMMANDS: Command[] = [
       if (json) io.out(JSON.stringify(result));
       else
         io.out(
-          `backed up ${result.database} to ${result.target} (${result.pages} pages). The vault keys are not in it: keep ${result.vaultKeys} with it, apart, or its secrets cannot be read`,
+          `backed up ${result.database} to ${result.target} (${result.pages} pages). The vault keys are not in it: ` +
+            `keep ${result.vaultKeys} with it, apart, or its secrets cannot be read`,
         );
       return EXIT.ok;
     },

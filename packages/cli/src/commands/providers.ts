@@ -128,7 +128,13 @@ export const PROVIDER_COMMANDS: Command[] = [
       [--pkce assume_s256] [--authorization-param <name=value>…] [--token-param <name=value>…]
       [--register] [--inject-only] [--dpop]`,
     summary:
-      'creates or replaces a provider: an MCP server (--resource-url) or a classic API of the catalog (--profile, with your --client-id; "profile list" shows them). --mode client_credentials: the client gets its own tokens, with its secret or a private key (PEM on standard input), no user; --mode jwt_bearer: with a workload JWT from one of the broker’s assertion sources; --mode enterprise: a user’s ID token exchanged at the --idp-* identity provider (keyway connect --subject-token-stdin); --register: a new client, as "provider register"; --inject-only: its tokens never handed out; --dpop: its tokens DPoP-bound even where the server does not say it takes DPoP (inject-only too)',
+      'creates or replaces a provider: an MCP server (--resource-url) or a classic API of the catalog (--profile, ' +
+      'with your --client-id; "profile list" shows them). --mode client_credentials: the client gets its own ' +
+      'tokens, with its secret or a private key (PEM on standard input), no user; --mode jwt_bearer: with a ' +
+      'workload JWT from one of the broker’s assertion sources; --mode enterprise: a user’s ID token exchanged at ' +
+      'the --idp-* identity provider (keyway connect --subject-token-stdin); --register: a new client, as ' +
+      '"provider register"; --inject-only: its tokens never handed out; --dpop: its tokens DPoP-bound even where ' +
+      'the server does not say it takes DPoP (inject-only too)',
     options: [
       'resource-url',
       'profile',
@@ -292,7 +298,8 @@ export const PROVIDER_COMMANDS: Command[] = [
             ['step', 'ok', 'status', 'url', 'note'],
           ),
           body.ok
-            ? `authorization server ${clean(body.authorization_server.issuer)}; scopes ${clean(body.scopes.join(' ') || '(none)')}`
+            ? `authorization server ${clean(body.authorization_server.issuer)}; scopes ` +
+              `${clean(body.scopes.join(' ') || '(none)')}`
             : `discovery failed: ${clean(body.error)}`,
         ].join('\n'),
       );

@@ -22,7 +22,8 @@ export const TOKEN_COMMANDS: Command[] = [
       show(
         body,
         () =>
-          `${body.access_token}\n(name ${body.name}, scopes ${body.scopes.join(' ')}, expires ${body.expires_at}; shown once)`,
+          `${body.access_token}\n(name ${body.name}, scopes ${body.scopes.join(' ')}, expires ${body.expires_at}; ` +
+          `shown once)`,
       );
       return EXIT.ok;
     },
@@ -85,7 +86,7 @@ export const TOKEN_COMMANDS: Command[] = [
           `keyway ${clean(body.version)}: ${body.ready ? 'ready' : 'NOT READY'}`,
           storage === null
             ? 'storage: not answering'
-            : `storage: ${clean(storage.engine)}${storage.schema_version === null ? '' : `, schema ${storage.schema_version} (this version needs ${storage.schema_expected})`}`,
+            : `storage: ${clean(storage.engine)}${schemaOf(storage)}`,
           ...(body.reason === null ? [] : [`reason: ${clean(body.reason)}`]),
         ].join('\n'),
       );
@@ -93,3 +94,12 @@ export const TOKEN_COMMANDS: Command[] = [
     },
   },
 ];
+
+/** The schema a status answer reports, and the one this version needs. */
+function schemaOf(storage: {
+  schema_version: number | null;
+  schema_expected: number | null;
+}): string {
+  if (storage.schema_version === null) return '';
+  return `, schema ${storage.schema_version} (this version needs ${storage.schema_expected})`;
+}

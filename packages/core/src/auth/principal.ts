@@ -1,5 +1,5 @@
 import { KeywayError } from '../contract/errors.js';
-import { isDescendantName } from '../tokens/name.js';
+import { isDescendantName } from './delegation.js';
 import { type Scope, setCoversPath } from './scope.js';
 
 /**

@@ -1,8 +1,32 @@
 import { z } from 'zod';
 import { KeywayError } from '../contract/errors.js';
-import { parseIpAddress } from '../outbound/address.js';
-import type { CounterStorage, CounterValue } from '../storage/contract.js';
+import { parseIpAddress } from '../platform/address.js';
 import type { Observer } from '../telemetry/observation.js';
+
+/** A fixed-window counter of the rate limiter: its count and when its window ends. */
+export interface CounterValue {
+  count: number;
+  /** End of the window, epoch milliseconds. */
+  expiresAt: number;
+}
+
+/**
+ * Counters of the rate limits (docs/api.md §12), shared by every instance on the storage. A
+ * counter whose `expiresAt <= now` does not exist.
+ */
+export interface CounterStorage {
+  /**
+   * Adds one to the counter `key`. A missing or expired counter starts anew at 1 with the
+   * window ending at `expiresAt`; a live one keeps its window. Atomic: of `n` concurrent
+   * calls on a counter, each sees a different count.
+   *
+   * @returns the counter after the increment.
+   */
+  incrementCounter(key: string, expiresAt: number, now: number): Promise<CounterValue>;
+
+  /** The live counter `key`, or `null`. */
+  getCounter(key: string, now: number): Promise<CounterValue | null>;
+}
 
 const LIMIT = z.strictObject({
   limit: z.number().int().min(1).max(1_000_000_000),
@@ -22,7 +46,8 @@ export const RateLimitsSchema = z.union(
   ],
   {
     error:
-      '"rateLimits" must be false or { auth?, mint?, discover?, shared? } with limits like { limit: 20, windowSeconds: 60 } or false',
+      '"rateLimits" must be false or { auth?, mint?, discover?, shared? } with limits like { limit: 20, ' +
+      'windowSeconds: 60 } or false',
   },
 );
 
@@ -277,7 +302,8 @@ export function parseRateLimits(text: string): RateLimitsConfig | false {
       .match(/^(auth|mint|discover)=(?:(off)|([1-9][0-9]{0,8})\/([1-9][0-9]{0,5}))$/);
     if (match === null) {
       throw new TypeError(
-        `invalid rate limit ${JSON.stringify(part.trim())}: use on, off, or auth=20/60,mint=60/60,discover=30/60 (count per window in seconds, or name=off)`,
+        `invalid rate limit ${JSON.stringify(part.trim())}: use on, off, or auth=20/60,mint=60/60,discover=30/60 ` +
+          `(count per window in seconds, or name=off)`,
       );
     }
     const name = match[1] as 'auth' | 'mint' | 'discover';

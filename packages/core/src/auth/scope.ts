@@ -1,8 +1,6 @@
+import { MAX_SCOPES } from '../contract/codes.js';
 import { KeywayError } from '../contract/errors.js';
 import { compareCodePoints, resourcePathProblem } from './resource-path.js';
-
-/** Most scopes one broker token may carry (SEED.md Limits). */
-export const MAX_SCOPES = 32;
 
 /** The scope that covers every resource path. */
 export const ROOT_SCOPE = '**';

@@ -1,22 +1,25 @@
 import { assertCoversPath, type Principal } from '../auth/principal.js';
 import { RateLimiter } from '../auth/rate-limit.js';
 import { parseResourcePath } from '../auth/resource-path.js';
-import { Gateway } from '../connections/gateway.js';
-import { StreamSlots } from '../connections/gateway-limits.js';
-import { ApiProxy } from '../connections/proxy.js';
+import type { ConnectionDeps } from '../connections/deps.js';
+import { ConnectionRecords } from '../connections/records.js';
 import { Refresher } from '../connections/refresh.js';
 import { ConnectionService } from '../connections/service.js';
-import { ConnectionRecords } from '../connections/state.js';
-import { PARTY_CHANGED, RESOURCE_CHANGED } from '../connections/view.js';
 import { EventService } from '../events/service.js';
 import { WebhookSender } from '../events/webhooks.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import { toBase64Url } from '../platform/bytes.js';
+import { PARTY_CHANGED, RESOURCE_CHANGED } from '../providers/party.js';
 import { clientMetadataDocument } from '../providers/registration.js';
 import { ProviderRegistry } from '../providers/registry.js';
 import { ProviderService } from '../providers/service.js';
 import type { Storage, StorageHealth } from '../storage/contract.js';
 import { type AuthenticationContext, TokenService } from '../tokens/service.js';
+import type { UpstreamDeps } from '../upstream/deps.js';
+import { Gateway } from '../upstream/gateway.js';
+import { StreamSlots } from '../upstream/limits.js';
+import { probeConnection } from '../upstream/probe.js';
+import { ApiProxy } from '../upstream/proxy.js';
 import { SecretService } from '../vault/secrets.js';
 import type { Vault } from '../vault/vault.js';
 import { type BrokerConfig, resolveBrokerConfig } from './config.js';
@@ -159,7 +162,7 @@ export function createBroker(config: BrokerConfig): Broker {
     limiter,
     observe: resolved.observe,
   });
-  const records: ConnectionRecords = new ConnectionRecords({
+  const connectionDeps: ConnectionDeps = {
     storage,
     vault,
     outbound: resolved.outbound,
@@ -175,18 +178,30 @@ export function createBroker(config: BrokerConfig): Broker {
     assertionSources: resolved.assertionSources,
     events,
     observe: resolved.observe,
-  });
-  const refresher = new Refresher(records);
-  const connections = new ConnectionService(records, refresher);
-  const gatewayOptions = {
+  };
+  const records = new ConnectionRecords(connectionDeps);
+  const refresher = new Refresher(connectionDeps, records);
+  // The upstream layer sends with connections; the connection service starts authorizations
+  // for it and answers its probe: wired here, so neither imports the other.
+  const upstream: UpstreamDeps = {
     records,
     refresher,
-    authorize: connections.authorize.bind(connections),
+    providers: registry,
+    storage,
+    now: resolved.now,
+    randomBytes: resolved.randomBytes,
+    outbound: resolved.outbound,
+    authorize: (principal, providerId, input) =>
+      connections.authorize(principal, providerId, input),
     stream: resolved.stream,
     limits: resolved.gateway,
     slots: new StreamSlots(resolved.gateway, resolved.observe),
     observe: resolved.observe,
   };
+  const connections = new ConnectionService(connectionDeps, records, refresher, (principal, id) =>
+    probeConnection(upstream, principal, id),
+  );
+  const gatewayOptions = upstream;
   const gateway = new Gateway(gatewayOptions);
   // Idle refresh (issue 23): a tenth of the idle time between rounds, 1 s to 1 h.
   let idleRound: Promise<unknown> | null = null;

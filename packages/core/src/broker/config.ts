@@ -1,29 +1,25 @@
 import { z } from 'zod';
 import { type RateLimitsConfig, RateLimitsSchema } from '../auth/rate-limit.js';
-import { catalogOf } from '../catalog/index.js';
+import { catalogOf } from '../catalog/catalog.js';
 import type { Profile, ProfileInput } from '../catalog/schema.js';
-import { type AssertionSource, AssertionSourcesSchema } from '../connections/assertions.js';
-import {
-  type GatewayLimits,
-  GatewayLimitsSchema,
-  gatewayLimits,
-} from '../connections/gateway-limits.js';
 import { REFRESH_IDLE, refreshIdleAfterMs } from '../connections/refresh.js';
 import type { ProviderInput } from '../contract/schemas.js';
 import { EventLog, type KeywayEvent, type WebhookEndpoint } from '../events/log.js';
 import { WebhookSchema } from '../events/webhook-config.js';
 import { createOutboundFetch, endpointProblem, type OutboundFetch } from '../outbound/fetch.js';
 import { allowedHostSet } from '../outbound/hosts.js';
+import { observedOutbound } from '../outbound/observed.js';
 import { createStreamingFetch, type StreamingFetch } from '../outbound/stream.js';
 import type { Transport } from '../outbound/transport.js';
 import { defaultCrypto, type PlatformCrypto } from '../platform/crypto.js';
 import { pooledRandomBytes } from '../platform/random.js';
+import { type AssertionSource, AssertionSourcesSchema } from '../providers/assertion-sources.js';
 import { type ClientProfile, profileOf } from '../providers/registration.js';
 import { STORAGE_METHODS, type Storage } from '../storage/contract.js';
 import { type Observer, safeObserver } from '../telemetry/observation.js';
-import { observedOutbound } from '../telemetry/outbound.js';
 import { TOKEN_PREFIX } from '../tokens/format.js';
 import { MIN_ROOT_KEY_LENGTH, rootKeyWeakness } from '../tokens/root-key.js';
+import { type GatewayLimits, GatewayLimitsSchema, gatewayLimits } from '../upstream/limits.js';
 import { deriveVaultKey, Vault } from '../vault/vault.js';
 
 const WEAK_ROOT_KEY =
@@ -361,7 +357,8 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     parsed.providerManagement === true || Object.keys(parsed.providers ?? {}).length > 0;
   if (usesProviders && parsed.baseUrl === undefined) {
     throw new TypeError(
-      'invalid broker configuration: "baseUrl" is required with providerManagement or providers: the OAuth callback is {baseUrl}/api/oauth/callback',
+      'invalid broker configuration: "baseUrl" is required with providerManagement or providers: the OAuth callback ' +
+        'is {baseUrl}/api/oauth/callback',
     );
   }
   const onBackgroundError =

@@ -176,7 +176,8 @@ function checkConnectionValues(profile: Profile, params: Map<string, unknown>): 
     if (!kept.has(value.name))
       throw new ProfileProblem(
         `${field}.name`,
-        `"${value.name}" is not metadata the profile keeps (token_response.extra, redirect_params or after_connect.metadata)`,
+        `"${value.name}" is not metadata the profile keeps (token_response.extra, redirect_params or ` +
+          `after_connect.metadata)`,
       );
     const placeholder = `{${value.name}}`;
     if (!base.includes(placeholder))

@@ -2,56 +2,42 @@ import * as oauth from 'oauth4webapi';
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { setCoversPath } from '../auth/scope.js';
+import { type ConnectionFailure, connectionFailure } from '../contract/connection-failure.js';
 import { KeywayError } from '../contract/errors.js';
 import { AuthorizeBody, type AuthorizeInput, type VerifyInput } from '../contract/schemas.js';
 import { isoTime } from '../contract/time.js';
 import { parseShape } from '../contract/validation.js';
 import { quoted } from '../discovery/index.js';
+import { AUTHORIZATION_CODE } from '../grants/authorization-code.js';
+import { authenticationOf } from '../grants/client-auth.js';
+import { consentUrl, hashFlowId, hashState, requestedScopes } from '../grants/consent.js';
+import { newDpopKey, wantsDpop } from '../grants/dpop.js';
+import { describeOAuthFailure, oauthErrorCode, ResponseRefused } from '../grants/party.js';
+import { tokenParamsOf } from '../grants/token-answers.js';
 import { endpointProblem } from '../outbound/fetch.js';
 import { allowedHostSet } from '../outbound/hosts.js';
 import { toBase64Url } from '../platform/bytes.js';
+import { currentParty, FORGOTTEN_CLIENT } from '../providers/party.js';
 import { type ClientProfile, callbackKey, redirectUriOf } from '../providers/registration.js';
 import { noBaseUrl } from '../providers/state.js';
 import {
   type ConnectionTokens,
+  connectionState,
   PendingRecordStateSchema,
   type PendingState,
   readStored,
 } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
-import { consentUrl, hashFlowId, hashState, requestedScopes } from './consent.js';
-import { dpopOptions, newDpopKey, wantsDpop, withNonceRetry } from './dpop.js';
-import {
-  currentParty,
-  describeOAuthFailure,
-  oauthErrorCode,
-  oauthPartyOf,
-  ResponseRefused,
-  resourceParam,
-  tokensFrom,
-} from './party.js';
-import {
-  afterConnect,
-  metadataOf,
-  readTokenAnswer,
-  tokenParamsOf,
-  tokenRequestOptions,
-} from './quirks.js';
+import type { ConnectionDeps } from './deps.js';
 import {
   type ConnectionRecords,
   incarnationOf,
   PENDING_AUTHORIZATION_TTL_MS,
   PKCE_VERIFIER_KIND,
   VERIFICATION_TOKENS_KIND,
-} from './state.js';
+} from './records.js';
 import { verifyFlow } from './verification.js';
-import {
-  type ConnectionFailure,
-  type ConnectionView,
-  connectionFailure,
-  connectionState,
-  FORGOTTEN_CLIENT,
-} from './view.js';
+import type { ConnectionView } from './view.js';
 
 /**
  * The answer of an authorize call (docs/api.md §5).
@@ -87,12 +73,18 @@ export interface CallbackOutcome {
 export class AuthorizationFlow {
   readonly #allowedHosts: ReadonlySet<string>;
 
-  constructor(readonly records: ConnectionRecords) {
-    this.#allowedHosts = allowedHostSet(records.o.allowedHosts);
+  readonly #deps: ConnectionDeps;
+
+  constructor(
+    deps: ConnectionDeps,
+    readonly records: ConnectionRecords,
+  ) {
+    this.#deps = deps;
+    this.#allowedHosts = allowedHostSet(deps.allowedHosts);
   }
 
   #profile(): ClientProfile {
-    const { profile } = this.records.o;
+    const { profile } = this.#deps;
     if (profile === null) throw noBaseUrl();
     return profile;
   }
@@ -107,7 +99,7 @@ export class AuthorizationFlow {
     }
     if (
       url === null ||
-      !this.records.o.allowedRedirects.includes(url.origin) ||
+      !this.#deps.allowedRedirects.includes(url.origin) ||
       url.username ||
       url.password
     ) {
@@ -127,7 +119,7 @@ export class AuthorizationFlow {
     providerId: string,
     input: AuthorizeInput,
   ): Promise<AuthorizeResult> {
-    const { o } = this.records;
+    const o = this.#deps;
     const provider = parseResourcePath(providerId);
     const shape = parseShape(AuthorizeBody, input);
     const connectionId = parseResourcePath(shape.connection_id, 'connection_id');
@@ -228,7 +220,7 @@ export class AuthorizationFlow {
    *   (`/api/oauth/callback/<key>`), or `null` for the shared `/api/oauth/callback`.
    */
   async callback(query: URLSearchParams, arrivedAt: string | null): Promise<CallbackOutcome> {
-    const { o } = this.records;
+    const o = this.#deps;
     const state = query.get('state');
     if (state === null || state === '' || query.getAll('state').length > 1) {
       throw new KeywayError('invalid_request', 'the callback carries no single state');
@@ -272,7 +264,8 @@ export class AuthorizationFlow {
       if (arrivedAt !== (saved.callback_key ?? null)) {
         throw new ResponseRefused(
           'invalid_response',
-          'the authorization response came back to the redirect URI of another authorization server (a mix-up, RFC 9700 §4.4): refused',
+          'the authorization response came back to the redirect URI of another authorization server (a mix-up, RFC ' +
+            '9700 §4.4): refused',
         );
       }
       // An authorization lives no longer than what started it: the connection it is for
@@ -294,7 +287,7 @@ export class AuthorizationFlow {
           'the broker token that started this authorization was revoked, expired or narrowed meanwhile: start it again',
         );
       }
-      const auth = await this.records.authenticationOf(pending.providerId, saved.party, 'current');
+      const auth = await authenticationOf(o, pending.providerId, saved.party, 'current');
       if (auth === null) {
         throw new KeywayError(
           'invalid_request',
@@ -307,62 +300,35 @@ export class AuthorizationFlow {
       if (iss.length > 0 && (iss.length > 1 || iss[0] !== saved.party.issuer)) {
         throw new ResponseRefused(
           'invalid_response',
-          `the authorization response's "iss" ${quoted(iss.join(', '))} is not the issuer ${quoted(saved.party.issuer)} exactly (RFC 9207): refused`,
+          `the authorization response's "iss" ${quoted(iss.join(', '))} is not the issuer ` +
+            `${quoted(saved.party.issuer)} exactly (RFC 9207): refused`,
         );
       }
       const { state: provider } = await o.providers.resolve(pending.providerId);
-      const { oauth2: quirks, authorization_server: server } = provider;
+      const server = provider.authorization_server;
       // RFC 9449: tokens bound to a key of this connection where the provider says so or its
       // inject-only provider's server takes DPoP (a token handed out stays a Bearer token).
-      const key =
+      const dpop =
         server.issuer === saved.party.issuer && wantsDpop(provider, server)
           ? await newDpopKey()
           : undefined;
-      const dpop = await dpopOptions(key);
-      tokens = await inSpan(
-        'keyway.code_exchange',
-        { [PROVIDER]: pending.providerId },
-        async () => {
-          const { as, client } = oauthPartyOf(saved.party);
-          const params = oauth.validateAuthResponse(as, client, query, state);
-          const result = await withNonceRetry(async () => {
-            const response = await oauth.authorizationCodeGrantRequest(
-              as,
-              client,
-              auth,
-              params,
-              // RFC 6749 §4.1.3: the same redirect_uri as the authorization request.
-              saved.redirect_uri,
-              saved.pkce === 'none' ? oauth.nopkce : verifier,
-              {
-                ...tokenRequestOptions(o.outbound, quirks),
-                ...dpop,
-                additionalParameters: { ...saved.token_params, ...resourceParam(saved.party) },
-              },
-            );
-            return oauth.processAuthorizationCodeResponse(
-              as,
-              client,
-              await readTokenAnswer(response, quirks),
-            );
-          });
-          const next = {
-            ...tokensFrom(
-              result,
-              { refresh_token: null, party: saved.party },
-              o.now(),
-              'authorization_code',
-            ),
-            ...(key === undefined ? {} : { dpop: key }),
-          };
-          const metadata = await afterConnect(
-            o.outbound,
-            quirks,
-            next.access_token,
-            metadataOf(result, query, quirks),
-          );
-          return metadata === undefined ? next : { ...next, metadata };
-        },
+      const request = {
+        providerId: pending.providerId,
+        provider,
+        party: saved.party,
+        scopes: saved.scopes,
+        auth,
+        dpop,
+      };
+      const code = {
+        query,
+        state,
+        redirectUri: saved.redirect_uri,
+        verifier: saved.pkce === 'none' ? null : verifier,
+        tokenParams: saved.token_params,
+      };
+      tokens = await inSpan('keyway.code_exchange', { [PROVIDER]: pending.providerId }, () =>
+        AUTHORIZATION_CODE.obtain(o, request, { code }),
       );
     } catch (error) {
       const forgotten =
@@ -416,10 +382,10 @@ export class AuthorizationFlow {
     pending: { connectionId: string; providerId: string },
   ): Promise<boolean> {
     if (idHash === null) return true;
-    const token = await this.records.o.storage.findTokenByIdHash(idHash);
+    const token = await this.#deps.storage.findTokenByIdHash(idHash);
     return (
       token !== null &&
-      token.expiresAt > this.records.o.now() &&
+      token.expiresAt > this.#deps.now() &&
       setCoversPath(token.scopes, pending.connectionId) &&
       setCoversPath(token.scopes, pending.providerId)
     );
@@ -427,6 +393,6 @@ export class AuthorizationFlow {
 
   /** Confirms a user-verification flow (docs/api.md §5 "User verification"). */
   verify(principal: Principal, input: VerifyInput): Promise<ConnectionView> {
-    return verifyFlow(this.records, principal, input);
+    return verifyFlow(this.#deps, this.records, principal, input);
   }
 }

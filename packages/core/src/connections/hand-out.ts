@@ -1,7 +1,9 @@
 import { KeywayError } from '../contract/errors.js';
+import type { ProviderRegistry } from '../providers/registry.js';
 import { handOutMember, handsOut, providerNotFound } from '../providers/state.js';
-import type { ConnectionRecord, HandOutRead } from '../storage/contract.js';
-import { CONNECTION_TOKENS_KIND, type ConnectionRecords } from './state.js';
+import type { Storage } from '../storage/contract.js';
+import type { ConnectionRecord, HandOutRead } from '../storage/records.js';
+import { CONNECTION_TOKENS_KIND } from './records.js';
 
 /** What a hand-out reads before its tokens: all of it, or the connection alone. */
 export type HandOutReads = Partial<HandOutRead> & Pick<HandOutRead, 'connection'>;
@@ -13,10 +15,9 @@ export type HandOutReads = Partial<HandOutRead> & Pick<HandOutRead, 'connection'
  * gateway, the proxy and the probe read a connection's tokens so too (`usableTokens`).
  */
 export async function readForHandOut(
-  records: ConnectionRecords,
+  storage: Storage,
   connectionId: string,
 ): Promise<HandOutReads | null> {
-  const { storage } = records.o;
   if (storage.readForHandOut !== undefined) {
     return storage.readForHandOut(connectionId, CONNECTION_TOKENS_KIND);
   }
@@ -34,11 +35,10 @@ export async function readForHandOut(
  *   gone; `internal_error` for a stored `hand_out` that is not a boolean.
  */
 export async function assertExportable(
-  records: ConnectionRecords,
+  providers: ProviderRegistry,
   record: ConnectionRecord,
   provider: HandOutRead['provider'] | undefined,
 ): Promise<void> {
-  const { providers } = records.o;
   const id = record.providerId;
   const declared = providers.declaredSpec(id);
   let exportable: boolean;
@@ -57,7 +57,8 @@ export async function assertExportable(
   if (!exportable) {
     throw new KeywayError(
       'credentials_not_exportable',
-      `provider ${JSON.stringify(id)} is inject-only ("hand_out": false): its tokens never leave the broker; call the server through the gateway ({base}/mcp/${record.id})`,
+      `provider ${JSON.stringify(id)} is inject-only ("hand_out": false): its tokens never leave the broker; call ` +
+        `the server through the gateway ({base}/mcp/${record.id})`,
     );
   }
 }

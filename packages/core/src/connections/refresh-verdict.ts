@@ -4,7 +4,7 @@ import { KeywayError } from '../contract/errors.js';
 import { utf8 } from '../platform/bytes.js';
 import type { ConnectionRecord } from '../storage/records.js';
 import type { ConnectionState, ConnectionTokens } from '../storage/states.js';
-import { connectionState } from './view.js';
+import { connectionState } from '../storage/states.js';
 
 /*
  * A refresh's failure is as single-flight as its success. A rotating server revokes the

@@ -1,27 +1,23 @@
 import * as oauth from 'oauth4webapi';
 import { KeywayError } from '../contract/errors.js';
 import { isoTimeOrNull, parseDuration } from '../contract/time.js';
+import { authenticationOf } from '../grants/client-auth.js';
+import { CLIENT_REFUSED } from '../grants/client-credentials.js';
+import { grantNamed } from '../grants/lookup.js';
+import { describeOAuthFailure, oauthErrorCode } from '../grants/party.js';
 import { toBase64Url } from '../platform/bytes.js';
+import { FORGOTTEN_CLIENT, PARTY_CHANGED, partyChangeOf } from '../providers/party.js';
 import type { ConnectionRecord } from '../storage/records.js';
 import {
   type ConnectionState,
   type ConnectionTokens,
-  ownGrant,
-  type ProviderState,
+  connectionState,
   type TokenAnswer,
 } from '../storage/states.js';
 import type { RefreshOutcome } from '../telemetry/observation.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
-import { CLIENT_REFUSED, clientCredentialsTokens } from './client-credentials.js';
-import { dpopOptions, withNonceRetry } from './dpop.js';
-import {
-  describeOAuthFailure,
-  oauthErrorCode,
-  oauthPartyOf,
-  resourceParam,
-  tokensFrom,
-} from './party.js';
-import { metadataOf, readTokenAnswer, tokenParamsOf, tokenRequestOptions } from './quirks.js';
+import type { ConnectionDeps } from './deps.js';
+import { type ConnectionRecords, notFound } from './records.js';
 import {
   failureError,
   inactiveError,
@@ -30,8 +26,6 @@ import {
   type VerdictMark,
   verdictMark,
 } from './refresh-verdict.js';
-import { type ConnectionRecords, notFound } from './state.js';
-import { connectionState, FORGOTTEN_CLIENT, PARTY_CHANGED, partyChangeOf } from './view.js';
 
 /** New tokens, and their token response described for the connection state. */
 type Received = ConnectionTokens & { answer?: TokenAnswer };
@@ -84,8 +78,14 @@ export class Refresher {
   /** This instance's name on leases. */
   readonly #owner: string;
 
-  constructor(readonly records: ConnectionRecords) {
-    this.#owner = toBase64Url(records.o.randomBytes(12));
+  readonly #deps: ConnectionDeps;
+
+  constructor(
+    deps: ConnectionDeps,
+    readonly records: ConnectionRecords,
+  ) {
+    this.#deps = deps;
+    this.#owner = toBase64Url(deps.randomBytes(12));
   }
 
   /**
@@ -93,7 +93,7 @@ export class Refresher {
    * half of their lifetime (a server whose tokens live 60 s or less is not due at every call).
    */
   due(tokens: ConnectionTokens): boolean {
-    const { o } = this.records;
+    const o = this.#deps;
     if (tokens.expires_at === null) return false;
     const margin =
       tokens.issued_at === undefined
@@ -142,7 +142,7 @@ export class Refresher {
     seen: ConnectionTokens,
     force: boolean,
   ): Promise<ConnectionTokens> {
-    const { o } = this.records;
+    const o = this.#deps;
     const leaseMs = o.refreshLeaseMs;
     const key = `refresh:${id}`;
     const deadline = o.now() + leaseMs + 5_000;
@@ -203,7 +203,7 @@ export class Refresher {
     const current = await this.records.tokensOf(record);
     if (current === null) throw inactiveError(record);
     if (current.access_token !== seen.access_token) return { tokens: current };
-    const now = this.records.o.now();
+    const now = this.#deps.now();
     const standing = standingFailure(record, current, since, now);
     if (standing === null) return { current };
     const valid = !force && stillValid(current, now);
@@ -218,7 +218,7 @@ export class Refresher {
    * `reauthorization_required` or `failed`.
    */
   async #observed(id: string, tokens: ConnectionTokens): Promise<ConnectionTokens> {
-    const { o } = this.records;
+    const o = this.#deps;
     const record = await this.records.get(id);
     if (record === null) throw notFound(id);
     const note: { superseded?: true } = {};
@@ -244,58 +244,19 @@ export class Refresher {
     }
   }
 
-  /** The refresh token grant at the party the tokens came from, read as its profile says. */
-  async #refreshGrant(
-    tokens: ConnectionTokens,
-    provider: ProviderState,
-    auth: oauth.ClientAuth,
-  ): Promise<Received> {
-    const { o } = this.records;
-    const { as, client } = oauthPartyOf(tokens.party, true);
-    // A DPoP-bound connection proves its key at each refresh too (RFC 9449 §5).
-    const dpop = await dpopOptions(tokens.dpop);
-    const result = await withNonceRetry(async () => {
-      const response = await oauth.refreshTokenGrantRequest(
-        as,
-        client,
-        auth,
-        tokens.refresh_token as string,
-        {
-          ...tokenRequestOptions(o.outbound, provider.oauth2),
-          ...dpop,
-          additionalParameters: {
-            ...tokenParamsOf(provider),
-            ...resourceParam(tokens.party),
-          },
-        },
-      );
-      return oauth.processRefreshTokenResponse(
-        as,
-        client,
-        await readTokenAnswer(response, provider.oauth2),
-      );
-    });
-    const metadata = metadataOf(result, null, provider.oauth2, tokens.metadata);
-    const next: Received = {
-      ...tokensFrom(result, tokens, o.now(), 'refresh_token'),
-      ...(tokens.dpop === undefined ? {} : { dpop: tokens.dpop }),
-      ...(tokens.grant === undefined ? {} : { grant: tokens.grant }),
-    };
-    if (metadata !== undefined) next.metadata = metadata;
-    return next;
-  }
-
   async #refresh(
     id: string,
     record: ConnectionRecord,
     tokens: ConnectionTokens,
     note: { superseded?: true },
   ): Promise<ConnectionTokens> {
-    const { o } = this.records;
+    const o = this.#deps;
     const now = o.now();
     const stillValid = tokens.expires_at === null || tokens.expires_at > now;
-    // The client credentials grant: the next token is obtained as the first was (§14).
-    const own = ownGrant(connectionState(record).grant);
+    // The grant the connection records says how its tokens are renewed (docs/api.md §14):
+    // with the refresh token, or obtained again as the first were.
+    const grant = grantNamed(connectionState(record).grant);
+    const own = grant.ownTokens;
     if (tokens.refresh_token === null && !own) {
       // Nothing to refresh with: a valid token is still the best answer, even when forced.
       if (stillValid) return tokens;
@@ -311,7 +272,7 @@ export class Refresher {
     }
     // The refresh token goes only to the server and client it came from, and only while
     // the provider still uses them: a provider re-pointed elsewhere never receives it.
-    const auth = await this.records.authenticationOf(record.providerId, tokens.party, 'current');
+    const auth = await authenticationOf(o, record.providerId, tokens.party, 'current');
     if (auth === null) {
       const { state } = await o.providers.resolve(record.providerId);
       const moved = partyChangeOf(state, tokens.party) ?? PARTY_CHANGED;
@@ -325,18 +286,15 @@ export class Refresher {
     const { state: provider } = await o.providers.resolve(record.providerId);
     let received: Received;
     try {
-      if (own) {
-        const obtained = await clientCredentialsTokens(
-          this.records,
-          record.providerId,
-          provider,
-          tokens.party,
-          connectionState(record).scopes,
-          tokens.dpop,
-          auth,
-        );
-        received = { ...obtained, generation: tokens.generation };
-      } else received = await this.#refreshGrant(tokens, provider, auth);
+      const request = {
+        providerId: record.providerId,
+        provider,
+        party: tokens.party,
+        scopes: connectionState(record).scopes,
+        auth,
+        dpop: tokens.dpop,
+      };
+      received = { ...(await grant.renew(o, request, tokens)), generation: tokens.generation };
     } catch (error) {
       const code = await oauthErrorCode(error);
       if (own && code !== null && (CLIENT_REFUSED.has(code) || code === 'invalid_grant')) {
@@ -344,7 +302,8 @@ export class Refresher {
         throw await this.records.requireReauthorization(
           id,
           describeOAuthFailure(error),
-          `the authorization server refused the client's own grant (${code}): fix the provider's client or assertion source, then authorize again`,
+          `the authorization server refused the client's own grant (${code}): fix the provider's client or assertion ` +
+            `source, then authorize again`,
           tokens.generation,
         );
       }

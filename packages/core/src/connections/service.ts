@@ -1,7 +1,9 @@
+import { listScope } from '../auth/listing.js';
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { KeywayError } from '../contract/errors.js';
-import { listPage, listScope, type Page } from '../contract/pagination.js';
+import { listPage, type Page } from '../contract/pagination.js';
+import type { ProbeResult } from '../contract/probe-result.js';
 import {
   AuthorizeBody,
   type AuthorizeInput,
@@ -13,24 +15,19 @@ import {
 } from '../contract/schemas.js';
 import { isoTimeOrNull } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
-import { renewable } from '../storage/states.js';
-import { inSpan, PROVIDER } from '../telemetry/tracing.js';
+import { type RevocationOutcome, revoke } from '../grants/revocation.js';
+import { connectionState, renewable } from '../storage/states.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
-import { connectWithoutConsent } from './client-credentials.js';
-import { createConnectionFetch } from './connection-fetch.js';
+import type { ConnectionDeps } from './deps.js';
 import { assertExportable, readForHandOut } from './hand-out.js';
-import { type ProbeResult, probeMcp } from './probe.js';
-import { Refresher } from './refresh.js';
-import { type RevocationOutcome, revoke } from './revocation.js';
-import { CONNECTION_TOKENS_KIND, type ConnectionRecords, notFound } from './state.js';
-import { usableTokens, usableTokensOf } from './tokens.js';
-import {
-  type ConnectionView,
-  connectionState,
-  connectionView,
-  grantedScopes,
-  RESOURCE_CHANGED,
-} from './view.js';
+import { CONNECTION_TOKENS_KIND, type ConnectionRecords, notFound } from './records.js';
+import type { Refresher } from './refresh.js';
+import { usableTokensOf } from './usable.js';
+import { type ConnectionView, connectionView, grantedScopes } from './view.js';
+import { connectWithoutConsent } from './without-consent.js';
+
+/** The connection probe, made by the upstream layer (docs/api.md §8). */
+export type Probe = (principal: Principal, id: string) => Promise<ProbeResult>;
 
 /** The key of the in-process hand-out `connectionFetch` uses (not part of the API). */
 export const TRUSTED_HAND_OUT: unique symbol = Symbol('keyway.trustedHandOut');
@@ -54,18 +51,30 @@ export interface Credentials {
  * callback (whose credential is its single-use `state`) takes the acting principal.
  */
 export class ConnectionService {
+  readonly #deps: ConnectionDeps;
   readonly #records: ConnectionRecords;
   readonly #flow: AuthorizationFlow;
   readonly #refresher: Refresher;
+  readonly #probe: Probe;
 
   /**
-   * @param records The connection records `createBroker` shares with the provider registry.
+   * @param deps What `createBroker` hands every part of the connections.
+   * @param records The connection records, shared with the gateway.
    * @param refresher The single-flight refresher, shared with the gateway.
+   * @param probe The connection probe (docs/api.md §8): an MCP conversation sent with the
+   *   connection, which the upstream layer makes.
    */
-  constructor(records: ConnectionRecords, refresher: Refresher = new Refresher(records)) {
+  constructor(
+    deps: ConnectionDeps,
+    records: ConnectionRecords,
+    refresher: Refresher,
+    probe: Probe,
+  ) {
+    this.#deps = deps;
     this.#records = records;
-    this.#flow = new AuthorizationFlow(this.#records);
+    this.#flow = new AuthorizationFlow(deps, records);
     this.#refresher = refresher;
+    this.#probe = probe;
   }
 
   /**
@@ -92,7 +101,8 @@ export class ConnectionService {
     if (await this.#withoutConsent(principal, providerId, input)) {
       throw new KeywayError(
         'invalid_request',
-        `provider ${JSON.stringify(providerId)} needs no consent page (docs/api.md §14): there is no consent URL; use connections.start(), which answers the connection`,
+        `provider ${JSON.stringify(providerId)} needs no consent page (docs/api.md §14): there is no consent URL; ` +
+          `use connections.start(), which answers the connection`,
       );
     }
     return this.#flow.authorize(principal, providerId, input);
@@ -107,7 +117,7 @@ export class ConnectionService {
     const shape = parseShape(AuthorizeBody, input);
     assertCoversPath(principal, parseResourcePath(shape.connection_id, 'connection_id'));
     assertCoversPath(principal, provider);
-    const { state } = await this.#records.o.providers.resolve(provider);
+    const { state } = await this.#deps.providers.resolve(provider);
     if (state.grant === undefined && shape.subject_token !== undefined) {
       const message = '"subject_token" is for a provider of mode "enterprise"';
       throw new KeywayError('invalid_request', message, {
@@ -138,7 +148,7 @@ export class ConnectionService {
     input: AuthorizeInput,
   ): Promise<AuthorizeResult | ConnectionView> {
     if (await this.#withoutConsent(principal, providerId, input))
-      return connectWithoutConsent(this.#records, principal, providerId, input);
+      return connectWithoutConsent(this.#deps, this.#records, principal, providerId, input);
     return this.#flow.authorize(principal, providerId, input);
   }
 
@@ -229,27 +239,37 @@ export class ConnectionService {
     who: 'caller' | 'trusted',
   ): Promise<Credentials> {
     assertCoversPath(principal, connectionId);
-    const read = await readForHandOut(this.#records, connectionId);
+    const read = await readForHandOut(this.#deps.storage, connectionId);
     if (read === null) throw notFound(connectionId);
     const record = read.connection;
-    if (who === 'caller') await assertExportable(this.#records, record, read.provider);
+    if (who === 'caller') await assertExportable(this.#deps.providers, record, read.provider);
     const { vaultEntry } = read;
-    const tokens = await usableTokensOf(this.#records, this.#refresher, record, force, vaultEntry);
+    const tokens = await usableTokensOf(
+      this.#deps,
+      this.#records,
+      this.#refresher,
+      record,
+      force,
+      vaultEntry,
+    );
     if (who === 'caller' && tokens.party.inject_only === true) {
       throw new KeywayError(
         'credentials_not_exportable',
-        `connection ${JSON.stringify(connectionId)} was authorized while its provider was inject-only: its tokens never leave the broker until it is authorized again; call the server through the gateway ({base}/mcp/${connectionId})`,
+        `connection ${JSON.stringify(connectionId)} was authorized while its provider was inject-only: its tokens ` +
+          `never leave the broker until it is authorized again; call the server through the gateway ` +
+          `({base}/mcp/${connectionId})`,
       );
     }
     if (tokens.dpop !== undefined) {
       throw new KeywayError(
         'credentials_not_exportable',
-        `connection ${JSON.stringify(connectionId)} holds a DPoP-bound token (RFC 9449), useless without the key that never leaves the broker: call the server through the gateway ({base}/mcp/${connectionId})`,
+        `connection ${JSON.stringify(connectionId)} holds a DPoP-bound token (RFC 9449), useless without the key ` +
+          `that never leaves the broker: call the server through the gateway ({base}/mcp/${connectionId})`,
       );
     }
     const expiresAt = isoTimeOrNull(tokens.expires_at);
     // Recorded before the token leaves: a hand-out that cannot be recorded does not happen.
-    await this.#records.o.events.append({
+    await this.#deps.events.append({
       type: 'credentials.issued',
       actor: actorOf(principal),
       resource: connectionId,
@@ -275,40 +295,8 @@ export class ConnectionService {
    *   `connection_not_active`, `reauthorization_required`, `upstream_error`.
    * @see [docs/api.md §8](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#8-connection-probe)
    */
-  async probe(principal: Principal, id: string): Promise<ProbeResult> {
-    const connectionId = parseResourcePath(id);
-    // The token is read (and refreshed when due) before anything is sent: a connection
-    // that cannot hand one out fails here, with its own error. The first request uses it;
-    // only a 401 asks for another, forced.
-    assertCoversPath(principal, connectionId);
-    const first = await usableTokens(this.#records, this.#refresher, connectionId, false);
-    const providerId = first.record.providerId;
-    // The token goes to the endpoint it was authorized for, never to the provider's
-    // current one: a provider re-pointed by whoever manages it must not receive it.
-    const target = await this.#records.resourceUrlOf(providerId, first.tokens.party);
-    if (target === null) {
-      throw await this.#records.requireReauthorization(
-        connectionId,
-        RESOURCE_CHANGED,
-        RESOURCE_CHANGED.description,
-      );
-    }
-    // A token the server refused is refreshed once, when there is a refresh token. The
-    // token never leaves the broker here, so no hand-out is recorded.
-    const refreshable = renewable(first.tokens);
-    const fetchMcp = createConnectionFetch(
-      async ({ forceRefresh }) =>
-        forceRefresh && refreshable
-          ? (await usableTokens(this.#records, this.#refresher, connectionId, true)).tokens
-          : first.tokens,
-      { fetch: (url, init) => this.#records.o.outbound(url, init) },
-    );
-    return inSpan(
-      'keyway.probe',
-      { [PROVIDER]: providerId },
-      () => probeMcp((url, init) => fetchMcp(url, init), target),
-      (result) => (result.ok ? 'ok' : 'failed'),
-    );
+  probe(principal: Principal, id: string): Promise<ProbeResult> {
+    return this.#probe(principal, id);
   }
 
   /**
@@ -323,7 +311,7 @@ export class ConnectionService {
    * @see docs/connections.md "Idle refresh"
    */
   async refreshIdle(): Promise<{ due: number; refreshed: number; failed: number }> {
-    const { o } = this.#records;
+    const o = this.#deps;
     const idleAfter = o.refreshIdleAfterMs;
     const outcome = { due: 0, refreshed: 0, failed: 0 };
     if (idleAfter === false) return outcome;
@@ -369,7 +357,7 @@ export class ConnectionService {
     assertCoversPath(principal, connectionId);
     const record = await this.#records.get(connectionId);
     if (record === null) throw notFound(connectionId);
-    return connectionView(record, this.#records.o.now());
+    return connectionView(record, this.#deps.now());
   }
 
   /**
@@ -387,11 +375,11 @@ export class ConnectionService {
       options.provider_id === undefined
         ? undefined
         : parseResourcePath(options.provider_id, 'provider_id');
-    const now = this.#records.o.now();
+    const now = this.#deps.now();
     return listPage(
       options,
       (window) =>
-        this.#records.o.storage.listConnections({
+        this.#deps.storage.listConnections({
           ...scope,
           ...window,
           ...(providerId === undefined ? {} : { providerId }),
@@ -418,8 +406,8 @@ export class ConnectionService {
     const revocation: RevocationOutcome =
       tokens === null
         ? { attempted: false, reason: 'no_tokens' }
-        : await revoke(this.#records, record.providerId, tokens);
-    const { events, storage } = this.#records.o;
+        : await revoke(this.#deps, record.providerId, tokens);
+    const { events, storage } = this.#deps;
     await events.recorded(
       {
         type: 'connection.deleted',

@@ -2,6 +2,7 @@ import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js'
 import { KeywayError } from '../contract/errors.js';
 import { VerifyBody, type VerifyInput } from '../contract/schemas.js';
 import { parseShape } from '../contract/validation.js';
+import { hashFlowId } from '../grants/consent.js';
 import {
   ConnectionTokensSchema,
   PendingRecordStateSchema,
@@ -9,8 +10,8 @@ import {
   readStored,
   TokenAnswerSchema,
 } from '../storage/states.js';
-import { hashFlowId } from './consent.js';
-import { type ConnectionRecords, VERIFICATION_TOKENS_KIND } from './state.js';
+import type { ConnectionDeps } from './deps.js';
+import { type ConnectionRecords, VERIFICATION_TOKENS_KIND } from './records.js';
 import { type ConnectionView, connectionView } from './view.js';
 
 /**
@@ -22,11 +23,12 @@ import { type ConnectionView, connectionView } from './view.js';
  *   `not_found` (the connection was deleted meanwhile).
  */
 export async function verifyFlow(
+  deps: ConnectionDeps,
   records: ConnectionRecords,
   principal: Principal,
   input: VerifyInput,
 ): Promise<ConnectionView> {
-  const { o } = records;
+  const o = deps;
   const { flow_id } = parseShape(VerifyBody, input);
   const flowHash = hashFlowId(flow_id);
   const taken = await o.storage.takePendingAuthorization(flowHash, o.now());

@@ -1,47 +1,13 @@
-import { CONNECTION_ERROR_CODES, type ConnectionErrorCode } from '../contract/codes.js';
+import { type ConnectionFailure, connectionFailure } from '../contract/connection-failure.js';
 import { isoTime, isoTimeOrNull } from '../contract/time.js';
-import type { ConnectionRecord, ConnectionStatus } from '../storage/contract.js';
-import {
-  type ConnectionState,
-  ConnectionStateSchema,
-  GrantedScopesSchema,
-  type OAuthParty,
-  type ProviderState,
-  readStored,
-} from '../storage/states.js';
-import { providerKeepsParty } from './party.js';
+import type { ConnectionStatus } from '../storage/contract.js';
+import type { ConnectionRecord } from '../storage/records.js';
+import { connectionState, GrantedScopesSchema, readStored } from '../storage/states.js';
 
 /*
  * A connection as the API shows it (API.md §5 "Connection view"), and the failures it
  * records.
  */
-
-/**
- * Why a connection failed, as its view shows it.
- *
- * @see API.md §5 "Connection view"
- */
-export interface ConnectionFailure {
-  code: ConnectionErrorCode;
-  description: string;
-}
-
-const KNOWN_CODES: ReadonlySet<string> = new Set(CONNECTION_ERROR_CODES);
-const isConnectionErrorCode = (code: string): code is ConnectionErrorCode => KNOWN_CODES.has(code);
-
-/** A failure with a code from {@link ConnectionErrorCode}; another code is kept in words. */
-export function connectionFailure(failure: {
-  code: string;
-  description: string;
-}): ConnectionFailure {
-  if (isConnectionErrorCode(failure.code)) {
-    return { code: failure.code, description: failure.description };
-  }
-  return {
-    code: 'server_error',
-    description: `${JSON.stringify(failure.code.slice(0, 64))}: ${failure.description}`,
-  };
-}
 
 /** {@link ConnectionView.token_response}: a token response described, never a token. */
 export interface TokenResponseView {
@@ -91,43 +57,6 @@ export interface ConnectionView {
   error: ConnectionFailure | null;
 }
 
-/** The failure a connection records when its provider left the party it was authorized with. */
-export const PARTY_CHANGED: ConnectionFailure = {
-  code: 'reauthorization_required',
-  description:
-    'the provider moved to another authorization server or client since this connection was authorized: authorize again',
-};
-
-/** The failure a connection records when its provider was re-pointed at another MCP endpoint. */
-export const RESOURCE_CHANGED: ConnectionFailure = {
-  code: 'reauthorization_required',
-  description:
-    'the provider was re-pointed at another MCP endpoint since this connection was authorized: authorize again',
-};
-
-/**
- * Why a connection's party is no longer its provider's, or `null` while it still is: a
- * move of the resource alone, or of the authorization server or client.
- */
-export function partyChangeOf(state: ProviderState, party: OAuthParty): ConnectionFailure | null {
-  if (providerKeepsParty(state, party)) return null;
-  const issuer = state.authorization_server.issuer;
-  const sameServer =
-    issuer === party.issuer && state.registrations[issuer]?.client_id === party.client_id;
-  return sameServer ? RESOURCE_CHANGED : PARTY_CHANGED;
-}
-
-export const FORGOTTEN_CLIENT: ConnectionFailure = {
-  code: 'reauthorization_required',
-  description:
-    'the authorization server no longer knows the registered client (invalid_client): authorize again, a new client is registered first',
-};
-
-/** The state of a connection record, checked. @throws {KeywayError} `internal_error`. */
-export function connectionState(record: ConnectionRecord): ConnectionState {
-  return readStored(ConnectionStateSchema, record.state, `state of connection ${record.id}`);
-}
-
 /** The scopes granted to a connection, read and validated alone (a hand-out's fallback). */
 export function grantedScopes(record: ConnectionRecord): string[] {
   return readStored(GrantedScopesSchema, record.state, `state of connection ${record.id}`).scopes;
@@ -137,7 +66,9 @@ export function grantedScopes(record: ConnectionRecord): string[] {
 export function expiredWithoutRefresh(expiredAt: number): ConnectionFailure {
   return {
     code: 'token_expired',
-    description: `the access token expired at ${isoTime(expiredAt)} and the authorization server gave no refresh token: a new consent is needed (authorize again)`,
+    description:
+      `the access token expired at ${isoTime(expiredAt)} and the authorization server gave no refresh ` +
+      `token: a new consent is needed (authorize again)`,
   };
 }
 

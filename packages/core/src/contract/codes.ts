@@ -143,3 +143,6 @@ export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
  * @see [docs/api.md §11](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#11-events-webhooks-audit-log)
  */
 export type WebhookDeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+/** Most scopes one broker token may carry (SEED.md Limits). */
+export const MAX_SCOPES = 32;

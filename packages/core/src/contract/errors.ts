@@ -72,3 +72,43 @@ export class KeywayError extends Error {
 export function isKeywayError(err: unknown, code?: KeywayErrorCode): err is KeywayError {
   return err instanceof KeywayError && (code === undefined || err.code === code);
 }
+
+/**
+ * Why an outbound request was refused or failed.
+ *
+ * @see docs/security.md "Outbound requests"
+ */
+export type OutboundFailure =
+  | 'invalid_url'
+  | 'insecure_scheme'
+  | 'blocked_address'
+  | 'redirect'
+  | 'timeout'
+  | 'too_large'
+  | 'network';
+
+/**
+ * An outbound request that the guard refused or that failed on the way: a
+ * {@link KeywayError} `upstream_error` (502) whose `failure` says why. The message names the
+ * URL's origin and the reason, never a credential; callers turn it into the step of a
+ * discovery trace or a `502` with `details`.
+ *
+ * @example
+ * try {
+ *   await outbound('https://10.0.0.1/');
+ * } catch (err) {
+ *   if (err instanceof OutboundError && err.failure === 'blocked_address') console.log('refused');
+ * }
+ *
+ * @see docs/security.md "Outbound requests"; [docs/api.md §6](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#6-mcp-discovery) (502 details)
+ */
+export class OutboundError extends KeywayError {
+  override readonly name = 'OutboundError';
+  /** Why the request was refused or failed. */
+  readonly failure: OutboundFailure;
+
+  constructor(failure: OutboundFailure, message: string, options?: { cause?: unknown }) {
+    super('upstream_error', message, options);
+    this.failure = failure;
+  }
+}

@@ -1,16 +1,16 @@
 import { z } from 'zod';
 import {
-  AuthorizationServerInfoSchema,
-  ResourceInfoSchema,
-  TokenAnswerSchema,
-} from '../storage/states.js';
-import {
   CONNECTION_ERROR_CODES,
   CONNECTION_STATUSES,
   DELIVERY_STATUSES,
   EVENT_TYPES,
 } from './codes.js';
 import { ERROR_STATUS } from './errors.js';
+import {
+  AuthorizationServerInfoSchema,
+  ResourceInfoSchema,
+  TokenAnswerSchema,
+} from './metadata.js';
 
 /*
  * The response schemas of the HTTP contract, one per answer body: with the request schemas

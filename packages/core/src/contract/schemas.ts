@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { MAX_SCOPES } from '../auth/scope.js';
-import { CONNECTION_STATUSES, DELIVERY_STATUSES, EVENT_TYPES } from './codes.js';
+import { CONNECTION_STATUSES, DELIVERY_STATUSES, EVENT_TYPES, MAX_SCOPES } from './codes.js';
 import { LIST_LIMIT } from './pagination.js';
 
 /**
@@ -106,7 +105,9 @@ export const NarrowTokenBody = z.strictObject({
 
 /** Most extra parameters a provider adds to one kind of request. */
 const MAX_EXTRA_PARAMS = 20;
-const EXTRA_PARAMS = `at most ${MAX_EXTRA_PARAMS} parameters, each a name of 1 to 64 characters with a string value of at most 2048`;
+const EXTRA_PARAMS =
+  `at most ${MAX_EXTRA_PARAMS} parameters, each a name of 1 to 64 characters with a string value ` +
+  `of at most 2048`;
 
 /** Extra request parameters (docs/api.md §4): names to string values, bounded. */
 const extraParams = z

@@ -38,7 +38,8 @@ export function parseDuration(text: string): number {
   const match = /^([0-9]{1,9})(ms|s|m|h|d)$/.exec(text.trim());
   if (match === null) {
     throw new TypeError(
-      `${JSON.stringify(text.slice(0, 40))} is not a duration: write a whole number and a unit (ms, s, m, h, d), like 90s, 12h or 7d`,
+      `${JSON.stringify(text.slice(0, 40))} is not a duration: write a whole number and a unit (ms, s, m, h, d), ` +
+        `like 90s, 12h or 7d`,
     );
   }
   return Number(match[1]) * (UNITS[match[2] as string] as number);

@@ -56,15 +56,21 @@ export function checkRequirements(
   const methods = stringArray(server.code_challenge_methods_supported) ?? [];
   if (!methods.includes('S256') && pkce === 'assume_s256') {
     // The operator vouches for S256 (docs/api.md §6 item 4): said in the trace, never silent.
+    const advertised =
+      server.code_challenge_methods_supported === undefined
+        ? 'absent'
+        : quoted(server.code_challenge_methods_supported);
     warning = requirementsStep(
       true,
-      `warning: "code_challenge_methods_supported" is ${server.code_challenge_methods_supported === undefined ? 'absent' : quoted(server.code_challenge_methods_supported)}; PKCE S256 is assumed because the provider sets pkce "assume_s256"`,
+      `warning: "code_challenge_methods_supported" is ${advertised}; ` +
+        'PKCE S256 is assumed because the provider sets pkce "assume_s256"',
     );
   } else if (!methods.includes('S256') && !own) {
     problems.push(
       server.code_challenge_methods_supported === undefined
         ? '"code_challenge_methods_supported" is absent (PKCE S256 is required; absent counts as unsupported)'
-        : `"code_challenge_methods_supported" is ${quoted(server.code_challenge_methods_supported)}, without "S256" (PKCE S256 is required)`,
+        : `"code_challenge_methods_supported" is ${quoted(server.code_challenge_methods_supported)}, without "S256" ` +
+            `(PKCE S256 is required)`,
     );
   }
   if (problems.length > 0)
@@ -87,7 +93,8 @@ export function checkRequirements(
     step: requirementsStep(
       true,
       own
-        ? 'token endpoint and issuer (a client that gets its own tokens: no authorization endpoint or PKCE needed); every endpoint https (plain http only on an allowed host)'
+        ? 'token endpoint and issuer (a client that gets its own tokens: no authorization endpoint or PKCE needed); ' +
+            'every endpoint https (plain http only on an allowed host)'
         : 'authorization and token endpoints, issuer, S256; every endpoint https (plain http only on an allowed host)',
     ),
     info: {

@@ -88,7 +88,9 @@ export async function processServerMetadataResponse(
     const published =
       typeof body === 'object' && body !== null && 'issuer' in body ? body.issuer : undefined;
     if (typeof published !== 'string' || !issuerAccepted(published, serverUrl, legacy)) {
-      const note = `the metadata's "issuer" is ${quoted(published)}, not ${quoted(serverUrl)} exactly: refused (RFC 8414 §3.3)`;
+      const note =
+        `the metadata's "issuer" is ${quoted(published)}, not ${quoted(serverUrl)} exactly: refused (RFC ` +
+        `8414 §3.3)`;
       return { outcome: 'refused', step: { step: name, url, status, ok: false, note } };
     }
     const server = await oauth.processDiscoveryResponse(new URL(published), response);

@@ -1,13 +1,13 @@
 import { bytesToHex } from '@noble/hashes/utils.js';
 import type { KeywayEventType } from '../contract/codes.js';
 import { isoTime } from '../contract/time.js';
+import type { Storage } from '../storage/contract.js';
 import type {
   AuditEventRecord,
   EventWrite,
   JsonObject,
-  Storage,
   WebhookDeliveryRecord,
-} from '../storage/contract.js';
+} from '../storage/records.js';
 
 /**
  * An event, as the audit log lists it, webhooks receive it and the `onEvent` hook gets it.

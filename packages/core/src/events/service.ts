@@ -1,6 +1,7 @@
+import { listScope } from '../auth/listing.js';
 import type { Principal } from '../auth/principal.js';
 import { KeywayError } from '../contract/errors.js';
-import { listPage, listScope, type Page } from '../contract/pagination.js';
+import { listPage, type Page } from '../contract/pagination.js';
 import {
   AuditListQuery,
   type AuditListQueryInput,
@@ -9,7 +10,8 @@ import {
 } from '../contract/schemas.js';
 import { isoTime } from '../contract/time.js';
 import { parseQuery } from '../contract/validation.js';
-import type { Storage, WebhookDeliveryRecord, WebhookDeliveryStatus } from '../storage/contract.js';
+import type { Storage, WebhookDeliveryStatus } from '../storage/contract.js';
+import type { WebhookDeliveryRecord } from '../storage/records.js';
 import { eventOf, type KeywayEvent } from './log.js';
 import type { WebhookSender } from './webhooks.js';
 

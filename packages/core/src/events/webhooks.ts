@@ -1,7 +1,8 @@
 import { Webhook } from 'standardwebhooks';
 import { OutboundError } from '../outbound/errors.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
-import type { Storage, WebhookAttemptOutcome, WebhookDeliveryRecord } from '../storage/contract.js';
+import type { Storage } from '../storage/contract.js';
+import type { WebhookAttemptOutcome, WebhookDeliveryRecord } from '../storage/records.js';
 import type { Observer, WebhookDeliveryOutcome } from '../telemetry/observation.js';
 import { inSpan } from '../telemetry/tracing.js';
 import type { WebhookEndpoint } from './log.js';
@@ -184,7 +185,7 @@ export class WebhookSender {
     } catch (error) {
       const reason =
         error instanceof OutboundError
-          ? error.code
+          ? error.failure
           : error instanceof Error && error.name === 'TimeoutError'
             ? 'timeout'
             : 'network';

@@ -1,5 +1,5 @@
+import { classifyAddress, isIpLiteral } from '../platform/address.js';
 import { readBounded } from '../platform/bytes.js';
-import { classifyAddress, isIpLiteral } from './address.js';
 import { networkFailure, OutboundError } from './errors.js';
 import { allowedHostSet, normalizeHost } from './hosts.js';
 import { defaultTransport, type Transport } from './transport.js';
@@ -89,9 +89,9 @@ export function endpointProblem(text: string, allowedHosts: ReadonlySet<string>)
     assertOutboundUrl(url, allowedHosts);
   } catch (error) {
     if (!(error instanceof OutboundError)) throw error;
-    if (error.code === 'insecure_scheme')
+    if (error.failure === 'insecure_scheme')
       return 'must use https (plain http only for allowed hosts)';
-    if (error.code === 'invalid_url') return 'must not contain user info';
+    if (error.failure === 'invalid_url') return 'must not contain user info';
     return 'names an address that is not allowed';
   }
   return null;
@@ -211,7 +211,7 @@ export function createOutboundFetch(options: OutboundOptions = {}): OutboundFetc
         });
       }
     } catch (error) {
-      if (timeout.aborted && !(error instanceof OutboundError && error.code !== 'network')) {
+      if (timeout.aborted && !(error instanceof OutboundError && error.failure !== 'network')) {
         throw new OutboundError(
           'timeout',
           `${url.origin}: no complete answer within ${timeoutMs} ms`,

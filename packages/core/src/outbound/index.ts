@@ -8,10 +8,10 @@
  * @module
  */
 
+export type { AddressClass } from '../platform/address.js';
+export { classifyAddress, isIpLiteral } from '../platform/address.js';
 export type { BoundedReadErrors } from '../platform/bytes.js';
 export { readBounded } from '../platform/bytes.js';
-export type { AddressClass } from './address.js';
-export { classifyAddress, isIpLiteral } from './address.js';
 export { OutboundError, type OutboundFailure } from './errors.js';
 export {
   assertOutboundUrl,

@@ -1,6 +1,6 @@
+import { classifyAddress, isIpLiteral } from '../platform/address.js';
 import { builtinModules } from '../platform/builtin.js';
 import { utf8 } from '../platform/bytes.js';
-import { classifyAddress, isIpLiteral } from './address.js';
 import { OutboundError } from './errors.js';
 import { allowedHostSet, normalizeHost } from './hosts.js';
 import {
@@ -330,7 +330,8 @@ export function defaultTransport(
     async (host) => {
       throw new OutboundError(
         'blocked_address',
-        `${host}: this runtime cannot check what a host name resolves to; pass a "fetch" that resolves and checks addresses, or list the host in "allowedHosts"`,
+        `${host}: this runtime cannot check what a host name resolves to; pass a "fetch" that resolves and checks ` +
+          `addresses, or list the host in "allowedHosts"`,
       );
     },
     { allowedHosts, fetch: platformFetch },

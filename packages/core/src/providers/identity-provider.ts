@@ -5,7 +5,7 @@ import {
 } from '../discovery/server-metadata.js';
 import { failureNote } from '../discovery/trace.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
-import type { VaultKey, VaultWrite } from '../storage/contract.js';
+import type { VaultKey, VaultWrite } from '../storage/records.js';
 import type { ProviderState } from '../storage/states.js';
 import type { Vault } from '../vault/vault.js';
 import { invalid } from './client.js';
@@ -60,14 +60,17 @@ async function tokenEndpointOf(
     if (given.token_endpoint !== undefined && given.token_endpoint !== published)
       throw invalid(
         FIELD,
-        `the identity provider ${given.issuer} publishes its token endpoint ${JSON.stringify(published)} in its metadata; leave "token_endpoint" out or give that one`,
+        `the identity provider ${given.issuer} publishes its token endpoint ${JSON.stringify(published)} in its ` +
+          `metadata; leave "token_endpoint" out or give that one`,
       );
     return published;
   }
   if (given.token_endpoint !== undefined) return given.token_endpoint;
+  const why = notes.length > 0 ? ` (${notes.join('; ')})` : '';
   throw invalid(
     FIELD,
-    `the identity provider ${given.issuer} publishes no authorization server metadata${notes.length > 0 ? ` (${notes.join('; ')})` : ''}: name its "token_endpoint"`,
+    `the identity provider ${given.issuer} publishes no authorization server metadata${why}: ` +
+      'name its "token_endpoint"',
   );
 }
 

@@ -7,7 +7,6 @@ import {
   resolveProfile,
 } from '../catalog/resolve.js';
 import type { Profile } from '../catalog/schema.js';
-import { ASSERTION_FILE } from '../connections/assertions.js';
 import {
   type OAuth2ProviderInput,
   ProviderBody,
@@ -16,6 +15,7 @@ import {
 } from '../contract/schemas.js';
 import { parseShape } from '../contract/validation.js';
 import type { AuthorizationServerInfo, StoredRegistration } from '../storage/states.js';
+import { ASSERTION_FILE } from './assertion-sources.js';
 import { invalid } from './client.js';
 import { customAuthMethod } from './registration.js';
 import { type EndpointFields, movedSecret, type SecretEndpoints } from './secret-binding.js';

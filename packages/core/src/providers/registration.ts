@@ -259,7 +259,8 @@ export async function registerClient(
     );
   } catch (cause) {
     throw registrationFailed(
-      `the registration endpoint could not be reached: ${cause instanceof OutboundError ? cause.message : 'request failed'}`,
+      `the registration endpoint could not be reached: ` +
+        `${cause instanceof OutboundError ? cause.message : 'request failed'}`,
       cause,
     );
   }

@@ -1,13 +1,14 @@
 import { actorOf, assertCoversPath, type Principal, rootPrincipal } from '../auth/principal.js';
 import type { Profile } from '../catalog/schema.js';
-import type { AssertionSource } from '../connections/assertions.js';
 import { KeywayError } from '../contract/errors.js';
 import type { ProviderInput } from '../contract/schemas.js';
 import type { EventLog } from '../events/log.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
-import type { ProviderRecord, Storage, VaultKey, VaultWrite } from '../storage/contract.js';
+import type { Storage } from '../storage/contract.js';
+import type { ProviderRecord, VaultKey, VaultWrite } from '../storage/records.js';
 import type { AuthorizationServerInfo, ProviderState } from '../storage/states.js';
 import type { Vault } from '../vault/vault.js';
+import type { AssertionSource } from './assertion-sources.js';
 import { checkResourceUrl, registerAt } from './client.js';
 import { type ProviderSpec, parseProviderInput } from './input.js';
 import { rediscovered } from './rediscovery.js';
@@ -211,7 +212,9 @@ export class ProviderRegistry {
         if (state.mode === 'custom') {
           throw new KeywayError(
             'conflict',
-            `the resource of provider ${JSON.stringify(id)} moved to the authorization server ${issuer}; its custom client belongs to ${state.authorization_server.issuer}: PUT the provider with credentials for the new server`,
+            `the resource of provider ${JSON.stringify(id)} moved to the authorization server ${issuer}; its custom ` +
+              `client belongs to ${state.authorization_server.issuer}: PUT the provider with credentials for the new ` +
+              `server`,
           );
         }
         const registered = await this.#register(id, next.authorization_server);
@@ -291,7 +294,8 @@ export class ProviderRegistry {
       if (state.mode !== 'register') {
         throw new KeywayError(
           'conflict',
-          `provider ${JSON.stringify(providerId)} uses a custom client, which its operator registers: PUT it with the new client's credentials`,
+          `provider ${JSON.stringify(providerId)} uses a custom client, which its operator registers: PUT it with ` +
+            `the new client's credentials`,
         );
       }
       const server = state.authorization_server;

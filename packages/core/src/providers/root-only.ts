@@ -1,7 +1,7 @@
 import type { Principal } from '../auth/principal.js';
-import { type AssertionSource, sourceServes } from '../connections/assertions.js';
 import { KeywayError } from '../contract/errors.js';
 import type { ProviderState } from '../storage/states.js';
+import { type AssertionSource, sourceServes } from './assertion-sources.js';
 import type { ProviderSpec } from './input.js';
 
 /*
@@ -35,7 +35,8 @@ export function rootOnly(
   if (!root && spec.handOut && previous !== null && previous.hand_out === false) {
     throw refused(
       'hand_out',
-      `provider ${JSON.stringify(providerId)} is inject-only: only the root key may let it hand out tokens (send "hand_out": false to keep it so)`,
+      `provider ${JSON.stringify(providerId)} is inject-only: only the root key may let it hand out tokens (send ` +
+        `"hand_out": false to keep it so)`,
     );
   }
   const assertion = spec.assertion;
@@ -43,7 +44,9 @@ export function rootOnly(
   if (!root && !sourceServes(sources[assertion.source], providerId)) {
     throw refused(
       'credentials.assertion_source',
-      `the assertion source ${JSON.stringify(assertion.source)} is not bound to provider ${JSON.stringify(providerId)}: the operator lists the providers each source serves (KEYWAY_ASSERTION_SOURCES), and only the root key may use a source for others`,
+      `the assertion source ${JSON.stringify(assertion.source)} is not bound to provider ` +
+        `${JSON.stringify(providerId)}: the operator lists the providers each source serves ` +
+        `(KEYWAY_ASSERTION_SOURCES), and only the root key may use a source for others`,
     );
   }
   return { ...spec, assertion: { ...assertion, ...(root ? { root: true } : {}) } };

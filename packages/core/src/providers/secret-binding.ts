@@ -45,7 +45,8 @@ export function movedSecret(
     const message =
       bound === undefined
         ? `nothing records where the stored client secret was given for, so give "${fields.secret}" again`
-        : `"${name}" changed from ${spelled(before)} to ${spelled(now[name])}: a stored client secret is sent only to the endpoints it was given for, so give "${fields.secret}" again with the new endpoint`;
+        : `"${name}" changed from ${spelled(before)} to ${spelled(now[name])}: a stored client secret is sent only ` +
+          `to the endpoints it was given for, so give "${fields.secret}" again with the new endpoint`;
     return invalid(fields.field(name), message);
   }
   return null;

@@ -1,9 +1,11 @@
+import { delegationRoot } from '../auth/delegation.js';
+import { listScope } from '../auth/listing.js';
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import type { RateLimiter } from '../auth/rate-limit.js';
 import { parseResourcePath } from '../auth/resource-path.js';
-import { type ProfileView, profileView } from '../catalog/index.js';
+import { type ProfileView, profileView } from '../catalog/catalog.js';
 import { KeywayError } from '../contract/errors.js';
-import { listPage, listScope, type Page } from '../contract/pagination.js';
+import { listPage, type Page } from '../contract/pagination.js';
 import {
   DiscoverBody,
   type DiscoverInput,
@@ -17,7 +19,6 @@ import type { EventLog } from '../events/log.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { Storage } from '../storage/contract.js';
 import type { Observer } from '../telemetry/observation.js';
-import { delegationRoot } from '../tokens/name.js';
 import type { ClientProfile } from './registration.js';
 import type { ProviderRegistry } from './registry.js';
 import {

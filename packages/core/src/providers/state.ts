@@ -1,7 +1,6 @@
-import { currentParty, providerKeepsParty } from '../connections/party.js';
 import { KeywayError } from '../contract/errors.js';
 import { isoTime, isoTimeOrNull } from '../contract/time.js';
-import type { ProviderRecord } from '../storage/contract.js';
+import type { ProviderRecord } from '../storage/records.js';
 import {
   type AuthorizationServerInfo,
   HandOutSchema,
@@ -10,6 +9,7 @@ import {
   readStored,
   type StoredRegistration,
 } from '../storage/states.js';
+import { currentParty, providerKeepsParty } from './party.js';
 import { type ClientProfile, redirectUriOf } from './registration.js';
 
 /** Vault kinds of the secrets Keyway keeps for providers. */

@@ -2,7 +2,7 @@ import { importPKCS8 } from 'jose';
 import type { z } from 'zod';
 import { discoverOrThrow } from '../discovery/index.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
-import type { VaultKey, VaultWrite } from '../storage/contract.js';
+import type { VaultKey, VaultWrite } from '../storage/records.js';
 import {
   type AuthorizationServerInfo,
   AuthorizationServerInfoSchema,
@@ -281,7 +281,8 @@ export async function mcpWrite(
   if (spec.dpop && algorithms !== null && algorithms !== undefined && !algorithms.includes('ES256'))
     throw invalid(
       'dpop',
-      `the authorization server takes DPoP proofs signed with ${algorithms.join(', ') || 'nothing'}, not ES256, the one Keyway signs with`,
+      `the authorization server takes DPoP proofs signed with ${algorithms.join(', ') || 'nothing'}, not ES256, the ` +
+        `one Keyway signs with`,
     );
   const { now, vault } = deps;
   const puts: VaultWrite[] = [];

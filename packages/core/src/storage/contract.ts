@@ -1,3 +1,4 @@
+import type { CounterStorage } from '../auth/rate-limit.js';
 import type {
   AuditEventRecord,
   ConnectionRecord,
@@ -285,30 +286,7 @@ export interface LeaseStorage {
   releaseLease(key: string, owner: string): Promise<void>;
 }
 
-/** A fixed-window counter of the rate limiter: its count and when its window ends. */
-export interface CounterValue {
-  count: number;
-  /** End of the window, epoch milliseconds. */
-  expiresAt: number;
-}
-
-/**
- * Counters of the rate limits (docs/api.md §12), shared by every instance on the storage. A
- * counter whose `expiresAt <= now` does not exist.
- */
-export interface CounterStorage {
-  /**
-   * Adds one to the counter `key`. A missing or expired counter starts anew at 1 with the
-   * window ending at `expiresAt`; a live one keeps its window. Atomic: of `n` concurrent
-   * calls on a counter, each sees a different count.
-   *
-   * @returns the counter after the increment.
-   */
-  incrementCounter(key: string, expiresAt: number, now: number): Promise<CounterValue>;
-
-  /** The live counter `key`, or `null`. */
-  getCounter(key: string, now: number): Promise<CounterValue | null>;
-}
+export type { CounterStorage, CounterValue } from '../auth/rate-limit.js';
 
 /**
  * The audit log and the webhook outbox (docs/api.md §11). Events are appended by the writes

@@ -8,8 +8,7 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import { KeywayError } from '../contract/errors.js';
-import { OutboundError } from '../outbound/errors.js';
+import { KeywayError, OutboundError } from '../contract/errors.js';
 
 /*
  * OpenTelemetry spans (docs/api.md §16) through `@opentelemetry/api`: a no-op until the
@@ -52,7 +51,8 @@ const CODE = /^[A-Za-z_]{1,64}$/;
 
 /** The code of a failure as spans and metrics name it: Keyway's or the outbound guard's. */
 export function failureCode(error: unknown): string {
-  if (error instanceof KeywayError || error instanceof OutboundError) return error.code;
+  if (error instanceof OutboundError) return error.failure;
+  if (error instanceof KeywayError) return error.code;
   if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) {
     return 'timeout';
   }

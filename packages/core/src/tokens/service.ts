@@ -1,4 +1,10 @@
 import {
+  delegationRoot,
+  isDescendantName,
+  parseLifetime,
+  parseTokenName,
+} from '../auth/delegation.js';
+import {
   actorOf,
   assertManagesToken,
   type Principal,
@@ -26,16 +32,15 @@ import { isoTime } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import type { EventLog } from '../events/log.js';
 import type { PlatformCrypto } from '../platform/crypto.js';
+import type { TokenStorage } from '../storage/contract.js';
 import type {
   EventWrite,
   TokenCheckRecord,
   TokenRecord,
-  TokenStorage,
   TokenTreeChanges,
-} from '../storage/contract.js';
+} from '../storage/records.js';
 import { NO_OBSERVER, type Observer } from '../telemetry/observation.js';
 import { createRootKeyCheck, createTokenCodec, TOKEN_ID_BYTES, TOKEN_PREFIX } from './format.js';
-import { delegationRoot, isDescendantName, parseLifetime, parseTokenName } from './name.js';
 
 /**
  * A newly minted token, as `POST /api/admin/tokens` answers: the only time it is shown.
@@ -261,7 +266,8 @@ export class TokenService {
       if (!isDescendantName(principal.name, name)) {
         throw new KeywayError(
           'delegation_denied',
-          `a token named ${JSON.stringify(principal.name)} may only mint names of the form "${principal.name}.<suffix>"`,
+          `a token named ${JSON.stringify(principal.name)} may only mint names of the form ` +
+            `"${principal.name}.<suffix>"`,
         );
       }
       if (!isNarrowerOrEqual(scopes, principal.scopes)) {

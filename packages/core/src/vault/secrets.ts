@@ -1,7 +1,8 @@
+import { listScope } from '../auth/listing.js';
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { KeywayError } from '../contract/errors.js';
-import { listPage, listScope, type Page } from '../contract/pagination.js';
+import { listPage, type Page } from '../contract/pagination.js';
 import {
   PutSecretBody,
   type PutSecretInput,
@@ -12,7 +13,8 @@ import { isoTime } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import type { EventLog } from '../events/log.js';
 import { utf8 } from '../platform/bytes.js';
-import type { EventWrite, Storage, VaultEntryRecord } from '../storage/contract.js';
+import type { Storage } from '../storage/contract.js';
+import type { EventWrite, VaultEntryRecord } from '../storage/records.js';
 import type { Vault } from './vault.js';
 
 /** The vault kind of the secrets the vault endpoints manage; Keyway's own use other kinds. */

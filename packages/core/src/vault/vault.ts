@@ -3,7 +3,8 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import { CompactEncrypt, compactDecrypt, decodeProtectedHeader } from 'jose';
 import { KeywayError } from '../contract/errors.js';
 import { fromBase64Url, toBase64Url, utf8 } from '../platform/bytes.js';
-import type { VaultEntryRecord, VaultKey, VaultStorage, VaultWrite } from '../storage/contract.js';
+import type { VaultStorage } from '../storage/contract.js';
+import type { VaultEntryRecord, VaultKey, VaultWrite } from '../storage/records.js';
 
 /** The header parameter that names the entry a ciphertext belongs to. */
 const ENTRY_HEADER = 'kw_entry';

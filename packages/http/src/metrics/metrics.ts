@@ -132,7 +132,8 @@ export function createMetrics(options: MetricsOptions = {}): KeywayMetrics {
 
   const gateway = counter(
     'keyway_gateway_requests_total',
-    'MCP gateway requests, by provider and outcome: the upstream status class (2xx…5xx), step_up, consent_required, upstream_error.',
+    'MCP gateway requests, by provider and outcome: the upstream status class (2xx…5xx), step_up, consent_required, ' +
+      'upstream_error.',
     ['provider', 'outcome'],
   );
   const streams = new Gauge({

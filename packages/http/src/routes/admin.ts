@@ -191,7 +191,8 @@ export const PROVIDER_ROUTES: Route[] = [
     path: '/api/admin/providers/{id}/register',
     id: 'registerProvider',
     summary:
-      'Register a new client at the provider’s authorization server (the server forgot the old one); its connections need a new consent.',
+      'Register a new client at the provider’s authorization server (the server forgot the old one); its connections ' +
+      'need a new consent.',
     see: '§6 item 11',
     param: resourcePath('id'),
     ok: { 200: { description: 'The provider.', schema: 'ProviderViewBody' } },

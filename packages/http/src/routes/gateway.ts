@@ -45,7 +45,8 @@ export const GATEWAY_ROUTES: Route[] = [
     'POST',
     'gatewayPost',
     'MCP gateway: send a JSON-RPC message to the connection’s MCP server.',
-    'The MCP server’s answer as it came: JSON, or an event stream passed on as it arrives; or a JSON-RPC error -32042 with an authorization URL when the connection needs consent.',
+    'The MCP server’s answer as it came: JSON, or an event stream passed on as it arrives; or a JSON-RPC error ' +
+      '-32042 with an authorization URL when the connection needs consent.',
   ),
   gatewayRoute(
     'GET',
@@ -91,7 +92,8 @@ const proxyRoute = (method: Method): Route => ({
   param: {
     name: 'connection_path',
     description:
-      'A connection id (docs/api.md §2), then the path under the API base: the longest prefix that is a connection the credential covers is the connection.',
+      'A connection id (docs/api.md §2), then the path under the API base: the longest prefix that is a connection ' +
+      'the credential covers is the connection.',
   },
   passThrough: {
     request: method === 'GET' || method === 'DELETE' ? [] : ['*/*'],

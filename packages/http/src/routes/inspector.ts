@@ -13,7 +13,8 @@ const INSPECTOR_PAGE_HEADERS = {
   // A window this page opens (the consent popup) or one that opened it gets no handle on it.
   'cross-origin-opener-policy': 'same-origin',
   'content-security-policy':
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri " +
+    "'none'; form-action 'none'; frame-ancestors 'none'",
 };
 
 const page = { description: 'The page', schema: null };

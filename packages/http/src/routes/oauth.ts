@@ -61,7 +61,8 @@ export const OAUTH_ROUTES: Route[] = [
     path: '/api/oauth/authorize/{provider_id}',
     id: 'authorize',
     summary:
-      'Start an authorization: a pending connection and its consent URL (with the client credentials grant, the connection with its token at once).',
+      'Start an authorization: a pending connection and its consent URL (with the client credentials grant, the ' +
+      'connection with its token at once).',
     see: '§5, §14',
     param: resourcePath('provider_id'),
     body: 'AuthorizeBody',
@@ -110,7 +111,8 @@ export const OAUTH_ROUTES: Route[] = [
     path: '/api/oauth/callback/{server_key}',
     id: 'serverCallback',
     summary:
-      'The redirect URI of one authorization server (clients Keyway registers): as the shared callback, and a response that belongs to another server is refused.',
+      'The redirect URI of one authorization server (clients Keyway registers): as the shared callback, and a ' +
+      'response that belongs to another server is refused.',
     see: '§5 "Mix-up defense"; RFC 9700 §4.4',
     public: true,
     param: {

@@ -146,7 +146,14 @@ export function createAuthorizationServer(world: WorldState) {
     else if (quirks.scope === 'padded') body.scope = `  ${scope.split(' ').join('   ')} `;
     if (quirks.idToken === true) {
       const part = (value: object) => b64url(new TextEncoder().encode(JSON.stringify(value)));
-      body.id_token = `${part({ alg: 'none', typ: 'JWT' })}.${part({ iss: issuerString, sub: 'alice', aud: tokens.client_id ?? 'client', exp: Math.floor(now() / 1000) + 600, iat: Math.floor(now() / 1000) })}.`;
+      const claims = {
+        iss: issuerString,
+        sub: 'alice',
+        aud: tokens.client_id ?? 'client',
+        exp: Math.floor(now() / 1000) + 600,
+        iat: Math.floor(now() / 1000),
+      };
+      body.id_token = `${part({ alg: 'none', typ: 'JWT' })}.${part(claims)}.`;
       seen.add(body.id_token as string);
     }
     delete body.client_id;

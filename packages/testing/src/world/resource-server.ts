@@ -59,7 +59,9 @@ export function createResourceServer(
           403,
           { error: 'insufficient_scope' },
           {
-            'www-authenticate': `Bearer error="insufficient_scope", scope="${[...granted, required].join(' ')}", resource_metadata="${prmUrl()}"`,
+            'www-authenticate':
+              `Bearer error="insufficient_scope", scope="${[...granted, required].join(' ')}", ` +
+              `resource_metadata="${prmUrl()}"`,
           },
         );
       }

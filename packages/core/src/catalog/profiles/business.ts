@@ -32,7 +32,9 @@ export const BUSINESS_PROFILES: ProfileInput[] = [
     ],
     refresh: 'stable',
     notes: [
-      "The API lives at the connection's own `instance_url` (from the token answer, kept in its metadata): the proxy forwards to `<instance_url>/services/data/<rest>`, so a path begins with the API version (`v62.0/query?q=…`).",
+      "The API lives at the connection's own `instance_url` (from the token answer, kept in its metadata): the proxy " +
+        'forwards to `<instance_url>/services/data/<rest>`, so a path begins with the API version ' +
+        '(`v62.0/query?q=…`).',
       'The token answer has no `expires_in`: the session lasts as the org configures it.',
       '`refresh_token` must be among the scopes for a refresh token to be issued.',
     ],
@@ -73,8 +75,11 @@ export const BUSINESS_PROFILES: ProfileInput[] = [
     refresh: 'rotating',
     notes: [
       'Scopes are comma-separated.',
-      'Token requests carry `expiring=1`: the offline access token then lasts an hour and comes with a refresh token (90 days) that each refresh replaces. Shopify refuses non-expiring tokens to public apps created since April 2026; a new expiring token revokes the earlier ones for the shop.',
-      'The redirect back also carries `hmac`, `host` and `timestamp`; Keyway relies on its single-use `state`, and keeps `shop`.',
+      'Token requests carry `expiring=1`: the offline access token then lasts an hour and comes with a refresh token ' +
+        '(90 days) that each refresh replaces. Shopify refuses non-expiring tokens to public apps created since ' +
+        'April 2026; a new expiring token revokes the earlier ones for the shop.',
+      'The redirect back also carries `hmac`, `host` and `timestamp`; Keyway relies on its single-use `state`, and ' +
+        'keeps `shop`.',
     ],
   },
   {
@@ -121,7 +126,8 @@ export const BUSINESS_PROFILES: ProfileInput[] = [
     ],
     refresh: 'rotating',
     notes: [
-      "The company id comes as `realmId` on the redirect back and is kept in the connection's metadata; the proxy forwards to that company's API (`/v3/company/<realmId>/<rest>`).",
+      "The company id comes as `realmId` on the redirect back and is kept in the connection's metadata; the proxy " +
+        "forwards to that company's API (`/v3/company/<realmId>/<rest>`).",
       'Always use the latest refresh token: Intuit rotates them.',
     ],
   },

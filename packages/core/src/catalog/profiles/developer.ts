@@ -18,7 +18,8 @@ export const DEVELOPER_PROFILES: ProfileInput[] = [
     api_headers: { Accept: 'application/vnd.github+json', 'X-GitHub-Api-Version': '2022-11-28' },
     refresh: 'rotating',
     notes: [
-      'OAuth app tokens do not expire and come without a refresh token; a GitHub App with expiring user tokens gets 8-hour tokens and a new refresh token at each refresh.',
+      'OAuth app tokens do not expire and come without a refresh token; a GitHub App with expiring user tokens gets ' +
+        '8-hour tokens and a new refresh token at each refresh.',
       'Granted scopes come back comma-separated.',
     ],
   },
@@ -104,7 +105,9 @@ export const DEVELOPER_PROFILES: ProfileInput[] = [
     ],
     refresh: 'rotating',
     notes: [
-      "Once connected, the sites the user granted come from `GET /oauth/token/accessible-resources`; the first one's cloud id and URL are kept in the connection's metadata, and the proxy forwards to `/ex/<product>/<cloud id>/<rest>`. A user who grants several sites reaches the first through the proxy.",
+      "Once connected, the sites the user granted come from `GET /oauth/token/accessible-resources`; the first one's " +
+        "cloud id and URL are kept in the connection's metadata, and the proxy forwards to `/ex/<product>/<cloud " +
+        'id>/<rest>`. A user who grants several sites reaches the first through the proxy.',
       'Refresh tokens rotate; `offline_access` is asked for so that one is issued.',
     ],
   },
@@ -143,7 +146,8 @@ export const DEVELOPER_PROFILES: ProfileInput[] = [
     refresh: 'rotating',
     notes: [
       'Notion has no OAuth scopes: the user picks the pages to share on the consent screen.',
-      'Token requests are JSON with HTTP Basic client authentication and a `Notion-Version` header; errors name their code in `code` and describe it in `message`.',
+      'Token requests are JSON with HTTP Basic client authentication and a `Notion-Version` header; errors name ' +
+        'their code in `code` and describe it in `message`.',
       'Each refresh answers a new refresh token.',
     ],
   },

@@ -23,7 +23,8 @@ export const WORKPLACE_PROFILES: ProfileInput[] = [
     api_base_url: 'https://www.googleapis.com',
     refresh: 'stable',
     notes: [
-      'A refresh token is issued only with `access_type=offline`, and again on a later consent only with `prompt=consent`; both are sent.',
+      'A refresh token is issued only with `access_type=offline`, and again on a later consent only with ' +
+        '`prompt=consent`; both are sent.',
       'Google sends `iss` in the redirect back; it is checked against https://accounts.google.com.',
     ],
   },
@@ -47,7 +48,8 @@ export const WORKPLACE_PROFILES: ProfileInput[] = [
     refresh: 'rotating',
     notes: [
       '`offline_access` is always asked for: without it no refresh token is issued.',
-      '`<resource>/.default` asks for every permission configured on the app registration; it cannot be combined with named scopes of the same resource.',
+      '`<resource>/.default` asks for every permission configured on the app registration; it cannot be combined ' +
+        'with named scopes of the same resource.',
     ],
   },
   {

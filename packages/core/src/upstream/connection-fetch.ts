@@ -1,8 +1,8 @@
 import * as oauth from 'oauth4webapi';
 import { z } from 'zod';
 import { ERROR_STATUS, KeywayError, type KeywayErrorCode } from '../contract/errors.js';
+import { type DpopKey, dpopOptions, withNonceRetry } from '../grants/dpop.js';
 import { oauthFetch } from '../outbound/oauth-fetch.js';
-import { type DpopKey, dpopOptions, withNonceRetry } from './dpop.js';
 
 /** What a remote Keyway's credentials endpoint answers, as far as it is read. */
 const RemoteAnswer = z.object({
@@ -121,53 +121,39 @@ export function createConnectionFetch(
 }
 
 /**
- * A connection `fetch` that takes tokens from a Keyway deployment over HTTP, with a broker
- * token scoped to the connection (`GET {keywayUrl}/api/oauth/credentials/<path>`). Errors
- * of the API (`reauthorization_required`, `connection_not_active`, …) are thrown as
+ * Where tokens come from when Keyway runs elsewhere: its credentials endpoint over HTTP,
+ * with a broker token scoped to the connection (`GET {keywayUrl}/api/oauth/credentials/<path>`).
+ * Errors of the API (`reauthorization_required`, `connection_not_active`, …) are thrown as
  * {@link KeywayError}s with their code.
- *
- * @example
- * const fetch = remoteConnectionFetch({
- *   keywayUrl: 'https://keyway.internal', token: process.env.KEYWAY_TOKEN,
- *   connectionId: 'acme/users/alice/linear',
- * });
- *
- * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Credentials"
  */
-export function remoteConnectionFetch(options: {
+export function remoteCredentials(options: {
   keywayUrl: string;
   token: string;
   connectionId: string;
-  /** Transport to Keyway. */
-  keywayFetch?: (url: string, init: RequestInit) => Promise<Response>;
-  /** Transport to the MCP server. */
-  fetch?: ConnectionFetchOptions['fetch'];
-}): FetchLike {
+  keywayFetch?: ((url: string, init: RequestInit) => Promise<Response>) | undefined;
+}): CredentialSource {
   const base = options.keywayUrl.replace(/\/+$/, '');
   const path = options.connectionId.split('/').map(encodeURIComponent).join('/');
   const keyway =
     options.keywayFetch ?? ((url: string, init: RequestInit) => globalThis.fetch(url, init));
-  return createConnectionFetch(
-    async ({ forceRefresh }) => {
-      const response = await keyway(
-        `${base}/api/oauth/credentials/${path}${forceRefresh ? '?force_refresh=true' : ''}`,
-        { headers: { authorization: `Bearer ${options.token}` } },
+  return async ({ forceRefresh }) => {
+    const response = await keyway(
+      `${base}/api/oauth/credentials/${path}${forceRefresh ? '?force_refresh=true' : ''}`,
+      { headers: { authorization: `Bearer ${options.token}` } },
+    );
+    const parsed = RemoteAnswer.safeParse(await response.json().catch(() => null));
+    const body = parsed.success ? parsed.data : {};
+    if (response.status !== 200 || body.access_token === undefined) {
+      // A code this version does not know is the remote's trouble, not the caller's.
+      const code: KeywayErrorCode =
+        body.error !== undefined && Object.hasOwn(ERROR_STATUS, body.error)
+          ? (body.error as KeywayErrorCode)
+          : 'upstream_error';
+      throw new KeywayError(
+        code,
+        body.error_description ?? `Keyway answered HTTP ${response.status}`,
       );
-      const parsed = RemoteAnswer.safeParse(await response.json().catch(() => null));
-      const body = parsed.success ? parsed.data : {};
-      if (response.status !== 200 || body.access_token === undefined) {
-        // A code this version does not know is the remote's trouble, not the caller's.
-        const code: KeywayErrorCode =
-          body.error !== undefined && Object.hasOwn(ERROR_STATUS, body.error)
-            ? (body.error as KeywayErrorCode)
-            : 'upstream_error';
-        throw new KeywayError(
-          code,
-          body.error_description ?? `Keyway answered HTTP ${response.status}`,
-        );
-      }
-      return { access_token: body.access_token };
-    },
-    options.fetch === undefined ? {} : { fetch: options.fetch },
-  );
+    }
+    return { access_token: body.access_token };
+  };
 }

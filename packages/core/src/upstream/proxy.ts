@@ -5,8 +5,9 @@ import { connectionApiBase } from '../catalog/connection-values.js';
 import type { ConnectionValue } from '../catalog/schema.js';
 import { KeywayError } from '../contract/errors.js';
 import { OutboundError } from '../outbound/errors.js';
-import { type ConnectionTokens, renewable } from '../storage/states.js';
-import type { GatewayAnswer, GatewayOptions, GatewayRequest } from './gateway.js';
+import type { ConnectionTokens } from '../storage/states.js';
+import type { UpstreamDeps } from './deps.js';
+import type { GatewayAnswer, GatewayRequest } from './gateway.js';
 import {
   callerOf,
   copyHeaders,
@@ -15,8 +16,8 @@ import {
   type HeldBody,
   relayAnswer,
   type UpstreamAnswer,
-} from './gateway-limits.js';
-import { usableTokens } from './tokens.js';
+} from './limits.js';
+import { sendWithOneRefresh, usableFor } from './send.js';
 
 /*
  * The API proxy (docs/api.md §13): `{base}/proxy/<connection>/<rest>` forwarded to the
@@ -90,7 +91,8 @@ function baseOf(
   if (missing) {
     throw new KeywayError(
       'reauthorization_required',
-      `the connection ${JSON.stringify(id)} has no "${name}" (${description}), which its API base needs: authorize it again`,
+      `the connection ${JSON.stringify(id)} has no "${name}" (${description}), which its API base needs: authorize ` +
+        `it again`,
       { details },
     );
   }
@@ -103,9 +105,9 @@ function baseOf(
 
 /** The API proxy: `broker.proxy`. */
 export class ApiProxy {
-  readonly #o: GatewayOptions;
+  readonly #o: UpstreamDeps;
 
-  constructor(options: GatewayOptions) {
+  constructor(options: UpstreamDeps) {
     this.#o = options;
   }
 
@@ -149,16 +151,16 @@ export class ApiProxy {
     body: Uint8Array | null,
     release: () => void,
   ): Promise<GatewayAnswer> {
-    const { records, refresher } = this.#o;
-    let current = await usableTokens(records, refresher, found.id, false);
+    const current = await usableFor(this.#o, found.id, false);
     const template = current.tokens.party.api_base_url;
     if (template === undefined || template === null) {
       throw new KeywayError(
         'invalid_request',
-        `the provider of ${JSON.stringify(found.id)} has no api_base_url: the proxy serves classic APIs (docs/api.md §13)`,
+        `the provider of ${JSON.stringify(found.id)} has no api_base_url: the proxy serves classic APIs (docs/api.md ` +
+          `§13)`,
       );
     }
-    const { state } = await records.o.providers.resolve(current.record.providerId);
+    const { state } = await this.#o.providers.resolve(current.record.providerId);
     const base = baseOf(found.id, template, state.oauth2?.connection_values, current.tokens);
     const rest = found.rest.map(encodeURIComponent).join('/');
     const query =
@@ -186,10 +188,10 @@ export class ApiProxy {
     try {
       // Piped where the transport can (Node), else a Web `Response`.
       const { stream } = this.#o;
-      const send = (token: string): Promise<UpstreamAnswer> => {
+      const send = (tokens: ConnectionTokens): Promise<UpstreamAnswer> => {
         const init = {
           method: request.method,
-          headers: { ...headers, authorization: `Bearer ${token}` },
+          headers: { ...headers, authorization: `Bearer ${tokens.access_token}` },
           body,
           signal,
         };
@@ -197,16 +199,19 @@ export class ApiProxy {
           ? stream.piped(url.href, init)
           : stream(url.href, { ...init, body: body as BodyInit | null });
       };
-      let response = await send(current.tokens.access_token);
-      if (response.status === 401 && renewable(current.tokens)) {
-        await discardAnswer(response);
-        current = await usableTokens(records, refresher, found.id, true);
-        response = await send(current.tokens.access_token);
-      }
+      // A 401 of the API refreshes once and retries once, then passes on.
+      const { answer: response } = await sendWithOneRefresh(
+        this.#o,
+        found.id,
+        current.tokens,
+        send,
+        (answer) => answer.status === 401,
+        discardAnswer,
+      );
       const count = (outcome: string) => this.#o.observe({ kind: 'gateway', provider, outcome });
       return await relayAnswer(response, release, RETURNED, count, ['the API', 'the proxy']);
     } catch (error) {
-      if (!(error instanceof KeywayError))
+      if (!(error instanceof KeywayError) || error instanceof OutboundError)
         this.#o.observe({ kind: 'gateway', provider, outcome: 'upstream_error' });
       if (error instanceof OutboundError) {
         throw new KeywayError('upstream_error', `the API: ${error.message}`, { cause: error });

@@ -3,6 +3,7 @@ import { assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { setCoversPath } from '../auth/scope.js';
 import { isKeywayError, KeywayError } from '../contract/errors.js';
+import { dpopOptions, withNonceRetry } from '../grants/dpop.js';
 import { OutboundError } from '../outbound/errors.js';
 import { oauthFetch } from '../outbound/oauth-fetch.js';
 import {
@@ -12,14 +13,13 @@ import {
   pipedResponse,
   pipedStream,
 } from '../outbound/piped.js';
-import type { StreamingFetch } from '../outbound/stream.js';
 import { toBase64Url } from '../platform/bytes.js';
-import type { ConnectionRecord } from '../storage/contract.js';
-import { type ConnectionTokens, renewable } from '../storage/states.js';
-import type { Observer } from '../telemetry/observation.js';
-import type { AuthorizeResult } from './authorization.js';
+import { RESOURCE_CHANGED } from '../providers/party.js';
+import type { ConnectionRecord } from '../storage/records.js';
+import { type ConnectionTokens, connectionState, renewable } from '../storage/states.js';
+import { asksForScope, bearerChallenge, challengedScopes } from './challenge.js';
 import { InsufficientScopeError } from './connection-fetch.js';
-import { dpopOptions, withNonceRetry } from './dpop.js';
+import type { UpstreamDeps } from './deps.js';
 import {
   callerOf,
   copyHeaders,
@@ -28,14 +28,10 @@ import {
   type GatewayLimits,
   type HeldBody,
   relayAnswer,
-  type StreamSlots,
   type UnreadBody,
   type UpstreamAnswer,
-} from './gateway-limits.js';
-import type { Refresher } from './refresh.js';
-import type { ConnectionRecords } from './state.js';
-import { usableTokens } from './tokens.js';
-import { connectionState, RESOURCE_CHANGED } from './view.js';
+} from './limits.js';
+import { sendWithOneRefresh, usableFor } from './send.js';
 
 /*
  * The MCP gateway (docs/api.md §13): a caller's MCP request forwarded to the resource its
@@ -94,23 +90,6 @@ export interface GatewayAnswer {
   body: ReadableStream<Uint8Array> | PipedBody | string | null;
 }
 
-/** What the gateway needs of the broker, given by `createBroker`. */
-export interface GatewayOptions {
-  records: ConnectionRecords;
-  refresher: Refresher;
-  /** Starts an authorization (the connection service's `authorize`). */
-  authorize: (
-    principal: Principal,
-    providerId: string,
-    input: { connection_id: string; scopes?: string[] },
-  ) => Promise<AuthorizeResult>;
-  /** The guarded streaming fetch (no redirects, idle limit); `piped` on Node. */
-  stream: StreamingFetch;
-  limits: GatewayLimits;
-  slots: StreamSlots;
-  observe: Observer;
-}
-
 /** Whether an error means the user must consent again. */
 function needsConsent(error: unknown): boolean {
   return (
@@ -141,10 +120,10 @@ const JSON_ANSWER = { 'content-type': 'application/json', 'cache-control': 'no-s
  * @see [docs/api.md §13](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#13-mcp-gateway-and-api-proxy); docs/gateway.md
  */
 export class Gateway {
-  readonly #o: GatewayOptions;
+  readonly #o: UpstreamDeps;
 
   /** @param options What `createBroker` gives: records, refresher, limits. */
-  constructor(options: GatewayOptions) {
+  constructor(options: UpstreamDeps) {
     this.#o = options;
   }
 
@@ -224,7 +203,7 @@ export class Gateway {
     body: Uint8Array | null,
     release: () => void,
   ): Promise<{ answer: GatewayAnswer; relayed: boolean }> {
-    const { records, refresher } = this.#o;
+    const { records } = this.#o;
     const signal = request.signal ?? new AbortController().signal;
     const consent = async (error: unknown, scopes?: string[]) => ({
       answer: await this.#consent(principal, connectionId, body, error, scopes),
@@ -232,7 +211,7 @@ export class Gateway {
     });
     let current: { record: ConnectionRecord; tokens: ConnectionTokens };
     try {
-      current = await usableTokens(records, refresher, connectionId, false);
+      current = await usableFor(this.#o, connectionId, false);
     } catch (error) {
       if (needsConsent(error)) return consent(error);
       throw error;
@@ -261,23 +240,30 @@ export class Gateway {
     try {
       const send = (tokens: ConnectionTokens) =>
         this.#send(tokens, request.method, signal, target, headers, body);
-      let answer = await send(current.tokens);
-      if (answer.kind === 'refused' && renewable(current.tokens)) {
-        let tokens: ConnectionTokens;
-        try {
-          ({ tokens } = await usableTokens(records, refresher, connectionId, true));
-        } catch (error) {
-          if (needsConsent(error)) return consent(error);
-          throw error;
-        }
-        answer = await send(tokens);
+      let answer: Awaited<ReturnType<typeof send>>;
+      try {
+        // A refused answer's body was dropped by #send.
+        ({ answer } = await sendWithOneRefresh(
+          this.#o,
+          connectionId,
+          current.tokens,
+          send,
+          (sent) => sent.kind === 'refused',
+          async () => {},
+        ));
+      } catch (error) {
+        // The refresh the refusal called for needs the user.
+        if (needsConsent(error)) return consent(error);
+        throw error;
       }
       if (answer.kind === 'refused') {
         // The server will not take the connection's token, fresh or not: the user must
         // consent again, with any scope the server's challenge named.
         const refused = new KeywayError(
           'reauthorization_required',
-          `the MCP server refused the connection's token (HTTP 401)${renewable(current.tokens) ? ' after a refresh' : '; the connection holds no refresh token'}: authorize it again`,
+          `the MCP server refused the connection's token (HTTP ` +
+            `401)${renewable(current.tokens) ? ' after a refresh' : '; the connection holds no refresh token'}: ` +
+            `authorize it again`,
         );
         return consent(refused, answer.scopes);
       }
@@ -375,15 +361,10 @@ export class Gateway {
       return { kind: 'answer', response };
     } catch (error) {
       if (!(error instanceof oauth.WWWAuthenticateChallengeError)) throw error;
-      const bearer = error.cause.find(
-        (challenge) => challenge.scheme === 'bearer' || challenge.scheme === 'dpop',
-      );
+      const bearer = bearerChallenge(error.cause);
       // Scopes as RFC 6749 §3.3 writes them: nothing else reaches the caller or a consent.
-      const scopes = (bearer?.parameters.scope ?? '')
-        .split(' ')
-        .filter((scope) => /^[\x21\x23-\x5b\x5d-\x7e]{1,200}$/.test(scope))
-        .slice(0, 64);
-      if (error.status === 403 && bearer?.parameters.error === 'insufficient_scope') {
+      const scopes = challengedScopes(bearer);
+      if (asksForScope(error.status, bearer)) {
         await discardAnswer(error.response);
         return { kind: 'step_up', error: new InsufficientScopeError(scopes, error.response) };
       }
@@ -424,7 +405,7 @@ export class Gateway {
     // enterprise) has no URL to send a user to: it is authorized again through the API.
     const withoutConsent =
       providerId !== undefined &&
-      (await records.o.providers.resolve(providerId).then(
+      (await this.#o.providers.resolve(providerId).then(
         ({ state }) => state.grant !== undefined,
         () => false,
       ));
@@ -443,7 +424,9 @@ export class Gateway {
       connection_id: connectionId,
       ...(challenged.length > 0 ? { scopes: [...new Set([...granted, ...challenged])] } : {}),
     });
-    const message = `Keyway needs your consent to use ${providerId} for ${connectionId}: open the link to authorize it, then retry.`;
+    const message =
+      `Keyway needs your consent to use ${providerId} for ${connectionId}: open the link to authorize ` +
+      `it, then retry.`;
     return {
       status: 200,
       headers: { ...JSON_ANSWER },
@@ -457,7 +440,7 @@ export class Gateway {
             elicitations: [
               {
                 mode: 'url',
-                elicitationId: toBase64Url(records.o.randomBytes(16)),
+                elicitationId: toBase64Url(this.#o.randomBytes(16)),
                 url: started.authorization_url,
                 message,
               },

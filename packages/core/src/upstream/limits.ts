@@ -1,11 +1,11 @@
 import { z } from 'zod';
+import { delegationRoot } from '../auth/delegation.js';
 import type { Principal } from '../auth/principal.js';
 import { KeywayError } from '../contract/errors.js';
 import { type PipedAnswer, type PipedBody, pipedHeader } from '../outbound/piped.js';
 import { whenBodySettled } from '../outbound/stream.js';
 import { readBounded } from '../platform/bytes.js';
 import type { Observer } from '../telemetry/observation.js';
-import { delegationRoot } from '../tokens/name.js';
 
 /*
  * The gateway's limits (docs/api.md §13): the request body it buffers, how long an upstream
@@ -14,7 +14,8 @@ import { delegationRoot } from '../tokens/name.js';
  */
 
 const GATEWAY_LIMITS =
-  '"gateway" must be { maxBodyBytes?, maxBufferedBytes?, idleTimeoutMs?, maxStreamsPerConnection?, maxStreamsPerCaller? } with integers in range';
+  '"gateway" must be { maxBodyBytes?, maxBufferedBytes?, idleTimeoutMs?, maxStreamsPerConnection?, ' +
+  'maxStreamsPerCaller? } with integers in range';
 
 /** `createBroker({ gateway })`: checked with the other options. */
 export const GatewayLimitsSchema = z.strictObject(
@@ -103,7 +104,8 @@ export class StreamSlots {
     if (this.#buffered + bytes > this.limits.maxBufferedBytes) {
       throw new KeywayError(
         'rate_limited',
-        `Keyway holds ${this.#buffered} bytes of forwarded request bodies, near its limit of ${this.limits.maxBufferedBytes}: retry shortly`,
+        `Keyway holds ${this.#buffered} bytes of forwarded request bodies, near its limit of ` +
+          `${this.limits.maxBufferedBytes}: retry shortly`,
         { retryAfter: 1 },
       );
     }

@@ -1,9 +1,10 @@
 import { KeywayError } from '../contract/errors.js';
-import type { ConnectionRecord, VaultEntryRecord } from '../storage/contract.js';
+import type { ConnectionRecord, VaultEntryRecord } from '../storage/records.js';
 import { type ConnectionTokens, renewable } from '../storage/states.js';
+import type { ConnectionDeps } from './deps.js';
 import { readForHandOut } from './hand-out.js';
+import { type ConnectionRecords, notFound } from './records.js';
 import type { Refresher } from './refresh.js';
-import { type ConnectionRecords, notFound } from './state.js';
 
 /**
  * A connection's tokens ready for use: the connection active, its access token refreshed
@@ -15,23 +16,25 @@ import { type ConnectionRecords, notFound } from './state.js';
  *   `reauthorization_required`, `upstream_error`.
  */
 export async function usableTokens(
+  deps: Pick<ConnectionDeps, 'now' | 'storage'>,
   records: ConnectionRecords,
   refresher: Refresher,
   connectionId: string,
   force: boolean,
 ): Promise<{ record: ConnectionRecord; tokens: ConnectionTokens }> {
   // The connection and its sealed tokens in one read where the storage can.
-  const read = await readForHandOut(records, connectionId);
+  const read = await readForHandOut(deps.storage, connectionId);
   if (read === null) throw notFound(connectionId);
   const record = read.connection;
   return {
     record,
-    tokens: await usableTokensOf(records, refresher, record, force, read.vaultEntry),
+    tokens: await usableTokensOf(deps, records, refresher, record, force, read.vaultEntry),
   };
 }
 
 /** {@link usableTokens} of a connection already read (and its vault entry, when given). */
 export async function usableTokensOf(
+  deps: Pick<ConnectionDeps, 'now'>,
   records: ConnectionRecords,
   refresher: Refresher,
   record: ConnectionRecord,
@@ -46,12 +49,13 @@ export async function usableTokensOf(
       `connection ${JSON.stringify(connectionId)} is ${record.status}: authorize it first`,
     );
   }
-  const expired = tokens.expires_at !== null && tokens.expires_at <= records.o.now();
+  const expired = tokens.expires_at !== null && tokens.expires_at <= deps.now();
   if (force && !renewable(tokens) && !expired) {
     // Never a 200 with the same token: the caller asked for a new one (docs/api.md §5).
     throw new KeywayError(
       'refresh_unavailable',
-      `connection ${JSON.stringify(connectionId)} holds no refresh token (the authorization server gave none), so it cannot be refreshed: authorize it again for a new token`,
+      `connection ${JSON.stringify(connectionId)} holds no refresh token (the authorization server gave none), so it ` +
+        `cannot be refreshed: authorize it again for a new token`,
     );
   }
   if (force || refresher.due(tokens))

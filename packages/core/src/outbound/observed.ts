@@ -1,9 +1,9 @@
 import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import type { OutboundFetch } from '../outbound/fetch.js';
-import { normalizeHost } from '../outbound/hosts.js';
-import type { StreamingFetch } from '../outbound/stream.js';
-import type { HostClass, Observer } from './observation.js';
-import { activeTracer, failureCode, NO_SPAN, OUTCOME } from './tracing.js';
+import type { HostClass, Observer } from '../telemetry/observation.js';
+import { activeTracer, failureCode, NO_SPAN, OUTCOME } from '../telemetry/tracing.js';
+import type { OutboundFetch } from './fetch.js';
+import { normalizeHost } from './hosts.js';
+import type { StreamingFetch } from './stream.js';
 
 /**
  * The guarded fetch, observed: each request is a client span (method, the server's host and

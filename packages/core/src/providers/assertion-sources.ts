@@ -146,7 +146,8 @@ export async function readAssertion(
   if (ref.root !== true && !sourceServes(source, target.providerId))
     throw failed(
       ref,
-      `it does not serve provider ${JSON.stringify(target.providerId)} (its "providers" do not cover it, and the root key did not write the provider)`,
+      `it does not serve provider ${JSON.stringify(target.providerId)} (its "providers" do not cover it, and the ` +
+        `root key did not write the provider)`,
     );
   let text: string | undefined;
   try {
@@ -170,7 +171,8 @@ export async function readAssertion(
   if (!audience.includes(target.issuer) && !audience.includes(target.tokenEndpoint))
     throw failed(
       ref,
-      `its "aud" names neither the authorization server ${target.issuer} nor its token endpoint, so it is not sent there`,
+      `its "aud" names neither the authorization server ${target.issuer} nor its token endpoint, so it is not sent ` +
+        `there`,
     );
   return value;
 }

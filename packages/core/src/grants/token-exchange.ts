@@ -3,9 +3,12 @@ import * as oauth from 'oauth4webapi';
 import { KeywayError } from '../contract/errors.js';
 import { libraryOptions } from '../outbound/oauth-fetch.js';
 import { IDP_SECRET_KIND, secretKey } from '../providers/state.js';
-import type { ConnectionTokens, OAuthParty, ProviderState } from '../storage/states.js';
+import type { OAuthParty, ProviderState } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
-import { type DpopKey, dpopOptions } from './dpop.js';
+import { refreshTokenGrant } from './authorization-code.js';
+import type { GrantDeps } from './deps.js';
+import { dpopOptions } from './dpop.js';
+import type { Grant, GrantRequest, ObtainedTokens } from './grant.js';
 import {
   clientAuthentication,
   describeOAuthFailure,
@@ -15,8 +18,7 @@ import {
   resourceParam,
   tokensFrom,
 } from './party.js';
-import { tokenParamsOf, tokenRequestOptions } from './quirks.js';
-import type { ConnectionRecords } from './state.js';
+import { tokenParamsOf, tokenRequestOptions } from './token-answers.js';
 
 /*
  * Enterprise-managed authorization (docs/api.md §14; the MCP extension SEP-990): the user's
@@ -90,36 +92,42 @@ function checkedGrant(
 }
 
 /**
- * The connection's tokens for the user whose ID token `subjectToken` is: the token exchange
- * at the identity provider, then the JWT bearer grant at the authorization server.
+ * Token exchange (SEP-990): the connection's tokens for the user whose ID token
+ * `input.subjectToken` is — the token exchange at the identity provider, then the JWT bearer
+ * grant at the authorization server; renewed with a refresh token when the server gave one
+ * (else the user's ID token is needed again).
  *
  * @throws {EnterpriseRefused} when either refuses or the ID-JAG fails its checks.
  */
-export async function enterpriseTokens(
-  records: ConnectionRecords,
-  providerId: string,
-  state: ProviderState,
-  party: OAuthParty,
-  scopes: readonly string[],
+export const ENTERPRISE: Grant = {
+  name: 'enterprise',
+  ownTokens: false,
+  obtain(deps, request, input) {
+    const subjectToken = input.subjectToken;
+    if (subjectToken === undefined) throw new TypeError('token exchange needs a subject token');
+    return exchanged(deps, request, subjectToken);
+  },
+  renew: refreshTokenGrant,
+};
+
+async function exchanged(
+  deps: GrantDeps,
+  request: GrantRequest,
   subjectToken: string,
-  dpop?: DpopKey,
-): Promise<Omit<ConnectionTokens, 'generation'>> {
-  const { o } = records;
+): Promise<ObtainedTokens> {
+  const { providerId, provider: state, party, scopes, auth, dpop } = request;
   const idp = state.identity_provider;
   if (idp === undefined) throw new KeywayError('internal_error', 'no identity provider');
-  const auth = await records.authenticationOf(providerId, party, 'current');
-  if (auth === null)
-    throw new KeywayError('reauthorization_required', 'the provider no longer uses this client');
   return inSpan('keyway.enterprise', { [PROVIDER]: providerId }, async () => {
     const scope: Record<string, string> = scopes.length > 0 ? { scope: scopes.join(' ') } : {};
     let grant: string;
     try {
       // RFC 8693 at the identity provider, with Keyway's client there.
-      const entry = await o.storage.getVaultEntry(
+      const entry = await deps.storage.getVaultEntry(
         IDP_SECRET_KIND,
         secretKey(providerId, idp.issuer),
       );
-      const secret = entry === null ? null : await o.vault().open(entry);
+      const secret = entry === null ? null : await deps.vault().open(entry);
       const idpServer = { issuer: idp.issuer, token_endpoint: idp.token_endpoint };
       const idpClient = { client_id: idp.client_id };
       const exchange = await oauth.genericTokenEndpointRequest(
@@ -135,7 +143,7 @@ export async function enterpriseTokens(
           ...resourceParam(party),
           ...scope,
         }),
-        libraryOptions(o.outbound),
+        libraryOptions(deps.outbound),
       );
       const answer = await oauth.processGenericTokenEndpointResponse(
         idpServer,
@@ -146,7 +154,7 @@ export async function enterpriseTokens(
           recognizedTokenTypes: { n_a: () => {} },
         },
       );
-      grant = checkedGrant(answer, idp, party, o.now());
+      grant = checkedGrant(answer, idp, party, deps.now());
     } catch (error) {
       if (error instanceof EnterpriseRefused) throw error;
       const failure = describeOAuthFailure(error);
@@ -159,7 +167,7 @@ export async function enterpriseTokens(
       // RFC 7523 at the MCP server's authorization server, as its client.
       const { as, client } = oauthPartyOf(party);
       const options = {
-        ...tokenRequestOptions(o.outbound, state.oauth2),
+        ...tokenRequestOptions(deps.outbound, state.oauth2),
         ...(await dpopOptions(dpop)),
       };
       const result = await jwtBearerGrant(
@@ -177,7 +185,7 @@ export async function enterpriseTokens(
       const { generation: _, ...tokens } = tokensFrom(
         result,
         { refresh_token: null, party },
-        o.now(),
+        deps.now(),
         JWT_BEARER_GRANT,
       );
       return { ...tokens, grant: 'enterprise' as const, ...(dpop === undefined ? {} : { dpop }) };

@@ -1,37 +1,21 @@
-import { importPKCS8 } from 'jose';
-import * as oauth from 'oauth4webapi';
+import { type ConnectionFailure, connectionFailure } from '../contract/connection-failure.js';
 import { KeywayError } from '../contract/errors.js';
 import { isoTimeOrNull } from '../contract/time.js';
-import type { EventLog, EventSpec } from '../events/log.js';
-import type { OutboundFetch } from '../outbound/fetch.js';
+import type { EventSpec } from '../events/log.js';
 import { toBase64Url } from '../platform/bytes.js';
-import type { ClientProfile } from '../providers/registration.js';
-import type { ProviderRegistry } from '../providers/registry.js';
-import type { ConnectionRecord, Storage, VaultEntryRecord } from '../storage/contract.js';
+import { currentParty, PARTY_CHANGED, partyResourceUrl } from '../providers/party.js';
+import type { ConnectionRecord, VaultEntryRecord } from '../storage/records.js';
 import {
   type ConnectionState,
   type ConnectionTokens,
+  connectionState,
   type OAuthParty,
   ownGrant,
   readSealed,
   SealedTokensSchema,
   type TokenAnswer,
 } from '../storage/states.js';
-import type { Observer } from '../telemetry/observation.js';
-import type { Vault } from '../vault/vault.js';
-import type { AssertionSource } from './assertions.js';
-import {
-  clientAuthentication,
-  currentParty,
-  partyResourceUrl,
-  providerKeepsParty,
-} from './party.js';
-import {
-  type ConnectionFailure,
-  connectionFailure,
-  connectionState,
-  PARTY_CHANGED,
-} from './view.js';
+import type { ConnectionDeps } from './deps.js';
 
 /** Vault kinds of what connections keep. */
 export const CONNECTION_TOKENS_KIND = 'connection_tokens';
@@ -53,37 +37,6 @@ export function incarnationOf(record: ConnectionRecord): string {
 export const notFound = (id: string) =>
   new KeywayError('not_found', `no connection ${JSON.stringify(id)}`);
 
-/** Options of the connection service, supplied by `createBroker`. */
-export interface ConnectionServiceOptions {
-  storage: Storage;
-  vault: () => Vault;
-  outbound: OutboundFetch;
-  providers: ProviderRegistry;
-  now: () => number;
-  randomBytes: (length: number) => Uint8Array;
-  /** The deployment as authorization servers see it (its callbacks); `null` without `baseUrl`. */
-  profile: ClientProfile | null;
-  /** Origins `redirect_to` may point to. */
-  allowedRedirects: readonly string[];
-  /** Hosts that may be reached over plain http and on private addresses (development). */
-  allowedHosts: readonly string[];
-  /** Makes the audit events of each change. */
-  events: EventLog;
-  /** Refresh when the access token expires within this many ms. */
-  refreshMarginMs: number;
-  /**
-   * How long one instance holds a connection's refresh lease before another may take it;
-   * renewed every third of it while the refresh runs.
-   */
-  refreshLeaseMs: number;
-  /** Refresh connections no refresh has touched for this long (`false`: never on its own). */
-  refreshIdleAfterMs: number | false;
-  /** Told of every refresh's outcome (docs/api.md §16 metrics). */
-  observe: Observer;
-  /** Where `jwt_bearer` providers read their assertions (docs/api.md §14). */
-  assertionSources: Readonly<Record<string, AssertionSource>>;
-}
-
 /** A change {@link ConnectionRecords.update} writes, or `null` to write nothing. */
 type ConnectionChange = {
   record: ConnectionRecord;
@@ -97,11 +50,15 @@ type ConnectionChange = {
  * write a compare-and-set with the tokens in the same transaction, every read checked.
  */
 export class ConnectionRecords {
-  constructor(readonly o: ConnectionServiceOptions) {}
+  readonly #deps: ConnectionDeps;
+
+  constructor(deps: ConnectionDeps) {
+    this.#deps = deps;
+  }
 
   /** The connection, or `null`. */
   get(id: string): Promise<ConnectionRecord | null> {
-    return this.o.storage.getConnection(id);
+    return this.#deps.storage.getConnection(id);
   }
 
   /**
@@ -117,23 +74,23 @@ export class ConnectionRecords {
     change: (record: ConnectionRecord) => ConnectionChange,
   ): Promise<ConnectionRecord | null> {
     for (let attempt = 0; attempt < 10; attempt++) {
-      const current = await this.o.storage.getConnection(id);
+      const current = await this.#deps.storage.getConnection(id);
       if (current === null) return null;
       const planned = change(current);
       if (planned === null) return current;
-      const next = { ...planned.record, version: current.version + 1, updatedAt: this.o.now() };
+      const next = { ...planned.record, version: current.version + 1, updatedAt: this.#deps.now() };
       const vault =
         planned.tokens === undefined
           ? undefined
           : {
               put: [
-                await this.o
+                await this.#deps
                   .vault()
                   .seal({ kind: CONNECTION_TOKENS_KIND, key: id }, JSON.stringify(planned.tokens)),
               ],
             };
-      const stored = await this.o.events.recorded(planned.event, (events) =>
-        this.o.storage.compareAndSetConnection(next, current.version, vault, events),
+      const stored = await this.#deps.events.recorded(planned.event, (events) =>
+        this.#deps.storage.compareAndSetConnection(next, current.version, vault, events),
       );
       if (stored) return next;
     }
@@ -156,7 +113,7 @@ export class ConnectionRecords {
     record: ConnectionRecord,
     read?: VaultEntryRecord | null,
   ): Promise<ConnectionTokens | null> {
-    const { storage } = this.o;
+    const { storage } = this.#deps;
     const entry =
       read === undefined ? await storage.getVaultEntry(CONNECTION_TOKENS_KIND, record.id) : read;
     if (entry === null) return null;
@@ -166,7 +123,7 @@ export class ConnectionRecords {
     }
     const stored = readSealed(
       SealedTokensSchema,
-      await this.o.vault().open(entry),
+      await this.#deps.vault().open(entry),
       `tokens of connection ${record.id}`,
     );
     const { issuer, client_id, party, ...tokens } = stored;
@@ -195,16 +152,17 @@ export class ConnectionRecords {
     if (party.resource === null) {
       throw new KeywayError(
         'invalid_request',
-        `provider ${JSON.stringify(providerId)} is an "oauth2" API, not an MCP server: its connections are used through the API proxy or their credentials`,
+        `provider ${JSON.stringify(providerId)} is an "oauth2" API, not an MCP server: its connections are used ` +
+          `through the API proxy or their credentials`,
       );
     }
-    const { state } = await this.o.providers.resolve(providerId);
+    const { state } = await this.#deps.providers.resolve(providerId);
     return partyResourceUrl(party, state.configuration.resource_url);
   }
 
   /** The current tokens of a connection, read again, or `null` when it has none. */
   async currentTokens(id: string): Promise<ConnectionTokens | null> {
-    const record = await this.o.storage.getConnection(id);
+    const record = await this.#deps.storage.getConnection(id);
     return record === null ? null : this.tokensOf(record);
   }
 
@@ -219,7 +177,7 @@ export class ConnectionRecords {
     issuer: string | undefined,
     clientId: string | undefined,
   ): Promise<OAuthParty> {
-    const { state } = await this.o.providers.resolve(providerId);
+    const { state } = await this.#deps.providers.resolve(providerId);
     const party = currentParty(state);
     if (party !== null && party.issuer === issuer && party.client_id === clientId) return party;
     return {
@@ -231,33 +189,6 @@ export class ConnectionRecords {
       resource: state.configuration.resource_url ?? null,
       iss_parameter_supported: false,
     };
-  }
-
-  /**
-   * How Keyway authenticates as a party's client: with the secret the provider keeps for
-   * that client at that issuer. `null` when the provider no longer holds that client (it
-   * registered another one there), or, with `current`, when the provider no longer uses
-   * that server and client at all (it moved): their tokens are never sent anywhere then.
-   * Without `current` (revocation), a public client can still be used at its old server.
-   */
-  async authenticationOf(
-    providerId: string,
-    party: OAuthParty,
-    current: 'current' | 'any',
-  ): Promise<oauth.ClientAuth | null> {
-    const { state } = await this.o.providers.resolve(providerId);
-    if (current === 'current' && !providerKeepsParty(state, party)) return null;
-    const registration = state.registrations[party.issuer];
-    if (registration?.client_id !== party.client_id) {
-      return party.token_endpoint_auth_method === 'none' ? oauth.None() : null;
-    }
-    const secret = await this.o.providers.clientSecret(providerId, party.issuer);
-    if (party.token_endpoint_auth_method === 'private_key_jwt' && secret !== null) {
-      // RFC 7523 §2.2: an assertion signed with the client's key, a fresh `jti` each time.
-      const key = await importPKCS8(secret, registration.signing_algorithm ?? 'ES256');
-      return oauth.PrivateKeyJwt(key);
-    }
-    return clientAuthentication(party.token_endpoint_auth_method, secret);
   }
 
   /**
@@ -335,7 +266,7 @@ export class ConnectionRecords {
   ): Promise<string | null> {
     if (existing !== null) return incarnationOf(existing);
     const { id, providerId, scopes, actor } = created;
-    const now = this.o.now();
+    const now = this.#deps.now();
     const record: ConnectionRecord = {
       id,
       providerId,
@@ -347,15 +278,15 @@ export class ConnectionRecords {
         last_refreshed_at: null,
         error: null,
         generation: 0,
-        incarnation: toBase64Url(this.o.randomBytes(16)),
+        incarnation: toBase64Url(this.#deps.randomBytes(16)),
       } satisfies ConnectionState,
       version: 1,
       createdAt: now,
       updatedAt: now,
     };
-    const inserted = await this.o.events.recorded(
+    const inserted = await this.#deps.events.recorded(
       { type: 'connection.created', actor, resource: id, data: { provider_id: providerId } },
-      (events) => this.o.storage.insertConnection(record, undefined, events),
+      (events) => this.#deps.storage.insertConnection(record, undefined, events),
     );
     if (inserted) return incarnationOf(record);
     const raced = await this.get(id);
@@ -377,7 +308,7 @@ export class ConnectionRecords {
     grant?: 'client_credentials' | 'jwt_bearer' | 'enterprise',
   ): Promise<ConnectionRecord | null> {
     const { answer, ...tokens } = received;
-    const now = this.o.now();
+    const now = this.#deps.now();
     const scopes = tokens.scope.length > 0 ? tokens.scope : requestedScopes;
     // A client that gets its own tokens gets the next one as it got this one.
     const refreshable = tokens.refresh_token !== null || ownGrant(grant);
@@ -431,7 +362,7 @@ export class ConnectionRecords {
     let affected = 0;
     let after: string | undefined;
     for (;;) {
-      const page = await this.o.storage.listConnections({
+      const page = await this.#deps.storage.listConnections({
         providerId,
         status: 'active',
         limit: 200,

@@ -1,14 +1,8 @@
 import * as oauth from 'oauth4webapi';
-import { resourceMatches } from '../discovery/resource-metadata.js';
 import { OutboundError } from '../outbound/errors.js';
 import { editJsonAnswer } from '../outbound/oauth-fetch.js';
 import type { TokenEndpointAuthMethod } from '../providers/registration.js';
-import type {
-  ConnectionTokens,
-  OAuthParty,
-  ProviderState,
-  TokenAnswer,
-} from '../storage/states.js';
+import type { ConnectionTokens, OAuthParty, TokenAnswer } from '../storage/states.js';
 import { withNonceRetry } from './dpop.js';
 
 /*
@@ -17,65 +11,6 @@ import { withNonceRetry } from './dpop.js';
  * client, and what a failure there means. Refresh and revocation talk to the party only: a
  * provider re-pointed at another server never receives an existing connection's tokens.
  */
-
-/** The party a new authorization through a provider gets: its current server and client. */
-export function currentParty(state: ProviderState): OAuthParty | null {
-  const server = state.authorization_server;
-  const client = state.registrations[server.issuer];
-  if (client === undefined) return null;
-  return {
-    issuer: server.issuer,
-    token_endpoint: server.token_endpoint,
-    revocation_endpoint: server.revocation_endpoint,
-    client_id: client.client_id,
-    token_endpoint_auth_method: client.token_endpoint_auth_method,
-    // RFC 8707 `resource`: exactly as the protected-resource metadata publishes it (a
-    // pathless `http://host:port` stays without a `/`), else the configured URL; none for
-    // an `oauth2` provider, whose API is its `api_base_url`.
-    ...(state.oauth2 === undefined
-      ? {
-          resource: state.resource?.resource || (state.configuration.resource_url ?? null),
-          resource_url: state.configuration.resource_url,
-        }
-      : {
-          resource: null,
-          api_base_url: state.oauth2.api_base_url,
-          refresh_endpoint: state.oauth2.refresh_endpoint,
-        }),
-    iss_parameter_supported: server.authorization_response_iss_parameter_supported,
-    // Sealed with the tokens: turning hand-outs on later does not release these.
-    ...(state.hand_out === false ? { inject_only: true as const } : {}),
-  };
-}
-
-/**
- * Whether a provider still uses the resource, server and client of a party. When it does
- * not, the party's connections must be authorized again: their tokens never go to the new
- * server, nor to the new resource.
- */
-export function providerKeepsParty(state: ProviderState, party: OAuthParty): boolean {
-  const issuer = state.authorization_server.issuer;
-  const sameApi =
-    state.oauth2 === undefined
-      ? partyResourceUrl(party, state.configuration.resource_url) ===
-        state.configuration.resource_url
-      : (party.api_base_url ?? null) === state.oauth2.api_base_url;
-  return (
-    issuer === party.issuer && state.registrations[issuer]?.client_id === party.client_id && sameApi
-  );
-}
-
-/**
- * The MCP endpoint a party's token may be sent to (docs/api.md §8, §13): the one it was
- * authorized for. A party written before that was kept names only its RFC 8707 `resource`:
- * the provider's current URL is taken when that resource still covers it (same origin, a
- * segment-wise path prefix, as discovery checks it), else `null` — the token goes nowhere.
- */
-export function partyResourceUrl(party: OAuthParty, currentUrl: string | undefined): string | null {
-  if (party.resource_url !== undefined) return party.resource_url;
-  if (party.resource === null || currentUrl === undefined) return null;
-  return resourceMatches(party.resource, new URL(currentUrl)) ? currentUrl : null;
-}
 
 /** The RFC 8707 `resource` of a party's token requests: none for an `oauth2` provider. */
 export function resourceParam(party: OAuthParty): Record<string, string> {

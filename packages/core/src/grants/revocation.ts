@@ -2,8 +2,9 @@ import * as oauth from 'oauth4webapi';
 import { libraryOptions } from '../outbound/oauth-fetch.js';
 import type { ConnectionTokens } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
+import { authenticationOf } from './client-auth.js';
+import type { GrantDeps } from './deps.js';
 import { oauthErrorCode, oauthPartyOf } from './party.js';
-import type { ConnectionRecords } from './state.js';
 
 /* Revocation when a connection is deleted (docs/api.md §5; RFC 7009): best effort, at the party. */
 
@@ -58,20 +59,20 @@ async function revocationError(error: unknown, status: number | null): Promise<s
  * `keyway.revocation` span.
  */
 export function revoke(
-  records: ConnectionRecords,
+  deps: GrantDeps,
   providerId: string,
   tokens: ConnectionTokens,
 ): Promise<RevocationOutcome> {
   return inSpan(
     'keyway.revocation',
     { [PROVIDER]: providerId },
-    () => revokeAtParty(records, providerId, tokens),
+    () => revokeAtParty(deps, providerId, tokens),
     revocationOutcome,
   );
 }
 
 async function revokeAtParty(
-  records: ConnectionRecords,
+  deps: GrantDeps,
   providerId: string,
   tokens: ConnectionTokens,
 ): Promise<RevocationOutcome> {
@@ -79,7 +80,7 @@ async function revokeAtParty(
   if (party.revocation_endpoint === null) {
     return { attempted: false, reason: 'no_revocation_endpoint' };
   }
-  const auth = await records.authenticationOf(providerId, party, 'any').catch(() => null);
+  const auth = await authenticationOf(deps, providerId, party, 'any').catch(() => null);
   // The provider no longer holds that client's secret: nothing to authenticate with.
   if (auth === null) return { attempted: false, reason: 'client_unavailable' };
   const { as, client } = oauthPartyOf(party);
@@ -93,7 +94,7 @@ async function revokeAtParty(
     let status: number | null = null;
     try {
       const response = await oauth.revocationRequest(as, client, auth, token, {
-        ...libraryOptions(records.o.outbound),
+        ...libraryOptions(deps.outbound),
         additionalParameters: { token_type_hint: hint },
       });
       status = response.status;

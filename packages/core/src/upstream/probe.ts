@@ -1,7 +1,15 @@
 import * as oauth from 'oauth4webapi';
+import { assertCoversPath, type Principal } from '../auth/principal.js';
+import { parseResourcePath } from '../auth/resource-path.js';
+import type { ProbeResult, ProbeStep } from '../contract/probe-result.js';
 import { quoted } from '../discovery/index.js';
 import { OutboundError } from '../outbound/errors.js';
-import { InsufficientScopeError } from './connection-fetch.js';
+import { RESOURCE_CHANGED } from '../providers/party.js';
+import { renewable } from '../storage/states.js';
+import { inSpan, PROVIDER } from '../telemetry/tracing.js';
+import { createConnectionFetch, InsufficientScopeError } from './connection-fetch.js';
+import type { UpstreamDeps } from './deps.js';
+import { usableFor } from './send.js';
 
 /*
  * The connection probe (docs/api.md §8): an MCP conversation with the provider's server using
@@ -12,25 +20,7 @@ import { InsufficientScopeError } from './connection-fetch.js';
  * session closed at the end).
  */
 
-/** One step of a probe. */
-export interface ProbeStep {
-  step: 'discover' | 'initialize' | 'initialized' | 'tools/list' | 'close';
-  status: number | null;
-  ok: boolean;
-  note: string;
-}
-
-/**
- * What `POST /api/oauth/probe/<connection>` answers: never the token.
- *
- * @see [docs/api.md §8](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#8-connection-probe)
- */
-export interface ProbeResult {
-  ok: boolean;
-  server: { name: string; version: string; protocol_version: string } | null;
-  tools: { name: string; description: string }[];
-  steps: ProbeStep[];
-}
+export type { ProbeResult, ProbeStep } from '../contract/probe-result.js';
 
 type McpFetch = (input: string, init: RequestInit) => Promise<Response>;
 
@@ -88,7 +78,8 @@ const objectOr = (value: unknown): Record<string, unknown> | null =>
 /** Why a request failed, in words for a step: never a token. */
 function failureNote(error: unknown): string {
   if (error instanceof InsufficientScopeError) {
-    return `the server needs more scope (HTTP 403 insufficient_scope${error.scopes.length ? `: ${error.scopes.join(' ')}` : ''})`;
+    const named = error.scopes.length ? `: ${error.scopes.join(' ')}` : '';
+    return `the server needs more scope (HTTP 403 insufficient_scope${named})`;
   }
   if (error instanceof OutboundError) return error.message;
   if (error instanceof oauth.OperationProcessingError) return error.message;
@@ -221,7 +212,9 @@ export async function probeMcp(fetchMcp: McpFetch, resourceUrl: string): Promise
         step: 'initialize',
         status: initialized.status,
         ok: true,
-        note: `${quoted(server.name)} ${quoted(server.version)}, protocol ${negotiated}${session === null ? '' : ', in a session'}`,
+        note:
+          `${quoted(server.name)} ${quoted(server.version)}, protocol ` +
+          `${negotiated}${session === null ? '' : ', in a session'}`,
       });
       const notified = await send('notifications/initialized', null, true);
       steps.push({
@@ -273,4 +266,53 @@ export async function probeMcp(fetchMcp: McpFetch, resourceUrl: string): Promise
       server,
     };
   }
+}
+
+/**
+ * Checks that a connection really works (docs/api.md §8): an MCP conversation with its
+ * provider's server using the connection's token (refreshed first when due, and once more
+ * on a `401`), through the guarded outbound fetch, reported step by step, in a
+ * `keyway.probe` span. The token never appears in the answer.
+ *
+ * @throws {KeywayError} `invalid_path`, `insufficient_scope`, `not_found`,
+ *   `connection_not_active`, `reauthorization_required`, `upstream_error`.
+ */
+export async function probeConnection(
+  deps: UpstreamDeps,
+  principal: Principal,
+  id: string,
+): Promise<ProbeResult> {
+  const connectionId = parseResourcePath(id);
+  // The token is read (and refreshed when due) before anything is sent: a connection
+  // that cannot hand one out fails here, with its own error. The first request uses it;
+  // only a 401 asks for another, forced.
+  assertCoversPath(principal, connectionId);
+  const first = await usableFor(deps, connectionId, false);
+  const providerId = first.record.providerId;
+  // The token goes to the endpoint it was authorized for, never to the provider's
+  // current one: a provider re-pointed by whoever manages it must not receive it.
+  const target = await deps.records.resourceUrlOf(providerId, first.tokens.party);
+  if (target === null) {
+    throw await deps.records.requireReauthorization(
+      connectionId,
+      RESOURCE_CHANGED,
+      RESOURCE_CHANGED.description,
+    );
+  }
+  // A token the server refused is refreshed once, when there is a refresh token. The
+  // token never leaves the broker here, so no hand-out is recorded.
+  const refreshable = renewable(first.tokens);
+  const fetchMcp = createConnectionFetch(
+    async ({ forceRefresh }) =>
+      forceRefresh && refreshable
+        ? (await usableFor(deps, connectionId, true)).tokens
+        : first.tokens,
+    { fetch: (url, init) => deps.outbound(url, init) },
+  );
+  return inSpan(
+    'keyway.probe',
+    { [PROVIDER]: providerId },
+    () => probeMcp((url, init) => fetchMcp(url, init), target),
+    (result) => (result.ok ? 'ok' : 'failed'),
+  );
 }
