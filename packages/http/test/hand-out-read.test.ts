@@ -17,8 +17,9 @@ const CONNECTION = 'acme/alice/linear';
 const withoutJoinedRead: StorageFactory = {
   name: 'memory without readForHandOut',
   create: async () => {
-    const { readForHandOut: _, ...rest } = memoryStorage();
-    return rest as Storage;
+    const storage = memoryStorage();
+    const { readForHandOut: _, ...rest } = storage.fastPaths ?? {};
+    return { ...storage, fastPaths: rest };
   },
   rawText: async () => null,
 };
@@ -50,7 +51,9 @@ describe.each([...storageFactories, withoutJoinedRead])(
 
     it('hands out the token of a provider that allows it, and refuses an inject-only one', async () => {
       const h = harness({ providerManagement: true });
-      expect(factory.name === withoutJoinedRead.name).toBe(storage.readForHandOut === undefined);
+      expect(factory.name === withoutJoinedRead.name).toBe(
+        storage.fastPaths?.readForHandOut === undefined,
+      );
       expect((await h.call('PUT', '/api/admin/providers/linear', { body: mcp() })).status).toBe(
         201,
       );

@@ -48,20 +48,24 @@ describe('request handling (docs/api.md §1.2)', () => {
     const counted = (sync: boolean, check: boolean) =>
       new Harness({
         ...storage,
-        findTokenByIdHashSync: sync
-          ? (idHash: string) => {
-              used.push('sync');
-              return storage.findTokenByIdHashSync?.(idHash) ?? null;
-            }
-          : undefined,
-        ...(check
-          ? {
-              findTokenCheckByIdHash: async (idHash: string) => {
-                used.push('check');
-                return storage.findTokenByIdHash(idHash);
-              },
-            }
-          : {}),
+        fastPaths: {
+          ...(sync
+            ? {
+                findTokenByIdHashSync: (idHash: string) => {
+                  used.push('sync');
+                  return storage.fastPaths?.findTokenByIdHashSync?.(idHash) ?? null;
+                },
+              }
+            : {}),
+          ...(check
+            ? {
+                findTokenCheckByIdHash: async (idHash: string) => {
+                  used.push('check');
+                  return storage.findTokenByIdHash(idHash);
+                },
+              }
+            : {}),
+        },
         findTokenByIdHash: async (idHash: string) => {
           used.push('record');
           return storage.findTokenByIdHash(idHash);
@@ -255,12 +259,14 @@ describe('request handling (docs/api.md §1.2)', () => {
       };
       const failing = new Harness({
         ...storage,
-        findTokenByIdHashSync: method === 'findTokenByIdHashSync' ? fire : undefined,
+        fastPaths: {
+          ...(method === 'findTokenByIdHashSync' ? { findTokenByIdHashSync: fire } : {}),
+          ...(method === 'findTokenCheckByIdHash'
+            ? { findTokenCheckByIdHash: async () => fire() }
+            : {}),
+        },
         findTokenByIdHash:
           method === 'findTokenByIdHash' ? async () => fire() : storage.findTokenByIdHash,
-        ...(method === 'findTokenCheckByIdHash'
-          ? { findTokenCheckByIdHash: async () => fire() }
-          : {}),
       });
       const token = await failing.mint('a', ['a']);
       const reply = await failing.call('GET', '/api/admin/tokens', { token });

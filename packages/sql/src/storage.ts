@@ -103,19 +103,19 @@ export function sqlStorage(
 
     findTokenByIdHash: (idHash) => find(TOKENS, TOKEN_BY_ID_HASH, [idHash]),
 
-    // The check's three columns, for an engine read asynchronously (and offered by all).
-    findTokenCheckByIdHash: (idHash) => find(TOKEN_CHECKS, TOKEN_CHECK_BY_ID_HASH, [idHash]),
-
-    ...(driver.synchronous === true
-      ? {
-          findTokenByIdHashSync(idHash: string) {
-            return valuesOf(
-              TOKEN_CHECKS,
-              driver.query(pointRead(TOKEN_CHECK_BY_ID_HASH, [idHash])),
-            );
-          },
-        }
-      : {}),
+    fastPaths: {
+      // The check's three columns, for an engine read asynchronously (and offered by all).
+      findTokenCheckByIdHash: (idHash) => find(TOKEN_CHECKS, TOKEN_CHECK_BY_ID_HASH, [idHash]),
+      ...(driver.synchronous === true
+        ? {
+            findTokenByIdHashSync: (idHash: string) =>
+              valuesOf(TOKEN_CHECKS, driver.query(pointRead(TOKEN_CHECK_BY_ID_HASH, [idHash]))),
+          }
+        : {}),
+      // A hand-out's three reads in one statement.
+      readForHandOut: async (id, vaultKind) =>
+        handOutOf(dialect.engine, await driver.query(pointRead(handOutSql, [vaultKind, id]))),
+    },
 
     findLiveTokenByName: (name, now) => find(TOKENS, TOKEN_BY_LIVE_NAME, [name, now]),
 
@@ -221,9 +221,6 @@ export function sqlStorage(
 
     // ─── connections ───
     getConnection: (id) => find(CONNECTIONS, CONNECTION_BY_ID, [id]),
-
-    readForHandOut: async (id, vaultKind) =>
-      handOutOf(dialect.engine, await driver.query(pointRead(handOutSql, [vaultKind, id]))),
 
     listConnections: (query) => list(CONNECTIONS, connectionListQuery(query)),
 

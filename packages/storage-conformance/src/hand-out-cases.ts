@@ -61,7 +61,7 @@ export function handOutReadCases({ open }: CaseContext): void {
           ),
         ).toBe(true);
       }
-      const read = storage.readForHandOut?.bind(storage);
+      const read = storage.fastPaths?.readForHandOut;
       return { storage, read: read ?? null };
     }
 

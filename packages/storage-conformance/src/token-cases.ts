@@ -56,7 +56,7 @@ export function tokenStorageCases({ open, connectAgain }: CaseContext): void {
         prefix: 'sync',
         // Optional: a storage that reads asynchronously only has none.
         of: (storage: Storage) => {
-          const sync = storage.findTokenByIdHashSync?.bind(storage);
+          const sync = storage.fastPaths?.findTokenByIdHashSync;
           if (sync === undefined) return undefined;
           return async (idHash: string) => {
             const found = sync(idHash);
@@ -69,7 +69,7 @@ export function tokenStorageCases({ open, connectAgain }: CaseContext): void {
         title: "check's asynchronous lookup",
         prefix: 'check',
         // Optional: core reads the whole record without it.
-        of: (storage: Storage) => storage.findTokenCheckByIdHash?.bind(storage),
+        of: (storage: Storage) => storage.fastPaths?.findTokenCheckByIdHash,
       },
     ];
     for (const { title, prefix, of } of lookups) {

@@ -133,9 +133,27 @@ export function memoryStorage(): MemoryStorage {
       return record === undefined ? null : copyToken(record);
     },
 
-    findTokenByIdHashSync(idHash) {
-      const record = tokens.get(idHash);
-      return record === undefined ? null : copyToken(record);
+    // Reads without I/O: the token check's synchronous lookup, and a hand-out's reads in one.
+    fastPaths: {
+      findTokenByIdHashSync(idHash: string) {
+        const record = tokens.get(idHash);
+        return record === undefined ? null : copyToken(record);
+      },
+      async readForHandOut(id: string, vaultKind: string) {
+        const record = connections.get(id);
+        if (record === undefined) return null;
+        const entry = vault.get(vaultId(vaultKind, id));
+        const provider = providers.get(record.providerId);
+        const handOut = provider?.state.hand_out;
+        return {
+          connection: copy(record),
+          vaultEntry: entry === undefined ? null : copy(entry),
+          provider:
+            provider === undefined
+              ? null
+              : { handOut: handOut === undefined ? null : JSON.stringify(handOut) },
+        };
+      },
     },
 
     async findLiveTokenByName(name, now) {
@@ -236,22 +254,6 @@ export function memoryStorage(): MemoryStorage {
     async getConnection(id) {
       const record = connections.get(id);
       return record === undefined ? null : copy(record);
-    },
-
-    async readForHandOut(id, vaultKind) {
-      const record = connections.get(id);
-      if (record === undefined) return null;
-      const entry = vault.get(vaultId(vaultKind, id));
-      const provider = providers.get(record.providerId);
-      const handOut = provider?.state.hand_out;
-      return {
-        connection: copy(record),
-        vaultEntry: entry === undefined ? null : copy(entry),
-        provider:
-          provider === undefined
-            ? null
-            : { handOut: handOut === undefined ? null : JSON.stringify(handOut) },
-      };
     },
 
     async listConnections(query) {

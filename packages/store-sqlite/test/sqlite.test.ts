@@ -25,8 +25,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe('sqliteStorage()', () => {
   it('offers the synchronous token lookup of the token check', async () => {
     const storage = sqliteStorage(':memory:');
-    expect(typeof storage.findTokenByIdHashSync).toBe('function');
-    expect(storage.findTokenByIdHashSync?.('a'.repeat(64))).toBeNull();
+    expect(typeof storage.fastPaths?.findTokenByIdHashSync).toBe('function');
+    expect(storage.fastPaths?.findTokenByIdHashSync?.('a'.repeat(64))).toBeNull();
     await storage.close();
   });
 

@@ -18,8 +18,9 @@ export async function readForHandOut(
   storage: Storage,
   connectionId: string,
 ): Promise<HandOutReads | null> {
-  if (storage.readForHandOut !== undefined) {
-    return storage.readForHandOut(connectionId, CONNECTION_TOKENS_KIND);
+  const joined = storage.fastPaths?.readForHandOut;
+  if (joined !== undefined) {
+    return joined(connectionId, CONNECTION_TOKENS_KIND);
   }
   const connection = await storage.getConnection(connectionId);
   return connection === null ? null : { connection };

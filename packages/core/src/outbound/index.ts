@@ -28,6 +28,8 @@ export {
   type PipedSink,
   pipedResponse,
   pipedStream,
+  RELAYED,
+  type RelayedAnswer,
 } from './piped.js';
 export {
   createStreamingFetch,

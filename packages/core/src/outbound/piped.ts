@@ -47,6 +47,21 @@ export interface PipedInit {
   signal?: AbortSignal;
 }
 
+/**
+ * The method of `broker.gateway` and `broker.proxy` that answers a {@link RelayedAnswer}, for
+ * a server adapter that pipes a {@link PipedBody} to its socket itself (`@keyway/http/node`):
+ * the same request as their `forward`, with no Web stream made of the upstream's answer.
+ */
+export const RELAYED: unique symbol = Symbol.for('keyway.relayed');
+
+/** An answer of {@link RELAYED}: `forward`'s, its body possibly a {@link PipedBody}. */
+export interface RelayedAnswer {
+  status: number;
+  /** Lower-case names. */
+  headers: Record<string, string>;
+  body: ReadableStream<Uint8Array> | PipedBody | string | null;
+}
+
 /** A request through the guarded streaming fetch, answered piped. */
 export type PipedFetch = (url: string, init: PipedInit) => Promise<PipedAnswer>;
 

@@ -65,23 +65,6 @@ export interface TokenStorage {
    */
   findTokenByIdHash(idHash: string): Promise<TokenRecord | null>;
 
-  /**
-   * Optional: the token check's lookup, answered synchronously, for a storage that reads
-   * without waiting on I/O (memory, SQLite). The token check then runs without an `await`
-   * between the request and its answer. Answers, of the record {@link findTokenByIdHash}
-   * would answer, the fields a check reads — `name`, `scopes`, `expiresAt` — or `null`
-   * exactly when it would; the whole record may be returned. Reading only those columns is
-   * what makes it cheaper than the whole row on every authenticated request.
-   */
-  findTokenByIdHashSync?(idHash: string): TokenCheckRecord | null;
-
-  /**
-   * Optional: the same lookup for a storage that waits on I/O (PostgreSQL): what
-   * {@link findTokenByIdHashSync} answers, as a promise. Core uses the synchronous one where
-   * there is one, this one otherwise, and {@link findTokenByIdHash} without either.
-   */
-  findTokenCheckByIdHash?(idHash: string): Promise<TokenCheckRecord | null>;
-
   /** The live token with this name, or `null`. */
   findLiveTokenByName(name: string, now: number): Promise<TokenRecord | null>;
 
@@ -159,16 +142,6 @@ export interface ProviderStorage {
 export interface ConnectionStorage {
   /** The connection with this id, or `null`. One point read. */
   getConnection(id: string): Promise<ConnectionRecord | null>;
-
-  /**
-   * Optional: a credential hand-out's reads in one, for a storage that can join them (SQL:
-   * one statement, one read transaction, instead of three point reads, and no decoding of
-   * the provider's whole state for its one member). Answers `null` exactly when
-   * {@link getConnection} would; otherwise the connection, `getVaultEntry(vaultKind, id)`,
-   * and the `hand_out` member of `getProvider(connection.providerId)`'s state, as those
-   * would answer them at one instant. Copies, like every record returned.
-   */
-  readForHandOut?(id: string, vaultKind: string): Promise<HandOutRead | null>;
 
   /** Connections ordered by id, optionally of one provider and one status. */
   listConnections(query: ListConnectionsQuery): Promise<ConnectionRecord[]>;
@@ -357,6 +330,42 @@ export interface StorageHealth {
 }
 
 /**
+ * The fast paths a storage may offer beside {@link Storage}'s methods, declared in its
+ * `fastPaths` (a capability, never found by probing the storage's own methods): each answers
+ * exactly what the methods it stands for answer, more cheaply. Core uses one where the
+ * storage declares it, and the plain methods otherwise; the conformance suite holds each
+ * declared one to the methods it stands for.
+ */
+export interface StorageFastPaths {
+  /**
+   * The token check's lookup, answered synchronously, for a storage that reads
+   * without waiting on I/O (memory, SQLite). The token check then runs without an `await`
+   * between the request and its answer. Answers, of the record {@link TokenStorage.findTokenByIdHash}
+   * would answer, the fields a check reads — `name`, `scopes`, `expiresAt` — or `null`
+   * exactly when it would; the whole record may be returned. Reading only those columns is
+   * what makes it cheaper than the whole row on every authenticated request.
+   */
+  findTokenByIdHashSync?(idHash: string): TokenCheckRecord | null;
+
+  /**
+   * The same lookup for a storage that waits on I/O (PostgreSQL): what
+   * {@link StorageFastPaths.findTokenByIdHashSync} answers, as a promise. Core uses the synchronous one where
+   * there is one, this one otherwise, and {@link TokenStorage.findTokenByIdHash} without either.
+   */
+  findTokenCheckByIdHash?(idHash: string): Promise<TokenCheckRecord | null>;
+
+  /**
+   * A credential hand-out's reads in one, for a storage that can join them (SQL:
+   * one statement, one read transaction, instead of three point reads, and no decoding of
+   * the provider's whole state for its one member). Answers `null` exactly when
+   * {@link ConnectionStorage.getConnection} would; otherwise the connection, `getVaultEntry(vaultKind, id)`,
+   * and the `hand_out` member of `getProvider(connection.providerId)`'s state, as those
+   * would answer them at one instant. Copies, like every record returned.
+   */
+  readForHandOut?(id: string, vaultKind: string): Promise<HandOutRead | null>;
+}
+
+/**
  * Everything a Keyway storage adapter provides.
  *
  * @see docs/storage.md; `@keyway/core/storage`
@@ -373,47 +382,65 @@ export interface Storage
     MaintenanceStorage {
   /** Releases connections or handles. */
   close(): Promise<void>;
+  /** The fast paths this storage offers, if any (see {@link StorageFastPaths}). */
+  readonly fastPaths?: StorageFastPaths;
 }
 
-/** Every method of {@link Storage}, for validating an adapter passed in from JavaScript. */
-export const STORAGE_METHODS = [
-  'insertToken',
-  'findTokenByIdHash',
-  'findLiveTokenByName',
-  'listLiveTokens',
-  'updateTokenTree',
-  'deleteTokenTree',
-  'getProvider',
-  'listProviders',
-  'insertProvider',
-  'compareAndSetProvider',
-  'deleteProvider',
-  'getConnection',
-  'listConnections',
-  'insertConnection',
-  'compareAndSetConnection',
-  'deleteConnection',
-  'insertPendingAuthorization',
-  'takePendingAuthorization',
-  'getVaultEntry',
-  'putVaultEntry',
-  'deleteVaultEntry',
-  'listVaultEntries',
-  'listVaultEntriesNotUnderKey',
-  'replaceVaultCiphertext',
-  'acquireLease',
-  'releaseLease',
-  'incrementCounter',
-  'getCounter',
-  'appendEvents',
-  'listAuditEvents',
-  'claimWebhookDeliveries',
-  'finishWebhookAttempt',
-  'listWebhookDeliveries',
-  'purgeExpired',
-  'health',
-  'close',
-] as const satisfies readonly (keyof Storage)[];
+/** The names of {@link Storage}'s methods, each required: what an adapter must have. */
+type StorageMethod = {
+  [K in keyof Storage]-?: undefined extends Storage[K]
+    ? never
+    : Storage[K] extends (...args: never[]) => unknown
+      ? K
+      : never;
+}[keyof Storage];
+
+/**
+ * Every method of {@link Storage}, for validating an adapter passed in from JavaScript:
+ * derived from the type (a record whose keys the compiler holds to exactly the methods, so
+ * neither can gain one the other lacks).
+ */
+const METHODS: { readonly [K in StorageMethod]: true } = {
+  insertToken: true,
+  findTokenByIdHash: true,
+  findLiveTokenByName: true,
+  listLiveTokens: true,
+  updateTokenTree: true,
+  deleteTokenTree: true,
+  getProvider: true,
+  listProviders: true,
+  insertProvider: true,
+  compareAndSetProvider: true,
+  deleteProvider: true,
+  getConnection: true,
+  listConnections: true,
+  insertConnection: true,
+  compareAndSetConnection: true,
+  deleteConnection: true,
+  insertPendingAuthorization: true,
+  takePendingAuthorization: true,
+  getVaultEntry: true,
+  putVaultEntry: true,
+  deleteVaultEntry: true,
+  listVaultEntries: true,
+  listVaultEntriesNotUnderKey: true,
+  replaceVaultCiphertext: true,
+  acquireLease: true,
+  releaseLease: true,
+  incrementCounter: true,
+  getCounter: true,
+  appendEvents: true,
+  listAuditEvents: true,
+  claimWebhookDeliveries: true,
+  finishWebhookAttempt: true,
+  listWebhookDeliveries: true,
+  purgeExpired: true,
+  health: true,
+  close: true,
+};
+
+/** The methods of {@link Storage}, as names. */
+export const STORAGE_METHODS = Object.keys(METHODS) as readonly StorageMethod[];
 
 /**
  * Whether `path` lies in the subtree rooted at `root` (`root` itself or below it). The

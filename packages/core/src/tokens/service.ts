@@ -32,7 +32,7 @@ import { isoTime } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import type { EventLog } from '../events/log.js';
 import type { PlatformCrypto } from '../platform/crypto.js';
-import type { TokenStorage } from '../storage/contract.js';
+import type { Storage, TokenStorage } from '../storage/contract.js';
 import type {
   EventWrite,
   TokenCheckRecord,
@@ -123,7 +123,7 @@ function notFound(name: string): KeywayError {
  * `broker.tokens`; every operation takes the acting {@link Principal}.
  */
 export class TokenService {
-  readonly #storage: TokenStorage;
+  readonly #storage: TokenStorage & Pick<Storage, 'fastPaths'>;
   readonly #now: () => number;
   readonly #randomBytes: (length: number) => Uint8Array;
   readonly #codec: ReturnType<typeof createTokenCodec>;
@@ -216,11 +216,12 @@ export class TokenService {
     const idHash = this.#codec.open(credential);
     if (idHash === null) throw invalidToken('the token is not valid');
     const storage = this.#storage;
-    if (storage.findTokenByIdHashSync !== undefined) {
-      return this.#principalOf(storage.findTokenByIdHashSync(idHash), idHash);
+    const fast = storage.fastPaths;
+    if (fast?.findTokenByIdHashSync !== undefined) {
+      return this.#principalOf(fast.findTokenByIdHashSync(idHash), idHash);
     }
     // The check's columns where the storage reads them alone, else the whole record.
-    const read = storage.findTokenCheckByIdHash?.(idHash) ?? storage.findTokenByIdHash(idHash);
+    const read = fast?.findTokenCheckByIdHash?.(idHash) ?? storage.findTokenByIdHash(idHash);
     return read.then((record) => this.#principalOf(record, idHash));
   }
 

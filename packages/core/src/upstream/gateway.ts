@@ -12,6 +12,8 @@ import {
   pipedHeader,
   pipedResponse,
   pipedStream,
+  RELAYED,
+  type RelayedAnswer,
 } from '../outbound/piped.js';
 import { toBase64Url } from '../platform/bytes.js';
 import { RESOURCE_CHANGED } from '../providers/party.js';
@@ -83,11 +85,8 @@ export interface GatewayAnswer {
   status: number;
   /** Lower-case names. */
   headers: Record<string, string>;
-  /**
-   * The upstream's body as it streams (a Web stream, or on Node a {@link PipedBody} for the
-   * adapter to pipe), a JSON text, or nothing.
-   */
-  body: ReadableStream<Uint8Array> | PipedBody | string | null;
+  /** The upstream's body as it streams, a JSON text, or nothing. */
+  body: ReadableStream<Uint8Array> | string | null;
 }
 
 /** Whether an error means the user must consent again. */
@@ -162,8 +161,7 @@ export class Gateway {
     request: Request | GatewayRequest,
   ): Promise<Response> {
     const { status, headers, body } = await this.forward(principal, id, request);
-    const stream = body === null || typeof body === 'string' || body instanceof ReadableStream;
-    return new Response(stream ? body : pipedStream(body), { status, headers });
+    return new Response(body, { status, headers });
   }
 
   /**
@@ -177,6 +175,18 @@ export class Gateway {
     id: string,
     request: Request | GatewayRequest,
   ): Promise<GatewayAnswer> {
+    return webAnswer(await this[RELAYED](principal, id, request));
+  }
+
+  /**
+   * {@link Gateway.forward} for a server adapter that pipes the upstream's answer itself: its
+   * body may be a {@link PipedBody} (the Node transport's), never turned into a Web stream.
+   */
+  async [RELAYED](
+    principal: Principal,
+    id: string,
+    request: Request | GatewayRequest,
+  ): Promise<RelayedAnswer> {
     const connectionId = parseResourcePath(id);
     assertCoversPath(principal, connectionId);
     // The slot first: a caller at its limit is refused before any byte of its body is held.
@@ -202,7 +212,7 @@ export class Gateway {
     request: Request | GatewayRequest,
     body: Uint8Array | null,
     release: () => void,
-  ): Promise<{ answer: GatewayAnswer; relayed: boolean }> {
+  ): Promise<{ answer: RelayedAnswer; relayed: boolean }> {
     const { records } = this.#o;
     const signal = request.signal ?? new AbortController().signal;
     const consent = async (error: unknown, scopes?: string[]) => ({
@@ -389,7 +399,7 @@ export class Gateway {
     body: Uint8Array | null,
     cause: unknown,
     challenged: string[] = [],
-  ): Promise<GatewayAnswer> {
+  ): Promise<RelayedAnswer> {
     const { records } = this.#o;
     const record = await records.get(connectionId);
     const id = body === null ? undefined : requestIdOf(body);
@@ -454,4 +464,11 @@ export class Gateway {
       }),
     };
   }
+}
+
+/** A relayed answer as a Web one: a piped body read as a Web stream. */
+export function webAnswer(answer: RelayedAnswer): GatewayAnswer {
+  const { status, headers, body } = answer;
+  const web = body === null || typeof body === 'string' || body instanceof ReadableStream;
+  return { status, headers, body: web ? body : pipedStream(body) };
 }

@@ -5,9 +5,10 @@ import { connectionApiBase } from '../catalog/connection-values.js';
 import type { ConnectionValue } from '../catalog/schema.js';
 import { KeywayError } from '../contract/errors.js';
 import { OutboundError } from '../outbound/errors.js';
+import { RELAYED, type RelayedAnswer } from '../outbound/piped.js';
 import type { ConnectionTokens } from '../storage/states.js';
 import type { UpstreamDeps } from './deps.js';
-import type { GatewayAnswer, GatewayRequest } from './gateway.js';
+import { type GatewayAnswer, type GatewayRequest, webAnswer } from './gateway.js';
 import {
   callerOf,
   copyHeaders,
@@ -125,6 +126,14 @@ export class ApiProxy {
    *   `rate_limited`, `upstream_error`.
    */
   async forward(principal: Principal, request: ProxyRequest): Promise<GatewayAnswer> {
+    return webAnswer(await this[RELAYED](principal, request));
+  }
+
+  /**
+   * {@link ApiProxy.forward} for a server adapter that pipes the API's answer itself: its
+   * body may be a piped one (the Node transport's), never turned into a Web stream.
+   */
+  async [RELAYED](principal: Principal, request: ProxyRequest): Promise<RelayedAnswer> {
     const { segments, trailingSlash } = proxySegments(request.path);
     const found = await this.#connectionOf(principal, segments);
     // The slot first: a caller at its limit is refused before any byte of its body is held.
@@ -150,7 +159,7 @@ export class ApiProxy {
     trailingSlash: boolean,
     body: Uint8Array | null,
     release: () => void,
-  ): Promise<GatewayAnswer> {
+  ): Promise<RelayedAnswer> {
     const current = await usableFor(this.#o, found.id, false);
     const template = current.tokens.party.api_base_url;
     if (template === undefined || template === null) {

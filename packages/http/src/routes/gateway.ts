@@ -1,4 +1,5 @@
 import { type KeywayErrorCode, resourcePathFromUrl } from '@keyway/core';
+import { RELAYED } from '@keyway/core/outbound';
 import type { Reply } from '../responses.js';
 import { type Method, type Route, type RouteContext, resourcePath } from './route.js';
 
@@ -21,7 +22,8 @@ const GATEWAY_ERRORS: KeywayErrorCode[] = [
 /** Core's answer is already a {@link Reply}'s shape: no Web `Response` between. */
 async function forward({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
   const request = incoming.forwarded();
-  return broker.gateway.forward(principal, resourcePathFromUrl(param), request);
+  // Relayed: on Node the upstream's answer is piped to the socket, never a Web stream.
+  return broker.gateway[RELAYED](principal, resourcePathFromUrl(param), request);
 }
 
 const gatewayRoute = (method: Method, id: string, summary: string, ok: string): Route => ({
@@ -69,7 +71,7 @@ async function proxy({ broker, principal, param, incoming }: RouteContext): Prom
   const query = incoming.search();
   // Its fields one by one: a Web `Request`'s are getters, which a spread would drop.
   const { method, headers, body, signal } = request;
-  return broker.proxy.forward(principal, {
+  return broker.proxy[RELAYED](principal, {
     method,
     headers,
     body,
