@@ -48,7 +48,7 @@ export interface Subtree {
  * point read) and the first `limit` of its descendants (one index range, read in key
  * order and cut at `limit`), merged and cut again. A page costs its size, not the
  * subtree's: an `OR` of ranges would make the engine read every descendant and sort them
- * all for the first ten (issue 27: the soak slowed as one token tree grew).
+ * all for the first ten (a soak slowed as one token tree grew).
  *
  * @param filters conditions every row meets, with their parameters.
  */

@@ -85,7 +85,7 @@ function openStream(url: string, headers: Record<string, string>): Promise<Incom
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * The MCP gateway (issue 26) over loopback: `keyway serve` on SQLite in front of the official
+ * The MCP gateway over loopback: `keyway serve` on SQLite in front of the official
  * SDK's MCP server in another process. A `tools/call` made directly with the connection's
  * token against the same call through the gateway (one at a time, and under load); the
  * memory of idle event streams held open through it; and a reader slower than its server,

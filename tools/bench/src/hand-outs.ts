@@ -46,7 +46,7 @@ function counting(storage: Storage, split: boolean): { storage: Storage; commits
 }
 
 /**
- * Credential hand-outs in process on SQLite (issue 27, item 3): `callers` concurrent callers,
+ * Credential hand-outs in process on SQLite: `callers` concurrent callers,
  * each hand-out's audit row committed before its token is returned; the rows of concurrent
  * hand-outs share a commit, against one commit per row.
  */

@@ -19,7 +19,7 @@ export type SinceResult =
   | { commit: string; skipped: string };
 
 /**
- * #27 item 3 as the issue states it: credential hand-outs on SQLite under 32 callers
+ * The hand-out goal as it was set: credential hand-outs on SQLite under 32 callers
  * against the throughput of the code it was filed against, that code run on this machine
  * in turns with this tree's (`since.mjs --json`). Not measured in a smoke run, nor where
  * the commit is not in the clone (a shallow one).

@@ -19,7 +19,7 @@ export interface WorstBodyRow {
 const ROOT_KEY = 'bench-root-key-0123456789-abcdefghijklmnop';
 
 /**
- * The worst request bodies of every route (issue 22, finding 3), sent through the handler in
+ * The worst request bodies of every route, sent through the handler in
  * process with the root key: each answer's size, and its time against `JSON.parse` of the
  * same body. Before the bounds, a list of a quarter million wrong scopes took about 8 s and
  * answered 20 MiB.

@@ -15,7 +15,7 @@ const subjects = createSubjects({ user: z.object({ id: z.string() }) });
  * email or an upstream account); everything the issuer does with the result (codes, PKCE,
  * JWT access tokens, rotating refresh tokens, its metadata) is OpenAuth's own. Its metadata
  * does not advertise `code_challenge_methods_supported` although it checks S256, and its
- * token answers carry no `token_type`: the behaviours issue 23 names.
+ * token answers carry no `token_type`: the behaviours that broke connections in the field.
  */
 export async function startOpenAuth(): Promise<{ issuer: string; server: Server }> {
   const app = openAuthIssuer({

@@ -1,5 +1,5 @@
 /**
- * The worst request bodies of every route that reads one (issue 22, finding 3): each just
+ * The worst request bodies of every route that reads one (the amplification a validation answer can be): each just
  * under the handler's 1 MiB body limit and built to make validation work hard — a list of
  * a quarter million wrong entries, sixty thousand unknown fields, a nesting deeper than a
  * parser's stack. The answer to each must stay small and quick: the HTTP tests hold its size,

@@ -203,7 +203,8 @@ export function createBroker(config: BrokerConfig): Broker {
   );
   const gatewayOptions = upstream;
   const gateway = new Gateway(gatewayOptions);
-  // Idle refresh (issue 23): a tenth of the idle time between rounds, 1 s to 1 h.
+  // Idle refresh, so refresh tokens that expire when unused stay alive: a tenth of the
+  // idle time between rounds, 1 s to 1 h.
   let idleRound: Promise<unknown> | null = null;
   let idleTimer: ReturnType<typeof setInterval> | undefined;
   if (resolved.refreshIdleAfterMs !== false) {

@@ -133,7 +133,7 @@ export function describeOAuthFailure(error: unknown): { code: string; descriptio
 
 /**
  * A token endpoint's answer as RFC 6749 §5 writes it, from what real servers send (docs/api.md
- * §6 item 10, issue 23): an OAuth error answered with status 200 is an error; a success
+ * §6 item 10): an OAuth error answered with status 200 is an error; a success
  * without `token_type` is a Bearer token (RFC 6749 §5.1 requires the field, but the
  * registration answers of the same servers are read as tolerantly); `scope`
  * comma-separated or padded with spaces is one space-separated list; `expires_in` of `0`

@@ -1,7 +1,7 @@
 import { OutboundError } from './errors.js';
 
 /*
- * Piped answers (#27 item 5): an upstream answer whose body a server adapter pipes to its own
+ * Piped answers: an upstream answer whose body a server adapter pipes to its own
  * socket, with no Web `Response`, `Headers` or `ReadableStream` between. The Node transport
  * offers it; the gateway and the API proxy use it when their transport does, and the Web
  * path (a `Response`) everywhere else.

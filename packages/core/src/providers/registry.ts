@@ -278,8 +278,8 @@ export class ProviderRegistry {
   }
 
   /**
-   * Registers a new client at the provider's current authorization server, on request
-   * (issue 23): the way out when the server forgot the client but said so only on its own
+   * Registers a new client at the provider's current authorization server, on request:
+   * the way out when the server forgot the client but said so only on its own
    * error page, which never reaches Keyway. Connections of the old client need authorizing
    * again (its grants belong to the forgotten client).
    *
