@@ -1,6 +1,6 @@
 import { type Broker, isKeywayError, KeywayError, type Principal } from '@keyway/core';
 import { bearerOf, clientAddressOf } from './request.js';
-import { errorReply, errorResponse } from './responses.js';
+import { errorResponse } from './responses.js';
 
 /*
  * Guards for an app's own routes: the same broker tokens that reach Keyway's API, each

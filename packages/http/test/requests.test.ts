@@ -369,6 +369,55 @@ describe('toNodeHandler() over loopback HTTP', () => {
   });
 });
 
+describe('toNodeHandler() around a fetch handler that fails', () => {
+  it('answers 500 internal_error when the handler throws before it answers, and hands the error to next() when there is one', async () => {
+    const failure = new Error('the app broke: /srv/app/secret.ts');
+    const failing = async (): Promise<Response> => {
+      throw failure;
+    };
+    const reported: unknown[] = [];
+    const alone = await listenOnLoopback(
+      toNodeHandler(failing, { onInternalError: (error) => reported.push(error) }),
+    );
+    try {
+      const reply = await sendRaw({
+        port: alone.port,
+        method: 'GET',
+        path: '/anything',
+        headers: {},
+      });
+      expect(reply.status).toBe(500);
+      expect(reply.headers['content-type']).toBe('application/json');
+      expect(JSON.parse(reply.text)).toEqual({
+        error: 'internal_error',
+        error_description: 'the server failed to handle the request',
+      });
+      expect(reply.text).not.toContain('secret');
+      expect(reported).toEqual([failure]);
+    } finally {
+      await alone.close();
+    }
+    const seen: unknown[] = [];
+    const node = toNodeHandler(failing, { onInternalError: (error) => reported.push(error) });
+    const chained = await listenOnLoopback((req, res) =>
+      node(req, res, (error) => {
+        seen.push(error);
+        res.statusCode = 502;
+        res.end('from next');
+      }),
+    );
+    try {
+      const reply = await sendRaw({ port: chained.port, method: 'GET', path: '/x', headers: {} });
+      expect(reply.status).toBe(502);
+      expect(reply.text).toBe('from next');
+      expect(seen).toEqual([failure]);
+      expect(reported).toEqual([failure]);
+    } finally {
+      await chained.close();
+    }
+  });
+});
+
 describe('connectionGone: the signal of every forwarded request on a client connection', () => {
   it('is one per connection, aborted when it closes, and aborted at once for one already closed', () => {
     const open = Object.assign(new EventEmitter(), { destroyed: false });

@@ -2,7 +2,6 @@ import {
   type Broker,
   type BrokerConfig,
   type CallbackOutcome,
-  connectionFetch,
   createBroker,
   type Principal,
   resourcePathFromUrl,

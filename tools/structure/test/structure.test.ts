@@ -1,9 +1,11 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, normalize, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-// The structure of core (issue 24): modules by concept, and no module that needs itself
+// The structure of core: modules by concept, and no module that needs itself
 // through others. A cycle is what makes a change in one folder break another's load order,
 // and what `codes.ts` (importing nothing) exists to prevent.
 
@@ -284,5 +286,55 @@ describe('the routes of @keyway/http', () => {
       (operation) => `${operation.method} ${operation.path}`,
     );
     expect(documented.sort()).toEqual(listed.sort());
+  });
+});
+
+describe('the examples built with the shared tsup config', () => {
+  /**
+   * Builds an example's server as its `build` script does, into a throwaway folder, and
+   * returns the bundle. Keyway's packages must stay imports: a bundled copy of core beside
+   * the one @keyway/http imports makes two `KeywayError` classes, and a guard's refusal
+   * then answers no status at all.
+   */
+  function bundleOf(example: string): string {
+    const root = fileURLToPath(new URL('../../..', import.meta.url));
+    const cwd = join(root, 'examples', example);
+    const outDir = mkdtempSync(join(tmpdir(), `keyway-${example}-`));
+    try {
+      const tsup = join(root, 'node_modules/tsup/dist/cli-default.js');
+      const built = spawnSync(
+        process.execPath,
+        [tsup, '--config', '../../tsup.config.ts', 'src/server.ts', '--out-dir', outDir],
+        { cwd, encoding: 'utf8' },
+      );
+      expect(built.status, `${example}: ${built.stderr}`).toBe(0);
+      return readFileSync(join(outDir, 'server.js'), 'utf8');
+    } finally {
+      rmSync(outDir, { recursive: true, force: true });
+    }
+  }
+
+  it.each([
+    [
+      'express',
+      [
+        '@keyway/core',
+        '@keyway/http',
+        '@keyway/http/express',
+        '@keyway/http/node',
+        '@keyway/store-memory',
+      ],
+    ],
+    ['hono', ['@keyway/core', '@keyway/http', '@keyway/http/hono', '@keyway/store-memory']],
+    ['node-http', ['@keyway/core', '@keyway/http', '@keyway/http/node', '@keyway/store-memory']],
+  ])('%s: builds, with every package of Keyway left an import', (example, packages) => {
+    const bundle = bundleOf(example);
+    const imported = [...bundle.matchAll(/^import .* from "(@keyway\/[^"]+)";$/gm)]
+      .map((match) => match[1])
+      .sort();
+    expect(imported).toEqual(packages);
+    // esbuild writes a bundled class as `var KeywayError = class extends Error`.
+    expect(bundle).not.toMatch(/\bKeywayError = class\b|\bclass KeywayError\b/);
+    expect(bundle).not.toContain('@keyway/example-notes-app');
   });
 });

@@ -18,7 +18,19 @@ export interface NodeHandlerOptions {
    * behind a proxy you run, which sets them. Default `false`: the socket's peer.
    */
   trustProxy?: boolean;
+  /**
+   * Called with what a handler threw or rejected with when there is no Express `next` to
+   * pass it to; the client gets `500 internal_error` (or, once the answer has begun, a
+   * closed connection). Default: `console.error`.
+   */
+  onInternalError?: (error: unknown) => void;
 }
+
+/** What a client sees of a failure inside the handler: the body of createHandler's own. */
+const INTERNAL_ERROR_BODY = JSON.stringify({
+  error: 'internal_error',
+  error_description: 'the server failed to handle the request',
+});
 
 /**
  * One entry of a comma-separated forwarding header: the first (`X-Forwarded-Proto`,
@@ -319,10 +331,16 @@ export function toNodeHandler(
   options: NodeHandlerOptions = {},
 ): (req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) => void {
   const dispatch = dispatchOf(handler);
+  const onInternalError =
+    options.onInternalError ?? ((error: unknown) => console.error('keyway: internal error', error));
   const fail =
     (res: ServerResponse, next: ((error?: unknown) => void) | undefined) => (error: unknown) => {
-      if (next) next(error);
-      else res.destroy(error instanceof Error ? error : undefined);
+      if (next) return next(error);
+      onInternalError(error);
+      if (res.headersSent) return res.destroy();
+      // Never the error itself: its message may name files, hosts or secrets.
+      res.writeHead(500, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+      res.end(INTERNAL_ERROR_BODY);
     };
   return (req, res, next) => {
     if (dispatch !== undefined) {
