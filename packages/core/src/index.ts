@@ -23,7 +23,7 @@ export { parseResourcePath, resourcePathFromUrl } from './auth/resource-path.js'
 export { type Broker, type BrokerHealth, createBroker } from './broker/broker.js';
 export type { BrokerConfig } from './broker/config.js';
 // ─── MCP clients ─────────────────────────────────────────────────────────────────────────
-export { type ConnectionSource, connectionFetch } from './broker/connection-fetch.js';
+export { type ConnectionSource, connectionFetch } from './broker/fetch-source.js';
 export type { AuthorizeResult, CallbackOutcome } from './connections/authorization.js';
 export type { Credentials } from './connections/service.js';
 export type { ConnectionView } from './connections/view.js';
@@ -58,7 +58,7 @@ export type {
 export type { DiscoveryStep, DiscoveryTrace } from './discovery/index.js';
 // ─── events ──────────────────────────────────────────────────────────────────────────────
 export type { KeywayEvent } from './events/log.js';
-export { OutboundError, type OutboundFailure } from './outbound/errors.js';
+export { OutboundError, type OutboundFailure } from './outbound/network-failure.js';
 export type { PlatformCrypto } from './platform/crypto.js';
 export type { ProviderView } from './providers/state.js';
 export type { Storage } from './storage/contract.js';
@@ -73,6 +73,6 @@ export {
   type CredentialSource,
   InsufficientScopeError,
 } from './upstream/connection-fetch.js';
-export type { ProbeResult } from './upstream/probe.js';
+export type { ProbeResult } from './upstream/connection-probe.js';
 export type { SecretView, SecretWithValue } from './vault/secrets.js';
 export { deriveVaultKey, generateVaultKey } from './vault/vault.js';

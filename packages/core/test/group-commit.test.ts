@@ -3,7 +3,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { EventLog } from '../src/events/log.js';
 import type { KeywayEvent } from '../src/index.js';
 import type { Storage } from '../src/storage/contract.js';
-import type { EventWrite } from '../src/storage/records.js';
+import type { EventWrite } from '../src/storage/record-types.js';
 
 /**
  * The audit rows of reads (a hand-out, a secret read) must be committed before the value

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isKeywayError, KeywayError } from '../src/contract/errors.js';
-import { OutboundError } from '../src/outbound/errors.js';
+import { OutboundError } from '../src/outbound/network-failure.js';
 import { createOutboundFetch } from '../src/outbound/fetch.js';
 import type { Transport } from '../src/outbound/transport.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { OutboundError } from '../src/outbound/errors.js';
+import { OutboundError } from '../src/outbound/network-failure.js';
 import { createOutboundFetch } from '../src/outbound/fetch.js';
 import { defaultTransport, type RuntimeGlobals } from '../src/outbound/transport.js';
 

@@ -164,6 +164,19 @@ describe('the structure of packages/core/src', () => {
     expect(crowded).toEqual([]);
   });
 
+  it('names each file once: only the roles docs/ARCHITECTURE.md names repeat (index, service, deps)', () => {
+    const roles = new Set(['index.ts', 'service.ts', 'deps.ts']);
+    const byName = new Map<string, string[]>();
+    for (const file of files) {
+      const name = file.split('/').pop() as string;
+      byName.set(name, [...(byName.get(name) ?? []), file]);
+    }
+    const repeated = [...byName]
+      .filter(([name, paths]) => paths.length > 1 && !roles.has(name))
+      .map(([, paths]) => paths.sort().join(' and '));
+    expect(repeated).toEqual([]);
+  });
+
   it('keeps the codes and enums in a module that imports nothing', () => {
     expect(graph.get('contract/codes.ts')).toEqual([]);
     expect(relative(src, join(src, 'contract/codes.ts'))).toBe('contract/codes.ts');

@@ -18,7 +18,7 @@ import { type AuthenticationContext, TokenService } from '../tokens/service.js';
 import type { UpstreamDeps } from '../upstream/deps.js';
 import { Gateway } from '../upstream/gateway.js';
 import { StreamSlots } from '../upstream/limits.js';
-import { probeConnection } from '../upstream/probe.js';
+import { probeConnection } from '../upstream/connection-probe.js';
 import { ApiProxy } from '../upstream/proxy.js';
 import { SecretService } from '../vault/secrets.js';
 import type { Vault } from '../vault/vault.js';

@@ -12,7 +12,7 @@ import { AUTHORIZATION_CODE } from '../grants/authorization-code.js';
 import { authenticationOf } from '../grants/client-auth.js';
 import { consentUrl, hashFlowId, hashState, requestedScopes } from '../grants/consent.js';
 import { newDpopKey, wantsDpop } from '../grants/dpop.js';
-import { describeOAuthFailure, oauthErrorCode, ResponseRefused } from '../grants/party.js';
+import { describeOAuthFailure, oauthErrorCode, ResponseRefused } from '../grants/token-endpoint.js';
 import { tokenParamsOf } from '../grants/token-answers.js';
 import { endpointProblem } from '../outbound/fetch.js';
 import { allowedHostSet } from '../outbound/hosts.js';

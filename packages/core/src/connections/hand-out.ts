@@ -2,7 +2,7 @@ import { KeywayError } from '../contract/errors.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import { handOutMember, handsOut, providerNotFound } from '../providers/state.js';
 import type { Storage } from '../storage/contract.js';
-import type { ConnectionRecord, HandOutRead } from '../storage/records.js';
+import type { ConnectionRecord, HandOutRead } from '../storage/record-types.js';
 import { CONNECTION_TOKENS_KIND } from './records.js';
 
 /** What a hand-out reads before its tokens: all of it, or the connection alone. */

@@ -4,7 +4,7 @@ import { isoTimeOrNull } from '../contract/time.js';
 import type { EventSpec } from '../events/log.js';
 import { toBase64Url } from '../platform/bytes.js';
 import { currentParty, PARTY_CHANGED, partyResourceUrl } from '../providers/party.js';
-import type { ConnectionRecord, VaultEntryRecord } from '../storage/records.js';
+import type { ConnectionRecord, VaultEntryRecord } from '../storage/record-types.js';
 import {
   type ConnectionState,
   type ConnectionTokens,

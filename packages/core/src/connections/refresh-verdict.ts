@@ -2,7 +2,7 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { KeywayError } from '../contract/errors.js';
 import { utf8 } from '../platform/bytes.js';
-import type { ConnectionRecord } from '../storage/records.js';
+import type { ConnectionRecord } from '../storage/record-types.js';
 import type { ConnectionState, ConnectionTokens } from '../storage/states.js';
 import { connectionState } from '../storage/states.js';
 

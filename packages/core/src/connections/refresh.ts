@@ -4,10 +4,10 @@ import { isoTimeOrNull, parseDuration } from '../contract/time.js';
 import { authenticationOf } from '../grants/client-auth.js';
 import { CLIENT_REFUSED } from '../grants/client-credentials.js';
 import { grantNamed } from '../grants/lookup.js';
-import { describeOAuthFailure, oauthErrorCode } from '../grants/party.js';
+import { describeOAuthFailure, oauthErrorCode } from '../grants/token-endpoint.js';
 import { toBase64Url } from '../platform/bytes.js';
 import { FORGOTTEN_CLIENT, PARTY_CHANGED, partyChangeOf } from '../providers/party.js';
-import type { ConnectionRecord } from '../storage/records.js';
+import type { ConnectionRecord } from '../storage/record-types.js';
 import {
   type ConnectionState,
   type ConnectionTokens,

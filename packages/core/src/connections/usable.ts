@@ -1,5 +1,5 @@
 import { KeywayError } from '../contract/errors.js';
-import type { ConnectionRecord, VaultEntryRecord } from '../storage/records.js';
+import type { ConnectionRecord, VaultEntryRecord } from '../storage/record-types.js';
 import { type ConnectionTokens, renewable } from '../storage/states.js';
 import type { ConnectionDeps } from './deps.js';
 import { readForHandOut } from './hand-out.js';

@@ -1,7 +1,7 @@
 import { type ConnectionFailure, connectionFailure } from '../contract/connection-failure.js';
 import { isoTime, isoTimeOrNull } from '../contract/time.js';
 import type { ConnectionStatus } from '../storage/contract.js';
-import type { ConnectionRecord } from '../storage/records.js';
+import type { ConnectionRecord } from '../storage/record-types.js';
 import { connectionState, GrantedScopesSchema, readStored } from '../storage/states.js';
 
 /*

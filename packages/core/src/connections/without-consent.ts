@@ -7,7 +7,7 @@ import { authenticationOf } from '../grants/client-auth.js';
 import { requestedScopes } from '../grants/consent.js';
 import { newDpopKey, wantsDpop } from '../grants/dpop.js';
 import { grantNamed } from '../grants/lookup.js';
-import { describeOAuthFailure } from '../grants/party.js';
+import { describeOAuthFailure } from '../grants/token-endpoint.js';
 import { EnterpriseRefused } from '../grants/token-exchange.js';
 import { currentParty } from '../providers/party.js';
 import { connectionState } from '../storage/states.js';

@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { KeywayError } from '../contract/errors.js';
-import { OutboundError } from '../outbound/errors.js';
+import { OutboundError } from '../outbound/network-failure.js';
 import type { AuthorizationServerInfo, ResourceInfo } from '../storage/states.js';
 
 /**

@@ -7,7 +7,7 @@ import type {
   EventWrite,
   JsonObject,
   WebhookDeliveryRecord,
-} from '../storage/records.js';
+} from '../storage/record-types.js';
 
 /**
  * An event, as the audit log lists it, webhooks receive it and the `onEvent` hook gets it.

@@ -11,7 +11,7 @@ import {
 import { isoTime } from '../contract/time.js';
 import { parseQuery } from '../contract/validation.js';
 import type { Storage, WebhookDeliveryStatus } from '../storage/contract.js';
-import type { WebhookDeliveryRecord } from '../storage/records.js';
+import type { WebhookDeliveryRecord } from '../storage/record-types.js';
 import { eventOf, type KeywayEvent } from './log.js';
 import type { WebhookSender } from './webhooks.js';
 

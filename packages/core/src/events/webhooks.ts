@@ -1,8 +1,8 @@
 import { Webhook } from 'standardwebhooks';
-import { OutboundError } from '../outbound/errors.js';
+import { OutboundError } from '../outbound/network-failure.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { Storage } from '../storage/contract.js';
-import type { WebhookAttemptOutcome, WebhookDeliveryRecord } from '../storage/records.js';
+import type { WebhookAttemptOutcome, WebhookDeliveryRecord } from '../storage/record-types.js';
 import type { Observer, WebhookDeliveryOutcome } from '../telemetry/observation.js';
 import { inSpan } from '../telemetry/tracing.js';
 import type { WebhookEndpoint } from './log.js';

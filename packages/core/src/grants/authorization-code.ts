@@ -3,7 +3,7 @@ import type { ConnectionTokens } from '../storage/states.js';
 import type { GrantDeps } from './deps.js';
 import { dpopOptions, withNonceRetry } from './dpop.js';
 import type { Grant, GrantRequest, ObtainedTokens } from './grant.js';
-import { oauthPartyOf, resourceParam, tokensFrom } from './party.js';
+import { oauthPartyOf, resourceParam, tokensFrom } from './token-endpoint.js';
 import {
   afterConnect,
   metadataOf,

@@ -3,7 +3,7 @@ import * as oauth from 'oauth4webapi';
 import { providerKeepsParty } from '../providers/party.js';
 import type { OAuthParty } from '../storage/states.js';
 import type { GrantDeps } from './deps.js';
-import { clientAuthentication } from './party.js';
+import { clientAuthentication } from './token-endpoint.js';
 
 /**
  * How Keyway authenticates as a party's client (RFC 6749 §2.3, RFC 7523 §2.2): with the

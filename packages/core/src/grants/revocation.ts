@@ -4,7 +4,7 @@ import type { ConnectionTokens } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import { authenticationOf } from './client-auth.js';
 import type { GrantDeps } from './deps.js';
-import { oauthErrorCode, oauthPartyOf } from './party.js';
+import { oauthErrorCode, oauthPartyOf } from './token-endpoint.js';
 
 /* Revocation when a connection is deleted (docs/api.md §5; RFC 7009): best effort, at the party. */
 

@@ -2,7 +2,7 @@ import * as oauth from 'oauth4webapi';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import { editJsonAnswer, libraryOptions, oauthFetch } from '../outbound/oauth-fetch.js';
 import type { OAuth2Quirks, ProviderState } from '../storage/states.js';
-import { asTokenAnswer } from './party.js';
+import { asTokenAnswer } from './token-endpoint.js';
 
 /*
  * The quirks of an `oauth2` provider's token endpoint (docs/api.md §15), applied around the

@@ -17,7 +17,7 @@ import {
   oauthPartyOf,
   resourceParam,
   tokensFrom,
-} from './party.js';
+} from './token-endpoint.js';
 import { tokenParamsOf, tokenRequestOptions } from './token-answers.js';
 
 /*

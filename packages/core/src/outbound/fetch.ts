@@ -1,6 +1,6 @@
 import { classifyAddress, isIpLiteral } from '../platform/address.js';
 import { readBounded } from '../platform/bytes.js';
-import { networkFailure, OutboundError } from './errors.js';
+import { networkFailure, OutboundError } from './network-failure.js';
 import { allowedHostSet, normalizeHost } from './hosts.js';
 import { defaultTransport, type Transport } from './transport.js';
 

@@ -12,7 +12,7 @@ export type { AddressClass } from '../platform/address.js';
 export { classifyAddress, isIpLiteral } from '../platform/address.js';
 export type { BoundedReadErrors } from '../platform/bytes.js';
 export { readBounded } from '../platform/bytes.js';
-export { OutboundError, type OutboundFailure } from './errors.js';
+export { OutboundError, type OutboundFailure } from './network-failure.js';
 export {
   assertOutboundUrl,
   createOutboundFetch,

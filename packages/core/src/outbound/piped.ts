@@ -1,4 +1,4 @@
-import { OutboundError } from './errors.js';
+import { OutboundError } from './network-failure.js';
 
 /*
  * Piped answers: an upstream answer whose body a server adapter pipes to its own

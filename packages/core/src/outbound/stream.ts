@@ -1,4 +1,4 @@
-import { networkFailure, OutboundError } from './errors.js';
+import { networkFailure, OutboundError } from './network-failure.js';
 import {
   abortion,
   assertOutboundUrl,

@@ -1,7 +1,7 @@
 import { KeywayError } from '../contract/errors.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import { normalizeHost } from '../outbound/hosts.js';
-import type { VaultKey, VaultWrite } from '../storage/records.js';
+import type { VaultKey, VaultWrite } from '../storage/record-types.js';
 import type { AuthorizationServerInfo, StoredRegistration } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import type { Vault } from '../vault/vault.js';

@@ -5,7 +5,7 @@ import {
 } from '../discovery/server-metadata.js';
 import { failureNote } from '../discovery/trace.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
-import type { VaultKey, VaultWrite } from '../storage/records.js';
+import type { VaultKey, VaultWrite } from '../storage/record-types.js';
 import type { ProviderState } from '../storage/states.js';
 import type { Vault } from '../vault/vault.js';
 import { invalid } from './client.js';

@@ -5,7 +5,7 @@ import type { ProviderInput } from '../contract/schemas.js';
 import type { EventLog } from '../events/log.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { Storage } from '../storage/contract.js';
-import type { ProviderRecord, VaultKey, VaultWrite } from '../storage/records.js';
+import type { ProviderRecord, VaultKey, VaultWrite } from '../storage/record-types.js';
 import type { AuthorizationServerInfo, ProviderState } from '../storage/states.js';
 import type { Vault } from '../vault/vault.js';
 import type { AssertionSource } from './assertion-sources.js';

@@ -1,6 +1,6 @@
 import { KeywayError } from '../contract/errors.js';
 import { isoTime, isoTimeOrNull } from '../contract/time.js';
-import type { ProviderRecord } from '../storage/records.js';
+import type { ProviderRecord } from '../storage/record-types.js';
 import {
   type AuthorizationServerInfo,
   HandOutSchema,

@@ -2,7 +2,7 @@ import { importPKCS8 } from 'jose';
 import type { z } from 'zod';
 import { discoverOrThrow } from '../discovery/index.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
-import type { VaultKey, VaultWrite } from '../storage/records.js';
+import type { VaultKey, VaultWrite } from '../storage/record-types.js';
 import {
   type AuthorizationServerInfo,
   AuthorizationServerInfoSchema,

@@ -21,9 +21,9 @@ import type {
   VaultWrite,
   WebhookAttemptOutcome,
   WebhookDeliveryRecord,
-} from './records.js';
+} from './record-types.js';
 
-export * from './records.js';
+export * from './record-types.js';
 
 /**
  * The storage interface every Keyway adapter implements (memory, SQLite, PostgreSQL).

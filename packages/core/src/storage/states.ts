@@ -6,7 +6,7 @@ import {
   TokenAnswerSchema,
 } from '../contract/metadata.js';
 import { ConnectionValueSchema, TokenResponseSchema } from './quirks.js';
-import type { ConnectionRecord } from './records.js';
+import type { ConnectionRecord } from './record-types.js';
 
 export {
   AuthorizationServerInfoSchema,

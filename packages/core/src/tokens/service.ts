@@ -38,7 +38,7 @@ import type {
   TokenCheckRecord,
   TokenRecord,
   TokenTreeChanges,
-} from '../storage/records.js';
+} from '../storage/record-types.js';
 import { NO_OBSERVER, type Observer } from '../telemetry/observation.js';
 import { createRootKeyCheck, createTokenCodec, TOKEN_ID_BYTES, TOKEN_PREFIX } from './format.js';
 

@@ -4,7 +4,7 @@ import { parseResourcePath } from '../auth/resource-path.js';
 import { setCoversPath } from '../auth/scope.js';
 import { isKeywayError, KeywayError } from '../contract/errors.js';
 import { dpopOptions, withNonceRetry } from '../grants/dpop.js';
-import { OutboundError } from '../outbound/errors.js';
+import { OutboundError } from '../outbound/network-failure.js';
 import { oauthFetch } from '../outbound/oauth-fetch.js';
 import {
   type PipedAnswer,
@@ -17,7 +17,7 @@ import {
 } from '../outbound/piped.js';
 import { toBase64Url } from '../platform/bytes.js';
 import { RESOURCE_CHANGED } from '../providers/party.js';
-import type { ConnectionRecord } from '../storage/records.js';
+import type { ConnectionRecord } from '../storage/record-types.js';
 import { type ConnectionTokens, connectionState, renewable } from '../storage/states.js';
 import { asksForScope, bearerChallenge, challengedScopes } from './challenge.js';
 import { InsufficientScopeError } from './connection-fetch.js';

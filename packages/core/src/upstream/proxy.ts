@@ -4,7 +4,7 @@ import { setCoversPath } from '../auth/scope.js';
 import { connectionApiBase } from '../catalog/connection-values.js';
 import type { ConnectionValue } from '../catalog/schema.js';
 import { KeywayError } from '../contract/errors.js';
-import { OutboundError } from '../outbound/errors.js';
+import { OutboundError } from '../outbound/network-failure.js';
 import { RELAYED, type RelayedAnswer } from '../outbound/piped.js';
 import type { ConnectionTokens } from '../storage/states.js';
 import type { UpstreamDeps } from './deps.js';

@@ -1,5 +1,5 @@
 import { usableTokens } from '../connections/usable.js';
-import type { ConnectionRecord } from '../storage/records.js';
+import type { ConnectionRecord } from '../storage/record-types.js';
 import { type ConnectionTokens, renewable } from '../storage/states.js';
 import type { UpstreamDeps } from './deps.js';
 

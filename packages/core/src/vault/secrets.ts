@@ -14,7 +14,7 @@ import { parseQuery, parseShape } from '../contract/validation.js';
 import type { EventLog } from '../events/log.js';
 import { utf8 } from '../platform/bytes.js';
 import type { Storage } from '../storage/contract.js';
-import type { EventWrite, VaultEntryRecord } from '../storage/records.js';
+import type { EventWrite, VaultEntryRecord } from '../storage/record-types.js';
 import type { Vault } from './vault.js';
 
 /** The vault kind of the secrets the vault endpoints manage; Keyway's own use other kinds. */

@@ -4,7 +4,7 @@ import { CompactEncrypt, compactDecrypt, decodeProtectedHeader } from 'jose';
 import { KeywayError } from '../contract/errors.js';
 import { fromBase64Url, toBase64Url, utf8 } from '../platform/bytes.js';
 import type { VaultStorage } from '../storage/contract.js';
-import type { VaultEntryRecord, VaultKey, VaultWrite } from '../storage/records.js';
+import type { VaultEntryRecord, VaultKey, VaultWrite } from '../storage/record-types.js';
 
 /** The header parameter that names the entry a ciphertext belongs to. */
 const ENTRY_HEADER = 'kw_entry';

@@ -3,7 +3,7 @@ import { assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import type { ProbeResult, ProbeStep } from '../contract/probe-result.js';
 import { quoted } from '../discovery/index.js';
-import { OutboundError } from '../outbound/errors.js';
+import { OutboundError } from '../outbound/network-failure.js';
 import { RESOURCE_CHANGED } from '../providers/party.js';
 import { renewable } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';

@@ -1,5 +1,5 @@
 import * as oauth from 'oauth4webapi';
-import { OutboundError } from '../outbound/errors.js';
+import { OutboundError } from '../outbound/network-failure.js';
 import { editJsonAnswer } from '../outbound/oauth-fetch.js';
 import type { TokenEndpointAuthMethod } from '../providers/registration.js';
 import type { ConnectionTokens, OAuthParty, TokenAnswer } from '../storage/states.js';
