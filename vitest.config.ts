@@ -35,7 +35,12 @@ for (const dir of dirs) {
 
 // Projects whose tests need a real PostgreSQL server: each gets one from its global setup
 // (a throwaway server, or TEST_DATABASE_URL when set).
-const needsPostgres = new Set(['packages/store-postgres', 'packages/http', 'packages/cli']);
+const needsPostgres = new Set([
+  'packages/core',
+  'packages/store-postgres',
+  'packages/http',
+  'packages/cli',
+]);
 const postgresSetup = join(root, 'tools/test-support/src/postgres-global-setup.ts');
 
 const projects = dirs

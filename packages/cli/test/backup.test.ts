@@ -17,7 +17,7 @@ import { type AdminIo, EXIT, runAdmin } from '../src/admin.js';
 import { backupDatabase } from '../src/backup.js';
 
 /*
- * `keyway backup <file>` (issue 25, docs/operations.md): SQLite's online backup API, while
+ * `keyway backup <file>` (docs/operations.md): SQLite's online backup API, while
  * the broker writes; the copy is one moment of the database.
  */
 

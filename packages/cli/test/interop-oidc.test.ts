@@ -7,14 +7,14 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type RunningServer, serve } from '../src/index.js';
 import { Browser, callApi, close, listen, oidcProvider } from './peers.js';
 
-// What real servers send (issue 9), against a real authorization server: oidc-provider.
+// What real servers send, against a real authorization server: oidc-provider.
 
 const ROOT_KEY = 'interop-root-key-0123456789abcdefghijklmn';
 const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
 /** An id and a secret with every character class a careless encoder breaks (RFC 6749 allows printable ASCII only). */
 const ODD_CLIENT = { id: 'pre-registered:client %41+*', secret: 'se cret:+/%2F-~_.' };
 
-/** The storages two instances share: one SQLite file, one PostgreSQL database (issue 23). */
+/** The storages two instances share: one SQLite file, one PostgreSQL database. */
 const ENGINES = [
   {
     engine: 'SQLite',

@@ -7,7 +7,7 @@ import { type RunningServer, serve } from '../src/index.js';
 import { Browser, callApi, close, listen, oidcProvider } from './peers.js';
 
 /*
- * A classic OAuth 2 flow end to end (#28): `keyway serve` on SQLite, an `oauth2` provider
+ * A classic OAuth 2 flow end to end: `keyway serve` on SQLite, an `oauth2` provider
  * with its endpoints named, against oidc-provider over loopback — consent in its dev pages,
  * the code exchanged with PKCE, `iss` checked, a refresh, a revocation on delete.
  */

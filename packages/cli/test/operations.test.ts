@@ -18,7 +18,7 @@ import { ADMIN_USAGE } from '../src/admin.js';
 import { COMMANDS } from '../src/commands/index.js';
 
 /*
- * The README's "Operations" section, run as it is written (issue 25): `keyway` on the PATH,
+ * The README's "Operations" section, run as it is written: `keyway` on the PATH,
  * a broker on SQLite in the background, readiness, status, metrics, a backup while it runs,
  * and SIGTERM. And the README names exactly the commands `keyway --help` lists.
  */

@@ -25,7 +25,7 @@ export { Browser, callApi, close, listen, serveMcp } from '@keyway/test-support/
  *   lifetime, for its URL).
  *
  * Refresh tokens are issued as oidc-provider decides by default: for `offline_access`,
- * which it grants only with `prompt=consent` (OpenID Connect Core §11). Until issue 23 this
+ * which it grants only with `prompt=consent` (OpenID Connect Core §11). Until refresh asked for consent again this
  * peer overrode `issueRefreshToken`, which hid that Keyway never sent `prompt=consent`.
  */
 export function oidcProvider(

@@ -314,7 +314,7 @@ describe('serveOptionsFromEnv()', () => {
     expect(() => serveOptionsFromEnv({ KEYWAY_HEADERS_TIMEOUT_MS: '1e4' })).toThrow(TypeError);
   });
 
-  it('reads KEYWAY_ASSERTION_SOURCES, naming a bad entry (#29)', () => {
+  it('reads KEYWAY_ASSERTION_SOURCES, naming a bad entry', () => {
     expect(
       serveOptionsFromEnv({
         KEYWAY_ASSERTION_SOURCES:
@@ -361,7 +361,7 @@ describe('serveOptionsFromEnv()', () => {
     );
   });
 
-  it('refuses a KEYWAY_ variable nothing reads, naming the nearest one (issue 25)', () => {
+  it('refuses a KEYWAY_ variable nothing reads, naming the nearest one', () => {
     expect(() => serveOptionsFromEnv({ KEYWAY_VAULT_KEY: 'k1' })).toThrow(
       new TypeError(
         'unknown variable KEYWAY_VAULT_KEY (did you mean KEYWAY_VAULT_KEYS?): keyway serve --help lists every variable it reads',
@@ -386,7 +386,7 @@ describe('serveOptionsFromEnv()', () => {
     ).toEqual({});
   });
 
-  it('refuses a pattern in KEYWAY_ALLOWED_HOSTS: it would allow nothing (issue 25)', () => {
+  it('refuses a pattern in KEYWAY_ALLOWED_HOSTS: it would allow nothing', () => {
     expect(serveOptionsFromEnv({ KEYWAY_ALLOWED_HOSTS: 'localhost, 127.0.0.1,' })).toEqual({
       allowedHosts: ['localhost', '127.0.0.1'],
     });
@@ -407,7 +407,7 @@ describe('serveOptionsFromEnv()', () => {
     expect(SERVE_VARIABLES.filter((name) => !bin.includes(name))).toEqual([]);
   });
 
-  it('reads KEYWAY_REFRESH_IDLE_AFTER as a duration, and names the variable when it is not one (issue 23)', () => {
+  it('reads KEYWAY_REFRESH_IDLE_AFTER as a duration, and names the variable when it is not one', () => {
     expect(serveOptionsFromEnv({ KEYWAY_REFRESH_IDLE_AFTER: '7d' })).toEqual({
       refreshIdleAfter: 7 * 86_400_000,
     });

@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 const ROOT_KEY = 'shutdown-test-root-key-0123456789abcdefg';
 
 /*
- * Graceful shutdown (issue 25, docs/api.md §16): on SIGTERM, keyway serve stops accepting,
+ * Graceful shutdown (docs/api.md §16): on SIGTERM, keyway serve stops accepting,
  * lets a request in flight finish, and exits 0.
  */
 describe('keyway serve on SIGTERM', () => {

@@ -267,7 +267,7 @@ describe('soak: keyway serve on SQLite under 200 connections of mixed traffic', 
         const samples: Memory[] = [warm];
         const enough = () => latencies.length >= REQUESTS && world.stats.refreshes >= MIN_REFRESHES;
         // Requests a second in each stretch between samples (the pauses left out): flat
-        // from the first to the last, or something grows with the work done (#27).
+        // from the first to the last, or something grows with the work done.
         const rates: number[] = [];
         while (!enough() && errors.length === 0 && Date.now() - startedAt < LIMIT_MS) {
           const [from, count] = [performance.now(), latencies.length];

@@ -51,7 +51,7 @@ describe('classifyAddress()', () => {
     expect(classifyAddress(address)).toBe(expected);
   });
 
-  // Info of issue 8: the rest of the IANA special-purpose registries.
+  // The rest of the IANA special-purpose registries.
   it.each([
     ['192.88.99.1', 'reserved'], // deprecated 6to4 relay anycast
     ['192.0.0.9', 'reserved'], // IETF protocol assignments

@@ -42,7 +42,7 @@ describe('createBroker()', () => {
   });
 });
 
-describe('M2 (issue 8): root keys of low entropy are refused', () => {
+describe('root keys of low entropy are refused', () => {
   it.each([
     ['a'.repeat(32), 'it repeats a shorter part of itself'],
     ['abcd'.repeat(8), 'it repeats a shorter part of itself'],

@@ -7,7 +7,7 @@ import type { EventWrite } from '../src/storage/record-types.js';
 
 /**
  * The audit rows of reads (a hand-out, a secret read) must be committed before the value
- * leaves (docs/api.md §11); concurrent reads share one commit (issue 27, item 3).
+ * leaves (docs/api.md §11); concurrent reads share one commit.
  */
 describe('group commit of the audit rows of reads', () => {
   /** A memory storage whose `appendEvents` waits for `open()` and may fail once. */

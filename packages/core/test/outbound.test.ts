@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isKeywayError, KeywayError } from '../src/contract/errors.js';
-import { OutboundError } from '../src/outbound/network-failure.js';
 import { createOutboundFetch } from '../src/outbound/fetch.js';
+import { OutboundError } from '../src/outbound/network-failure.js';
 import type { Transport } from '../src/outbound/transport.js';
 
 /** A transport that answers from a table and records what was sent. */
@@ -195,7 +195,7 @@ describe('createOutboundFetch(): the SSRF guard', () => {
     expect(error.message).toBe('https://a.example: the request failed');
   });
 
-  it('says why the network refused, from the codes of the causes only (#30)', async () => {
+  it('says why the network refused, from the codes of the causes only', async () => {
     const failing = (cause: unknown) =>
       createOutboundFetch({
         fetch: recorder(() => {

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { OutboundError } from '../src/outbound/network-failure.js';
 import { createOutboundFetch } from '../src/outbound/fetch.js';
+import { OutboundError } from '../src/outbound/network-failure.js';
 import { defaultTransport, type RuntimeGlobals } from '../src/outbound/transport.js';
 
-// M3 (issue 8): the default transport checks what a host name resolves to on every runtime,
+// The default transport checks what a host name resolves to on every runtime,
 // or refuses host names it cannot check.
 
 /** A platform fetch that records what reached it. */

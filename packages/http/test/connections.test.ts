@@ -179,7 +179,7 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
         error: null,
       });
       expect(connection.text).not.toMatch(/at_|rt_/);
-      // The token response described for the debugger (#30): no token, the refresh token's
+      // The token response described for the debugger: no token, the refresh token's
       // presence, every field by name.
       expect(connection.body.token_response).toEqual({
         received_at: iso(START),

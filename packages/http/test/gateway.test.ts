@@ -249,79 +249,7 @@ describe.each(UPSTREAM_TRANSPORTS)(
       });
     });
 
-    describe('credentials handled by the broker', () => {
-      it('refreshes a token that is due before forwarding', async () => {
-        const before = await h.storedTokens(CONNECTION);
-        h.now += 3_600_000;
-        const client = await classicClient(ROOT_KEY);
-        await client.listTools();
-        const after = await h.storedTokens(CONNECTION);
-        expect(after.access_token).not.toBe(before.access_token);
-        expect(new Set(upstream.tokens())).toEqual(new Set([after.access_token]));
-      });
-
-      it('refreshes once on an upstream 401 and retries the same request once', async () => {
-        const before = await h.storedTokens(CONNECTION);
-        upstream.refused.add(before.access_token);
-        const client = await classicClient(ROOT_KEY);
-        await client.listTools();
-        const after = await h.storedTokens(CONNECTION);
-        expect(after.access_token).not.toBe(before.access_token);
-        // initialize went twice (refused, then retried with the new token), the rest once.
-        const initializes = upstream.seen.filter((seen) => seen.body.includes('"initialize"'));
-        expect(initializes.map((seen) => seen.headers.authorization)).toEqual([
-          `Bearer ${before.access_token}`,
-          `Bearer ${after.access_token}`,
-        ]);
-        expect(initializes[0]?.body).toBe(initializes[1]?.body);
-      });
-
-      it('asks for consent again when the upstream refuses the refreshed token too: one retry, never more', async () => {
-        upstream.refuseAll = true;
-        const alice = await h.mint('alice', ['acme/users/alice']);
-        const refused = await post(
-          { jsonrpc: '2.0', id: 1, method: 'tools/list' },
-          { token: alice },
-        );
-        expect(refused.status).toBe(409);
-        expect(refused.headers.get('www-authenticate')).toBeNull();
-        expect(await refused.json()).toEqual({
-          error: 'reauthorization_required',
-          error_description:
-            "the MCP server refused the connection's token (HTTP 401) after a refresh: authorize it again",
-        });
-        expect(upstream.seen).toHaveLength(2);
-        // A caller that may authorize gets the URL to do it, as a JSON-RPC error.
-        const elicited = await post({ jsonrpc: '2.0', id: 2, method: 'tools/list' });
-        expect(elicited.status).toBe(200);
-        const answer = (await elicited.json()) as { id: number; error: { code: number } };
-        expect(answer.id).toBe(2);
-        expect(answer.error.code).toBe(-32042);
-        expect(upstream.seen).toHaveLength(4);
-        // The connection itself stays active: the server may take its token again.
-        expect((await h.call('GET', `/api/oauth/connections/${CONNECTION}`)).body.status).toBe(
-          'active',
-        );
-      });
-
-      it('asks for the scope a 401 challenge names, with those already granted', async () => {
-        upstream.mode = 'raw';
-        upstream.raw = (_req, res) => {
-          res
-            .writeHead(401, {
-              'www-authenticate': 'Bearer error="invalid_token", scope="files:read"',
-            })
-            .end();
-        };
-        const granted = (await h.call('GET', `/api/oauth/connections/${CONNECTION}`)).body.scopes;
-        const elicited = await post({ jsonrpc: '2.0', id: 3, method: 'tools/list' });
-        const answer = (await elicited.json()) as {
-          error: { data: { elicitations: { url: string }[] } };
-        };
-        const url = new URL(answer.error.data.elicitations[0]?.url ?? '');
-        expect(url.searchParams.get('scope')?.split(' ')).toEqual([...granted, 'files:read']);
-      });
-
+    describe('credentials handled by the broker (the policy: core/test/upstream/gateway-credentials.test.ts)', () => {
       it('passes a 403 insufficient_scope back with its scope, without the upstream’s metadata', async () => {
         const received = new Received();
         const client = await classicClient(ROOT_KEY, received);
@@ -833,35 +761,6 @@ describe.each(UPSTREAM_TRANSPORTS)(
     });
 
     describe('attacks', () => {
-      it('never sends the token to a provider re-pointed at another server: the connection needs consent', async () => {
-        const other = new Upstream();
-        await other.start((origin) =>
-          createTestWorld({
-            issuer: `${origin}/as`,
-            resourceUrl: `${origin}/mcp`,
-            now: () => h.now,
-          }),
-        );
-        try {
-          const moved = await h.call('PUT', '/api/admin/providers/linear', {
-            body: { template: 'mcp', configuration: { resource_url: other.world.resourceUrl } },
-          });
-          expect(moved.status).toBe(200);
-          const answer = await post({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
-          const body = (await answer.json()) as {
-            error: { code: number; data: { authorization_url: string } };
-          };
-          expect(body.error.code).toBe(-32042);
-          expect(body.error.data.authorization_url.startsWith(`${other.origin}/as/`)).toBe(true);
-          // Neither server got a request with a token: the old one is not the provider's any
-          // more, the new one is not the party the token was issued for.
-          expect(other.seen).toEqual([]);
-          expect(upstream.seen).toEqual([]);
-        } finally {
-          await other.stop();
-        }
-      });
-
       it('keeps a hostile scope challenge out of the caller’s WWW-Authenticate', async () => {
         upstream.mode = 'raw';
         upstream.raw = (_req, res) => {

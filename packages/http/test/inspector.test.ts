@@ -31,7 +31,7 @@ describe('the inspector page (docs/api.md §9)', () => {
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
     expect(page.headers.get('cache-control')).toBe('no-store');
-    // Issue 22, Low 4: no window it opens, or that opened it, gets a handle on it.
+    // No window it opens, or that opened it, gets a handle on it.
     expect(page.headers.get('cross-origin-opener-policy')).toBe('same-origin');
     expect(page.headers.get('content-security-policy')).toBe(
       "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",

@@ -2,7 +2,7 @@ import { createTestWorld, type TestWorldOptions } from '@keyway/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectThroughConsent, Harness, putProvider, storageFactories } from './harness.js';
 
-// What real authorization servers send (issue 9, docs/api.md §6 item 10), each behaviour a
+// What real authorization servers send (docs/api.md §6 item 10), each behaviour a
 // switch of @keyway/testing.
 
 const BASE = 'https://keyway.example.test';

@@ -59,7 +59,7 @@ describe('createNodeFetch(): resolved addresses and pinning', () => {
       const before = seen.length;
       const error = await refusal(`https://${host}:${port}/secret`);
       expect(error.failure).toBe('blocked_address');
-      // L4 (issue 8): the refusal never tells what the name resolves to.
+      // The refusal never tells what the name resolves to.
       expect(error.message).toBe(`${host}: address not allowed`);
       expect(seen.length).toBe(before);
     },

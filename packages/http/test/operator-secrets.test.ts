@@ -1,8 +1,8 @@
 import { memoryStorage } from '@keyway/store-memory';
+import { es256Signer } from '@keyway/test-support/jwt-signer';
 import { createTestWorld, type TestWorld } from '@keyway/testing';
 import { describe, expect, it } from 'vitest';
 import { Harness, harnessPerTest, ROOT_KEY, storageFactories } from './harness.js';
-import { es256Signer } from './jwt-signer.js';
 
 /*
  * A stored client secret goes only to the endpoints it was given for (docs/security.md,

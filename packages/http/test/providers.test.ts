@@ -102,7 +102,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
           token_endpoint_auth_method: 'client_secret_basic',
           client_secret_set: true,
           client_secret_expires_at: null,
-          // The server's answer, its secrets masked (#30: the inspector's debugger).
+          // The server's answer, its secrets masked (the inspector's debugger).
           registration_response: {
             application_type: 'web',
             client_id: client?.client_id,
@@ -494,7 +494,7 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
         error: null,
       });
       expect(reply.body.steps).toHaveLength(5);
-      // The documents read, as the servers sent them, on the steps that found them (#30).
+      // The documents read, as the servers sent them, on the steps that found them.
       const documents = reply.body.steps.map((step: { step: string; document?: unknown }) => [
         step.step,
         step.document === undefined,

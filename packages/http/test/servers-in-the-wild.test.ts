@@ -4,7 +4,7 @@ import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/
 import { afterEach, describe, expect, it } from 'vitest';
 import { Harness, ROOT_KEY, START, storageFactories } from './harness.js';
 
-// Issue 23: what real authorization servers do, each behaviour reproduced by a switch of the
+// What real authorization servers do, each behaviour reproduced by a switch of the
 // test kit (the same behaviours against the real servers are in packages/cli/test/peers-*).
 
 const BASE = 'https://keyway.example.test';

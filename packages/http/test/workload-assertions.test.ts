@@ -1,8 +1,8 @@
 import { memoryStorage } from '@keyway/store-memory';
+import { es256Signer } from '@keyway/test-support/jwt-signer';
 import { createTestWorld } from '@keyway/testing';
 import { describe, expect, it } from 'vitest';
 import { Harness, harnessPerTest, ROOT_KEY } from './harness.js';
-import { es256Signer } from './jwt-signer.js';
 
 /*
  * A workload's JWT goes only where the operator meant it to (docs/api.md §14, docs/security.md

@@ -1,5 +1,5 @@
 // The world of the hand-out benchmarks: a SQLite file holding one active connection, and
-// brokers over it. Written only against what every tree since #27 was filed has (createBroker,
+// brokers over it. Written only against what every tree since the hand-out goal was set has (createBroker,
 // the test kit, the bench fixtures): `since.mjs` copies it into an earlier tree with
 // hand-out-loop.ts.
 import { join } from 'node:path';

@@ -12,7 +12,7 @@ import { benchPrefixList } from './prefix-list.js';
 import { benchRefreshStorm } from './refresh-storm.js';
 import { type Report, writeReport } from './report.js';
 import { benchServe } from './serve.js';
-import { benchSince, ISSUE_27_COMMIT } from './since.js';
+import { benchSince, HAND_OUT_GOAL_COMMIT } from './since.js';
 import { benchTokenCheck } from './token-check.js';
 import { benchWorstBodies } from './worst-bodies.js';
 
@@ -87,7 +87,7 @@ try {
   );
   const since = benchSince({
     repo,
-    commit: process.env.KEYWAY_BENCH_SINCE ?? ISSUE_27_COMMIT,
+    commit: process.env.KEYWAY_BENCH_SINCE ?? HAND_OUT_GOAL_COMMIT,
     rounds: 5,
     smoke,
   });

@@ -2,10 +2,10 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
 /**
- * The commit #27 set its hand-out goal against: main when it was filed (see
+ * The commit the hand-out goal was set against: main when the goal was set (see
  * docs/benchmarks.md, "Audited reads"). `KEYWAY_BENCH_SINCE` names another.
  */
-export const ISSUE_27_COMMIT = '3bf617c';
+export const HAND_OUT_GOAL_COMMIT = '3bf617c';
 
 /** Medians of `pnpm bench:since`: hand-outs a second and CPU µs a hand-out. */
 interface SinceFigures {

@@ -13,7 +13,7 @@ import { startOpenAuth } from '../src/openauth.js';
 import { startSdkDemoProvider } from '../src/sdk-demo.js';
 import { startWorker } from '../src/workers.js';
 
-// Issue 23, point 10: the servers people run, from npm, each in front of (or hosting) an MCP
+// The servers people run, from npm, each in front of (or hosting) an MCP
 // server built with the official SDK, through `keyway serve` end to end. Each peer runs as it
 // ships; what a test changes is named where the peer is made, with the reason.
 

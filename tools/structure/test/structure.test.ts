@@ -90,7 +90,6 @@ const LAYERS = [
   'grants',
   'connections',
   'upstream',
-  'sign-in',
   'broker',
   'config',
 ];

@@ -1,6 +1,6 @@
 import { Webhook } from 'standardwebhooks';
-import { OutboundError } from '../outbound/network-failure.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
+import { OutboundError } from '../outbound/network-failure.js';
 import type { Storage } from '../storage/contract.js';
 import type { WebhookAttemptOutcome, WebhookDeliveryRecord } from '../storage/record-types.js';
 import type { Observer, WebhookDeliveryOutcome } from '../telemetry/observation.js';

@@ -3,7 +3,6 @@ import type { ConnectionTokens } from '../storage/states.js';
 import type { GrantDeps } from './deps.js';
 import { dpopOptions, withNonceRetry } from './dpop.js';
 import type { Grant, GrantRequest, ObtainedTokens } from './grant.js';
-import { oauthPartyOf, resourceParam, tokensFrom } from './token-endpoint.js';
 import {
   afterConnect,
   metadataOf,
@@ -11,6 +10,7 @@ import {
   tokenParamsOf,
   tokenRequestOptions,
 } from './token-answers.js';
+import { oauthPartyOf, resourceParam, tokensFrom } from './token-endpoint.js';
 
 /*
  * The authorization code grant (RFC 6749 §4.1, with PKCE, RFC 7636): a user's consent gives

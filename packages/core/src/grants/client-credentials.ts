@@ -5,6 +5,7 @@ import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import type { GrantDeps } from './deps.js';
 import { dpopOptions, withNonceRetry } from './dpop.js';
 import type { Grant, GrantRequest, ObtainedTokens } from './grant.js';
+import { tokenParamsOf, tokenRequestOptions } from './token-answers.js';
 import {
   JWT_BEARER_GRANT,
   jwtBearerGrant,
@@ -12,7 +13,6 @@ import {
   resourceParam,
   tokensFrom,
 } from './token-endpoint.js';
-import { tokenParamsOf, tokenRequestOptions } from './token-answers.js';
 
 /*
  * The grants whose tokens are the client's own (docs/api.md §14): client credentials (RFC

@@ -9,6 +9,7 @@ import { refreshTokenGrant } from './authorization-code.js';
 import type { GrantDeps } from './deps.js';
 import { dpopOptions } from './dpop.js';
 import type { Grant, GrantRequest, ObtainedTokens } from './grant.js';
+import { tokenParamsOf, tokenRequestOptions } from './token-answers.js';
 import {
   clientAuthentication,
   describeOAuthFailure,
@@ -18,7 +19,6 @@ import {
   resourceParam,
   tokensFrom,
 } from './token-endpoint.js';
-import { tokenParamsOf, tokenRequestOptions } from './token-answers.js';
 
 /*
  * Enterprise-managed authorization (docs/api.md §14; the MCP extension SEP-990): the user's

@@ -1,7 +1,7 @@
 import { classifyAddress, isIpLiteral } from '../platform/address.js';
 import { readBounded } from '../platform/bytes.js';
-import { networkFailure, OutboundError } from './network-failure.js';
 import { allowedHostSet, normalizeHost } from './hosts.js';
+import { networkFailure, OutboundError } from './network-failure.js';
 import { defaultTransport, type Transport } from './transport.js';
 
 /** The guarded fetch every remote call of Keyway goes through. */

@@ -12,7 +12,6 @@ export type { AddressClass } from '../platform/address.js';
 export { classifyAddress, isIpLiteral } from '../platform/address.js';
 export type { BoundedReadErrors } from '../platform/bytes.js';
 export { readBounded } from '../platform/bytes.js';
-export { OutboundError, type OutboundFailure } from './network-failure.js';
 export {
   assertOutboundUrl,
   createOutboundFetch,
@@ -20,6 +19,7 @@ export {
   type OutboundOptions,
 } from './fetch.js';
 export { normalizeHost } from './hosts.js';
+export { OutboundError, type OutboundFailure } from './network-failure.js';
 export {
   type PipedAnswer,
   type PipedBody,

@@ -1,4 +1,3 @@
-import { networkFailure, OutboundError } from './network-failure.js';
 import {
   abortion,
   assertOutboundUrl,
@@ -7,6 +6,7 @@ import {
   outboundUrl,
 } from './fetch.js';
 import { allowedHostSet } from './hosts.js';
+import { networkFailure, OutboundError } from './network-failure.js';
 
 export { whenBodySettled } from './piped.js';
 

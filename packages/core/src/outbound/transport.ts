@@ -1,8 +1,8 @@
 import { classifyAddress, isIpLiteral } from '../platform/address.js';
 import { builtinModules } from '../platform/builtin.js';
 import { utf8 } from '../platform/bytes.js';
-import { OutboundError } from './network-failure.js';
 import { allowedHostSet, normalizeHost } from './hosts.js';
+import { OutboundError } from './network-failure.js';
 import {
   EXCHANGE,
   type Exchange,

@@ -1,8 +1,8 @@
 import { sha256 } from '@noble/hashes/sha2.js';
 import * as oauth from 'oauth4webapi';
 import { KeywayError } from '../contract/errors.js';
-import { OutboundError } from '../outbound/network-failure.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
+import { OutboundError } from '../outbound/network-failure.js';
 import { editJsonAnswer, libraryOptions } from '../outbound/oauth-fetch.js';
 import { toBase64Url, utf8 } from '../platform/bytes.js';
 import type { AuthorizationServerInfo } from '../storage/states.js';

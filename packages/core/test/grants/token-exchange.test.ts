@@ -1,7 +1,10 @@
+import { storageFactories } from '@keyway/test-storages';
+import { es256Signer } from '@keyway/test-support/jwt-signer';
 import { createTestWorld } from '@keyway/testing';
 import { describe, expect, it } from 'vitest';
-import { Harness, harnessPerTest, storageFactories } from './harness.js';
-import { es256Signer } from './jwt-signer.js';
+import type { Broker } from '../../src/broker/broker.js';
+import type { KeywayEvent } from '../../src/index.js';
+import { brokerPerTest, ROOT, refusal } from '../support/spec.js';
 
 /*
  * Enterprise-managed authorization (docs/api.md §14; SEP-990): the user's ID token from the
@@ -10,7 +13,6 @@ import { es256Signer } from './jwt-signer.js';
  * is a small one of this test; the authorization server is @keyway/testing's.
  */
 
-const BASE = 'https://keyway.example.test';
 const IDP = 'https://idp.example.test';
 const SECRET = 'xaa-client-secret-0123456789';
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -60,7 +62,7 @@ async function identityProvider() {
 }
 
 describe.each(storageFactories)('enterprise-managed authorization ($name storage)', (factory) => {
-  const slot = harnessPerTest();
+  const spec = brokerPerTest();
 
   async function setUp() {
     const idp = await identityProvider();
@@ -77,45 +79,46 @@ describe.each(storageFactories)('enterprise-managed authorization ($name storage
       redirect_uris: [],
     });
     const storage = await factory.create();
-    const h = new Harness(storage, {
-      baseUrl: BASE,
-      providerManagement: true,
+    const events: KeywayEvent[] = [];
+    const broker = spec.open(storage, {
       now: () => Date.now(),
       fetch: async (input, init) => {
         const request = new Request(input, init);
         return request.url.startsWith(IDP) ? idp.fetch(request) : world.fetch(request);
       },
+      onEvent: (event) => {
+        events.push(event);
+      },
     });
-    slot.h = h;
-    const put = await h.call('PUT', '/api/admin/providers/acme/crm', {
-      body: {
-        template: 'mcp',
-        configuration: { resource_url: world.resourceUrl, scopes: ['crm:read'] },
-        credentials: {
-          mode: 'enterprise',
-          client_id: 'xaa-client',
-          client_secret: SECRET,
-          identity_provider: {
-            issuer: IDP,
-            token_endpoint: `${IDP}/oauth2/token`,
-            client_id: 'keyway-at-idp',
-            client_secret: 'idp-secret-0123456789',
-          },
+    const put = await broker.providers.put(ROOT, 'acme/crm', {
+      template: 'mcp',
+      configuration: { resource_url: world.resourceUrl, scopes: ['crm:read'] },
+      credentials: {
+        mode: 'enterprise',
+        client_id: 'xaa-client',
+        client_secret: SECRET,
+        identity_provider: {
+          issuer: IDP,
+          token_endpoint: `${IDP}/oauth2/token`,
+          client_id: 'keyway-at-idp',
+          client_secret: 'idp-secret-0123456789',
         },
       },
     });
-    expect(put.status, put.text).toBe(201);
-    return { idp, world, storage, h, put };
+    expect(put.created).toBe(true);
+    return { idp, world, storage, broker, put, events };
   }
 
-  const authorize = (h: Harness, extra: object = {}) =>
-    h.call('POST', '/api/oauth/authorize/acme/crm', {
-      body: { connection_id: 'acme/users/alice/crm', subject_token: 'alice-id-token', ...extra },
+  const authorize = (broker: Broker, extra: object = {}) =>
+    broker.connections.start(ROOT, 'acme/crm', {
+      connection_id: 'acme/users/alice/crm',
+      subject_token: 'alice-id-token',
+      ...extra,
     });
 
   it('exchanges the user’s ID token at the identity provider, then the ID-JAG at the server; keeps neither', async () => {
-    const { idp, world, storage, h, put } = await setUp();
-    expect(put.body.credentials).toEqual(
+    const { idp, world, storage, broker, put, events } = await setUp();
+    expect(put.provider.credentials).toEqual(
       expect.objectContaining({
         mode: 'enterprise',
         client_id: 'xaa-client',
@@ -128,10 +131,10 @@ describe.each(storageFactories)('enterprise-managed authorization ($name storage
         },
       }),
     );
-    expect(put.text).not.toContain('idp-secret-0123456789');
-    const started = await authorize(h);
-    expect(started.status, started.text).toBe(201);
-    expect(started.body).toMatchObject({
+    expect(JSON.stringify(put)).not.toContain('idp-secret-0123456789');
+    const started = await authorize(broker);
+    expect('authorization_url' in started).toBe(false);
+    expect(started).toMatchObject({
       connection_id: 'acme/users/alice/crm',
       status: 'active',
       grant: 'enterprise',
@@ -157,20 +160,20 @@ describe.each(storageFactories)('enterprise-managed authorization ($name storage
       resource: world.resourceUrl,
       scope: 'crm:read',
     });
-    const credentials = await h.call('GET', '/api/oauth/credentials/acme/users/alice/crm');
-    expect(world.isValidAccessToken(credentials.body.access_token)).toBe(true);
+    const credentials = await broker.connections.credentials(ROOT, 'acme/users/alice/crm');
+    expect(world.isValidAccessToken(credentials.access_token)).toBe(true);
     const raw = await factory.rawText(storage);
     if (raw !== null) {
       expect(raw).not.toContain('alice-id-token');
       expect(raw).not.toContain(world.tokenRequests[0]?.assertion);
     }
-    expect(h.requestLog.join('\n')).not.toContain('alice-id-token');
+    expect(JSON.stringify(events)).not.toContain('alice-id-token');
     // Without the user's ID token there is nothing to exchange; with it, for another mode, no.
-    const missing = await h.call('POST', '/api/oauth/authorize/acme/crm', {
-      body: { connection_id: 'acme/users/bob/crm' },
-    });
+    const missing = await refusal(
+      broker.connections.start(ROOT, 'acme/crm', { connection_id: 'acme/users/bob/crm' }),
+    );
     expect(missing.status).toBe(400);
-    expect(missing.body.details[0].path).toBe('subject_token');
+    expect(missing.details?.[0]?.path).toBe('subject_token');
   });
 
   it.each([
@@ -190,41 +193,39 @@ describe.each(storageFactories)('enterprise-managed authorization ($name storage
       'not an ID-JAG',
     ],
   ])('checks the ID-JAG before it goes anywhere: %s is refused', async (_, shape, words) => {
-    const { idp, world, h } = await setUp();
+    const { idp, world, broker } = await setUp();
     Object.assign(idp.shape, shape);
-    const refused = await authorize(h);
+    const refused = await refusal(authorize(broker));
     expect(refused.status).toBe(502);
-    expect(refused.body.error).toBe('upstream_error');
-    expect(refused.body.error_description).toContain(words);
+    expect(refused.code).toBe('upstream_error');
+    expect(refused.message).toContain(words);
     expect(world.tokenRequests).toEqual([]);
-    const view = await h.call('GET', '/api/oauth/connections/acme/users/alice/crm');
-    expect(view.body).toMatchObject({ status: 'error', error: { code: 'invalid_response' } });
+    const view = await broker.connections.get(ROOT, 'acme/users/alice/crm');
+    expect(view).toMatchObject({ status: 'error', error: { code: 'invalid_response' } });
   });
 
   it('drops the secret at the identity provider when the provider stops using it', async () => {
-    const { world, storage, h } = await setUp();
+    const { world, storage, broker } = await setUp();
     const key = `acme/crm ${IDP}`;
     expect(await storage.getVaultEntry('idp_client_secret', key)).not.toBeNull();
-    const custom = await h.call('PUT', '/api/admin/providers/acme/crm', {
-      body: {
-        template: 'mcp',
-        configuration: { resource_url: world.resourceUrl },
-        credentials: { mode: 'custom', client_id: 'xaa-client', client_secret: SECRET },
-      },
+    const custom = await broker.providers.put(ROOT, 'acme/crm', {
+      template: 'mcp',
+      configuration: { resource_url: world.resourceUrl },
+      credentials: { mode: 'custom', client_id: 'xaa-client', client_secret: SECRET },
     });
-    expect(custom.status, custom.text).toBe(200);
-    expect(custom.body.credentials.identity_provider).toBeUndefined();
+    expect(custom.created).toBe(false);
+    expect(custom.provider.credentials).not.toHaveProperty('identity_provider');
     expect(await storage.getVaultEntry('idp_client_secret', key)).toBeNull();
   });
 
   it('records the identity provider’s refusal, and sends nothing on', async () => {
-    const { world, h } = await setUp();
-    const refused = await authorize(h, { subject_token: 'mallory-id-token' });
+    const { world, broker } = await setUp();
+    const refused = await refusal(authorize(broker, { subject_token: 'mallory-id-token' }));
     expect(refused.status).toBe(502);
-    expect(refused.body.error_description).toContain('the identity provider');
-    expect(refused.text).not.toContain('mallory-id-token');
+    expect(refused.message).toContain('the identity provider');
+    expect(JSON.stringify(refused.toJSON())).not.toContain('mallory-id-token');
     expect(world.tokenRequests).toEqual([]);
-    const view = await h.call('GET', '/api/oauth/connections/acme/users/alice/crm');
-    expect(view.body).toMatchObject({ status: 'error', error: { code: 'invalid_grant' } });
+    const view = await broker.connections.get(ROOT, 'acme/users/alice/crm');
+    expect(view).toMatchObject({ status: 'error', error: { code: 'invalid_grant' } });
   });
 });

@@ -1,6 +1,9 @@
+import { storageFactories } from '@keyway/test-storages';
 import { createTestWorld } from '@keyway/testing';
 import { describe, expect, it } from 'vitest';
-import { Harness, harnessPerTest, ROOT_KEY, storageFactories } from './harness.js';
+import type { Broker } from '../../src/broker/broker.js';
+import type { ProviderInput } from '../../src/contract/schemas.js';
+import { BASE, brokerPerTest, ROOT, refusal } from '../support/spec.js';
 
 /*
  * The client credentials grant (docs/api.md §14; SEP-1046): a provider whose client gets
@@ -8,7 +11,6 @@ import { Harness, harnessPerTest, ROOT_KEY, storageFactories } from './harness.j
  * active connection at once; a token due is obtained again the same way.
  */
 
-const BASE = 'https://keyway.example.test';
 const SECRET = 'service-secret-0123456789abcdef';
 const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 
@@ -28,21 +30,32 @@ const claimsOf = (assertion: string) =>
   JSON.parse(Buffer.from(assertion.split('.')[1] as string, 'base64url').toString('utf8'));
 
 describe.each(storageFactories)('the client credentials grant ($name storage)', (factory) => {
-  const slot = harnessPerTest();
+  const spec = brokerPerTest();
 
   async function setUp() {
-    const world = createTestWorld({
-      now: () => (slot.h as Harness).now,
-      dynamicRegistration: false,
-    });
+    const world = createTestWorld({ now: () => spec.now, dynamicRegistration: false });
     const storage = await factory.create();
-    const h = new Harness(storage, { fetch: world.fetch, baseUrl: BASE, providerManagement: true });
-    slot.h = h;
-    return { world, storage, h };
+    const broker = spec.open(storage, { fetch: world.fetch });
+    return { world, storage, broker };
   }
 
+  /** A connection through the gateway: `tools/list`, as an MCP client sends it. */
+  const listTools = (broker: Broker, id: string) =>
+    broker.gateway.mcp(
+      ROOT,
+      id,
+      new Request(`${BASE}/mcp/${id}`, {
+        method: 'POST',
+        headers: {
+          accept: 'application/json, text/event-stream',
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+      }),
+    );
+
   it('with a client secret: the connection is active at once, and a token due is obtained again', async () => {
-    const { world, h } = await setUp();
+    const { world, broker } = await setUp();
     world.preregister({
       client_id: 'billing-service',
       client_secret: SECRET,
@@ -50,32 +63,30 @@ describe.each(storageFactories)('the client credentials grant ($name storage)', 
       grant_types: ['client_credentials'],
       redirect_uris: [],
     });
-    const put = await h.call('PUT', '/api/admin/providers/acme/billing', {
-      body: {
-        template: 'mcp',
-        configuration: { resource_url: world.resourceUrl, scopes: ['invoices:read'] },
-        credentials: {
-          mode: 'client_credentials',
-          client_id: 'billing-service',
-          client_secret: SECRET,
-        },
+    const put = await broker.providers.put(ROOT, 'acme/billing', {
+      template: 'mcp',
+      configuration: { resource_url: world.resourceUrl, scopes: ['invoices:read'] },
+      credentials: {
+        mode: 'client_credentials',
+        client_id: 'billing-service',
+        client_secret: SECRET,
       },
     });
-    expect(put.status, put.text).toBe(201);
-    expect(put.body.credentials).toMatchObject({
+    expect(put.created).toBe(true);
+    expect(put.provider.credentials).toMatchObject({
       mode: 'client_credentials',
       client_id: 'billing-service',
       registration: 'manual',
       token_endpoint_auth_method: 'client_secret_basic',
       client_secret_set: true,
     });
-    expect(put.text).not.toContain(SECRET);
+    expect(JSON.stringify(put)).not.toContain(SECRET);
 
-    const started = await h.call('POST', '/api/oauth/authorize/acme/billing', {
-      body: { connection_id: 'acme/services/billing' },
+    const started = await broker.connections.start(ROOT, 'acme/billing', {
+      connection_id: 'acme/services/billing',
     });
-    expect(started.status, started.text).toBe(201);
-    expect(started.body).toMatchObject({
+    expect(started.connection_id).toBe('acme/services/billing');
+    expect(started).toMatchObject({
       connection_id: 'acme/services/billing',
       provider_id: 'acme/billing',
       status: 'active',
@@ -84,7 +95,7 @@ describe.each(storageFactories)('the client credentials grant ($name storage)', 
       scopes: ['invoices:read'],
       error: null,
     });
-    expect('authorization_url' in started.body).toBe(false);
+    expect('authorization_url' in started).toBe(false);
     expect(world.stats.clientCredentialsGrants).toBe(1);
     expect(world.stats.authorizations).toBe(0);
     expect(world.tokenRequests[0]).toEqual({
@@ -93,26 +104,25 @@ describe.each(storageFactories)('the client credentials grant ($name storage)', 
       resource: world.resourceUrl,
     });
 
-    const first = await h.call('GET', '/api/oauth/credentials/acme/services/billing');
-    expect(first.status).toBe(200);
-    expect(world.isValidAccessToken(first.body.access_token)).toBe(true);
+    const first = await broker.connections.credentials(ROOT, 'acme/services/billing');
+    expect(first.connection_id).toBe('acme/services/billing');
+    expect(world.isValidAccessToken(first.access_token)).toBe(true);
     // Asked for a new one: obtained again, as the first was (no refresh token).
-    const forced = await h.call(
-      'GET',
-      '/api/oauth/credentials/acme/services/billing?force_refresh=true',
-    );
-    expect(forced.status, forced.text).toBe(200);
-    expect(forced.body.access_token).not.toBe(first.body.access_token);
+    const forced = await broker.connections.credentials(ROOT, 'acme/services/billing', {
+      force_refresh: true,
+    });
+    expect(forced.connection_id).toBe('acme/services/billing');
+    expect(forced.access_token).not.toBe(first.access_token);
     expect(world.stats.clientCredentialsGrants).toBe(2);
     expect(world.stats.refreshes).toBe(0);
     // Past its expiry, the next hand-out obtains one again.
-    h.now += 3600 * 1000 + 1;
-    const later = await h.call('GET', '/api/oauth/credentials/acme/services/billing');
-    expect(later.status).toBe(200);
-    expect(world.isValidAccessToken(later.body.access_token)).toBe(true);
+    spec.now += 3600 * 1000 + 1;
+    const later = await broker.connections.credentials(ROOT, 'acme/services/billing');
+    expect(later.connection_id).toBe('acme/services/billing');
+    expect(world.isValidAccessToken(later.access_token)).toBe(true);
     expect(world.stats.clientCredentialsGrants).toBe(3);
-    const view = await h.call('GET', '/api/oauth/connections/acme/services/billing');
-    expect(view.body).toMatchObject({
+    const view = await broker.connections.get(ROOT, 'acme/services/billing');
+    expect(view).toMatchObject({
       status: 'active',
       refreshable: true,
       grant: 'client_credentials',
@@ -120,7 +130,7 @@ describe.each(storageFactories)('the client credentials grant ($name storage)', 
   });
 
   it('with private_key_jwt: a fresh single-use assertion for this server each time; the key is never shown or stored in clear', async () => {
-    const { world, storage, h } = await setUp();
+    const { world, storage, broker } = await setUp();
     const { pem, jwk } = await keyPair();
     world.preregister({
       client_id: 'reports-service',
@@ -129,36 +139,33 @@ describe.each(storageFactories)('the client credentials grant ($name storage)', 
       grant_types: ['client_credentials'],
       redirect_uris: [],
     });
-    const put = await h.call('PUT', '/api/admin/providers/acme/reports', {
-      body: {
-        template: 'mcp',
-        configuration: { resource_url: world.resourceUrl },
-        credentials: {
-          mode: 'client_credentials',
-          client_id: 'reports-service',
-          private_key: pem,
-          signing_algorithm: 'ES256',
-        },
+    const put = await broker.providers.put(ROOT, 'acme/reports', {
+      template: 'mcp',
+      configuration: { resource_url: world.resourceUrl },
+      credentials: {
+        mode: 'client_credentials',
+        client_id: 'reports-service',
+        private_key: pem,
+        signing_algorithm: 'ES256',
       },
     });
-    expect(put.status, put.text).toBe(201);
-    expect(put.body.credentials).toMatchObject({
+    expect(put.created).toBe(true);
+    expect(put.provider.credentials).toMatchObject({
       mode: 'client_credentials',
       token_endpoint_auth_method: 'private_key_jwt',
       client_secret_set: true,
     });
     const keyBody = pem.split('\n')[1] as string;
-    expect(put.text).not.toContain(keyBody);
-    const started = await h.call('POST', '/api/oauth/authorize/acme/reports', {
-      body: { connection_id: 'acme/services/reports' },
+    expect(JSON.stringify(put)).not.toContain(keyBody);
+    const started = await broker.connections.start(ROOT, 'acme/reports', {
+      connection_id: 'acme/services/reports',
     });
-    expect(started.status, started.text).toBe(201);
-    expect(started.body.status).toBe('active');
-    const again = await h.call(
-      'GET',
-      '/api/oauth/credentials/acme/services/reports?force_refresh=true',
-    );
-    expect(again.status, again.text).toBe(200);
+    expect(started.connection_id).toBe('acme/services/reports');
+    expect('status' in started && started.status).toBe('active');
+    const again = await broker.connections.credentials(ROOT, 'acme/services/reports', {
+      force_refresh: true,
+    });
+    expect(again.connection_id).toBe('acme/services/reports');
 
     const assertions = world.tokenRequests.map((form) => {
       expect(form.client_assertion_type).toBe(JWT_BEARER);
@@ -190,18 +197,13 @@ describe.each(storageFactories)('the client credentials grant ($name storage)', 
 
   it('needs no authorization endpoint or PKCE at a server that only issues tokens to clients', async () => {
     const world = createTestWorld({
-      now: () => (slot.h as Harness).now,
+      now: () => spec.now,
       dynamicRegistration: false,
       codeChallengeMethods: null,
       tokenEndpointAuthMethods: ['client_secret_post'],
       serverMetadataOverrides: { authorization_endpoint: undefined },
     });
-    const h = new Harness(await factory.create(), {
-      fetch: world.fetch,
-      baseUrl: BASE,
-      providerManagement: true,
-    });
-    slot.h = h;
+    const broker = spec.open(await factory.create(), { fetch: world.fetch });
     world.preregister({
       client_id: 'svc',
       client_secret: SECRET,
@@ -209,26 +211,22 @@ describe.each(storageFactories)('the client credentials grant ($name storage)', 
       grant_types: ['client_credentials'],
       redirect_uris: [],
     });
-    const body = (mode: string) => ({
+    const body = (mode: 'custom' | 'client_credentials'): ProviderInput => ({
       template: 'mcp',
       configuration: { resource_url: world.resourceUrl },
       credentials: { mode, client_id: 'svc', client_secret: SECRET },
     });
     // A client for users needs what this server lacks.
-    const custom = await h.call('PUT', '/api/admin/providers/acme/users-svc', {
-      body: body('custom'),
-    });
+    const custom = await refusal(broker.providers.put(ROOT, 'acme/users-svc', body('custom')));
     expect(custom.status).toBe(422);
-    expect(custom.body.error).toBe('unsupported_authorization_server');
-    const own = await h.call('PUT', '/api/admin/providers/acme/svc', {
-      body: body('client_credentials'),
+    expect(custom.code).toBe('unsupported_authorization_server');
+    const own = await broker.providers.put(ROOT, 'acme/svc', body('client_credentials'));
+    expect(own.created).toBe(true);
+    const started = await broker.connections.start(ROOT, 'acme/svc', {
+      connection_id: 'acme/services/svc',
     });
-    expect(own.status, own.text).toBe(201);
-    const started = await h.call('POST', '/api/oauth/authorize/acme/svc', {
-      body: { connection_id: 'acme/services/svc' },
-    });
-    expect(started.status, started.text).toBe(201);
-    expect(started.body.status).toBe('active');
+    expect(started.connection_id).toBe('acme/services/svc');
+    expect('status' in started && started.status).toBe('active');
     expect(world.tokenRequests[0]).toMatchObject({
       grant_type: 'client_credentials',
       client_id: 'svc',
@@ -237,7 +235,7 @@ describe.each(storageFactories)('the client credentials grant ($name storage)', 
   });
 
   it('refuses what cannot work, naming the field; a refused grant leaves the connection in error', async () => {
-    const { world, h } = await setUp();
+    const { world, broker } = await setUp();
     world.preregister({
       client_id: 'svc',
       client_secret: SECRET,
@@ -245,14 +243,13 @@ describe.each(storageFactories)('the client credentials grant ($name storage)', 
       grant_types: ['client_credentials'],
       redirect_uris: [],
     });
+    // What a caller sends, checked by the broker: not always a valid provider.
     const provider = (credentials: Record<string, unknown>) =>
-      h.call('PUT', '/api/admin/providers/acme/svc', {
-        body: {
-          template: 'mcp',
-          configuration: { resource_url: world.resourceUrl },
-          credentials: { mode: 'client_credentials', ...credentials },
-        },
-      });
+      broker.providers.put(ROOT, 'acme/svc', {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+        credentials: { mode: 'client_credentials', ...credentials },
+      } as ProviderInput);
     const cases: [Record<string, unknown>, string][] = [
       [{ client_secret: SECRET }, 'credentials.client_id'],
       [{ client_id: 'svc', client_secret: SECRET, private_key: 'x' }, 'credentials.private_key'],
@@ -264,48 +261,47 @@ describe.each(storageFactories)('the client credentials grant ($name storage)', 
       [{ client_id: 'svc', client_secret: SECRET, callback: 'per_server' }, 'credentials.callback'],
     ];
     for (const [credentials, path] of cases) {
-      const reply = await provider(credentials);
+      const reply = await refusal(provider(credentials));
       expect(reply.status, JSON.stringify(credentials)).toBe(400);
-      expect(reply.body.error).toBe('invalid_request');
-      expect(reply.body.details[0].path).toBe(path);
+      expect(reply.code).toBe('invalid_request');
+      expect(reply.details?.[0]?.path).toBe(path);
     }
-    const custom = await h.call('PUT', '/api/admin/providers/acme/svc', {
-      body: {
+    const custom = await refusal(
+      broker.providers.put(ROOT, 'acme/svc', {
         template: 'mcp',
         configuration: { resource_url: world.resourceUrl },
         credentials: { mode: 'custom', client_id: 'svc', private_key: (await keyPair()).pem },
-      },
-    });
+      } as ProviderInput),
+    );
     expect(custom.status).toBe(400);
-    expect(custom.body.details[0].path).toBe('credentials.private_key');
+    expect(custom.details?.[0]?.path).toBe('credentials.private_key');
 
     expect(
-      (await provider({ client_id: 'svc', client_secret: 'wrong-secret-000000' })).status,
-    ).toBe(201);
-    const browser = await h.call('POST', '/api/oauth/authorize/acme/svc', {
-      body: { connection_id: 'acme/services/svc', redirect_to: 'https://app.example/done' },
-    });
+      (await provider({ client_id: 'svc', client_secret: 'wrong-secret-000000' })).created,
+    ).toBe(true);
+    const browser = await refusal(
+      broker.connections.start(ROOT, 'acme/svc', {
+        connection_id: 'acme/services/svc',
+        redirect_to: 'https://app.example/done',
+      }),
+    );
     expect(browser.status).toBe(400);
-    expect(browser.body.details[0].path).toBe('redirect_to');
-    const refused = await h.call('POST', '/api/oauth/authorize/acme/svc', {
-      body: { connection_id: 'acme/services/svc' },
-    });
+    expect(browser.details?.[0]?.path).toBe('redirect_to');
+    const refused = await refusal(
+      broker.connections.start(ROOT, 'acme/svc', { connection_id: 'acme/services/svc' }),
+    );
     expect(refused.status).toBe(502);
-    expect(refused.body.error).toBe('upstream_error');
-    const view = await h.call('GET', '/api/oauth/connections/acme/services/svc');
-    expect(view.body).toMatchObject({ status: 'error', error: { code: 'invalid_client' } });
+    expect(refused.code).toBe('upstream_error');
+    const view = await broker.connections.get(ROOT, 'acme/services/svc');
+    expect(view).toMatchObject({ status: 'error', error: { code: 'invalid_client' } });
     // No consent page to elicit through the gateway: it says to authorize again.
-    const gateway = await h.call('POST', '/mcp/acme/services/svc', {
-      body: { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} },
-      headers: { accept: 'application/json, text/event-stream' },
-    });
-    expect(gateway.status, gateway.text).toBe(409);
-    expect(gateway.body.error).toBe('reauthorization_required');
-    expect(refused.text).not.toContain('wrong-secret');
+    const gateway = await refusal(listTools(broker, 'acme/services/svc'));
+    expect(gateway.status).toBe(409);
+    expect(gateway.code).toBe('reauthorization_required');
+    expect(JSON.stringify(refused.toJSON())).not.toContain('wrong-secret');
     // The in-process authorize() has no consent URL to give for it.
-    const root = await h.broker.authenticate(ROOT_KEY);
     await expect(
-      h.broker.connections.authorize(root, 'acme/svc', { connection_id: 'acme/services/svc' }),
+      broker.connections.authorize(ROOT, 'acme/svc', { connection_id: 'acme/services/svc' }),
     ).rejects.toMatchObject({ code: 'invalid_request' });
   });
 });

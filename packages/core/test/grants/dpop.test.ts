@@ -2,7 +2,9 @@ import { createHash } from 'node:crypto';
 import { memoryStorage } from '@keyway/store-memory';
 import { createTestWorld } from '@keyway/testing';
 import { describe, expect, it } from 'vitest';
-import { Harness, harnessPerTest } from './harness.js';
+import type { Broker } from '../../src/broker/broker.js';
+import type { ProviderInput } from '../../src/contract/schemas.js';
+import { answerOf, BASE, brokerPerTest, ROOT, refusal } from '../support/spec.js';
 
 /*
  * DPoP (docs/api.md §14; RFC 9449; SEP-1932): an inject-only provider whose authorization
@@ -12,7 +14,7 @@ import { Harness, harnessPerTest } from './harness.js';
  * the DPoP checks of RFC 9449 §4.3 and §7 in front of them here.
  */
 
-const BASE = 'https://keyway.example.test';
+const CONNECTION = 'acme/users/alice/linear';
 const RPC = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
 const ACCEPT = { accept: 'application/json, text/event-stream' };
 
@@ -48,24 +50,36 @@ async function proofOf(request: Request): Promise<Proof | null> {
 const ath = (token: string) => createHash('sha256').update(token).digest('base64url');
 
 /** A DPoP-bound token is never answered (docs/api.md §14). */
-async function expectNoHandOut(h: Harness): Promise<void> {
-  const handOut = await h.call('GET', '/api/oauth/credentials/acme/users/alice/linear');
+async function expectNoHandOut(broker: Broker): Promise<void> {
+  const handOut = await refusal(broker.connections.credentials(ROOT, CONNECTION));
   expect(handOut.status).toBe(403);
-  expect(handOut.body.error).toBe('credentials_not_exportable');
+  expect(handOut.code).toBe('credentials_not_exportable');
+}
+
+/** A JSON-RPC request to the gateway, as an MCP client sends it. */
+function mcpCall(broker: Broker) {
+  return broker.gateway
+    .mcp(
+      ROOT,
+      CONNECTION,
+      new Request(`${BASE}/mcp/${CONNECTION}`, {
+        method: 'POST',
+        headers: { ...ACCEPT, 'content-type': 'application/json' },
+        body: JSON.stringify(RPC),
+      }),
+    )
+    .then(answerOf);
 }
 
 /** `tools/list` through the gateway, answered 200. */
-async function listThroughGateway(h: Harness) {
-  const listed = await h.call('POST', '/mcp/acme/users/alice/linear', {
-    body: RPC,
-    headers: ACCEPT,
-  });
+async function listThroughGateway(broker: Broker) {
+  const listed = await mcpCall(broker);
   expect(listed.status, listed.text).toBe(200);
   return listed;
 }
 
 describe('DPoP-bound connections', () => {
-  const slot = harnessPerTest();
+  const spec = brokerPerTest();
 
   async function setUp(
     handOut = false,
@@ -87,9 +101,7 @@ describe('DPoP-bound connections', () => {
       rsAlwaysNonce: false,
       rsRefuseOnce: false,
     };
-    const h = new Harness(memoryStorage(), {
-      baseUrl: BASE,
-      providerManagement: true,
+    const broker = spec.open(memoryStorage(), {
       now: () => Date.now(),
       fetch: async (input, init) => {
         const request = new Request(input, init);
@@ -141,7 +153,6 @@ describe('DPoP-bound connections', () => {
         return world.fetch(request);
       },
     });
-    slot.h = h;
     const own = mode === 'client_credentials';
     if (own) {
       world.preregister({
@@ -152,38 +163,37 @@ describe('DPoP-bound connections', () => {
         redirect_uris: [],
       });
     }
-    const put = await h.call('PUT', '/api/admin/providers/acme/linear', {
-      body: {
-        template: 'mcp',
-        configuration: { resource_url: world.resourceUrl },
-        ...(options.dpop ? { dpop: true } : handOut ? {} : { hand_out: false }),
-        ...(own
-          ? {
-              credentials: {
-                mode: 'client_credentials',
-                client_id: 'svc',
-                client_secret: 'svc-secret-0123456789',
-              },
-            }
-          : {}),
-      },
+    const put = await broker.providers.put(ROOT, 'acme/linear', {
+      template: 'mcp',
+      configuration: { resource_url: world.resourceUrl },
+      ...(options.dpop ? { dpop: true } : handOut ? {} : { hand_out: false }),
+      ...(own
+        ? {
+            credentials: {
+              mode: 'client_credentials',
+              client_id: 'svc',
+              client_secret: 'svc-secret-0123456789',
+            },
+          }
+        : {}),
     });
-    expect(put.status, put.text).toBe(201);
-    const started = await h.call('POST', '/api/oauth/authorize/acme/linear', {
-      body: { connection_id: 'acme/users/alice/linear' },
+    expect(put.created).toBe(true);
+    const started = await broker.connections.start(ROOT, 'acme/linear', {
+      connection_id: CONNECTION,
     });
     if (own) {
-      expect(started.status, started.text).toBe(201);
-      return { world, seen, servers, tokenEndpoint, h };
+      expect(started).toMatchObject({ connection_id: CONNECTION, status: 'active' });
+      return { world, seen, servers, tokenEndpoint, broker };
     }
-    const back = new URL(world.consent(started.body.authorization_url));
-    const done = await h.call('GET', `${back.pathname}${back.search}`, { token: null });
-    expect(done.status, done.text).toBe(200);
-    return { world, seen, servers, tokenEndpoint, h };
+    if (!('authorization_url' in started)) throw new Error('expected an authorization URL');
+    const back = new URL(world.consent(started.authorization_url));
+    const done = await broker.connections.callback(back);
+    expect(done.status).toBe('active');
+    return { world, seen, servers, tokenEndpoint, broker };
   }
 
   it('binds the tokens to a key of the connection, proves it on every request, and never hands them out', async () => {
-    const { seen, servers, tokenEndpoint, world, h } = await setUp();
+    const { seen, servers, tokenEndpoint, world, broker } = await setUp();
     // The code exchange: a proof, then the same request again with the server's nonce.
     expect(seen.token).toHaveLength(2);
     const [first, second] = seen.token as [Proof, Proof];
@@ -197,13 +207,13 @@ describe('DPoP-bound connections', () => {
     expect(first.claims.nonce).toBeUndefined();
     expect(second.claims.nonce).toBe(servers.asNonce);
     expect(first.claims.jti).not.toBe(second.claims.jti);
-    const view = await h.call('GET', '/api/oauth/connections/acme/users/alice/linear');
-    expect(view.body.status).toBe('active');
+    const view = await broker.connections.get(ROOT, CONNECTION);
+    expect(view.status).toBe('active');
 
-    await expectNoHandOut(h);
+    await expectNoHandOut(broker);
 
     // Through the gateway: `DPoP <token>`, a proof with `ath`, the resource's nonce retried once.
-    const listed = await listThroughGateway(h);
+    const listed = await listThroughGateway(broker);
     expect(listed.body.result.tools[0].name).toBe('echo');
     expect(seen.mcp).toHaveLength(2);
     for (const { proof, token } of seen.mcp) {
@@ -214,13 +224,13 @@ describe('DPoP-bound connections', () => {
     expect(seen.mcp[1]?.proof.claims.nonce).toBe(servers.rsNonce);
     expect(listed.text).not.toContain(seen.mcp[0]?.token);
     // The nonce is kept: the next call needs one request.
-    await h.call('POST', '/mcp/acme/users/alice/linear', { body: RPC, headers: ACCEPT });
+    await mcpCall(broker);
     expect(seen.mcp).toHaveLength(3);
     expect(new Set(seen.mcp.map(({ proof }) => proof.claims.jti)).size).toBe(3);
     // The probe presents the token the same way.
-    const probe = await h.call('POST', '/api/oauth/probe/acme/users/alice/linear');
-    expect(probe.status, probe.text).toBe(200);
-    expect(probe.body.ok).toBe(true);
+    const probe = await broker.connections.probe(ROOT, CONNECTION);
+    expect(probe.steps.at(-1)?.ok).toBe(true);
+    expect(probe.ok).toBe(true);
     expect(seen.mcp.length).toBeGreaterThan(3);
     expect(
       seen.mcp.every(({ proof, token }) => proof.valid && proof.claims.ath === ath(token)),
@@ -228,20 +238,17 @@ describe('DPoP-bound connections', () => {
   });
 
   it('binds the tokens of the client credentials grant too, renewed with the same key', async () => {
-    const { seen, servers, world, h } = await setUp(false, 'client_credentials');
+    const { seen, servers, world, broker } = await setUp(false, 'client_credentials');
     expect(seen.token).toHaveLength(2);
     expect(seen.token[1]).toMatchObject({
       valid: true,
       claims: { htm: 'POST', nonce: servers.asNonce },
     });
-    await listThroughGateway(h);
+    await listThroughGateway(broker);
     expect(seen.mcp.at(-1)?.proof.header.jwk).toEqual(seen.token[0]?.header.jwk);
     // The server refuses the token once: it is obtained again, proved with the same key.
     servers.rsRefuseOnce = true;
-    const again = await h.call('POST', '/mcp/acme/users/alice/linear', {
-      body: RPC,
-      headers: ACCEPT,
-    });
+    const again = await mcpCall(broker);
     expect(again.status, again.text).toBe(200);
     expect(
       world.tokenRequests.filter((form) => form.grant_type === 'client_credentials'),
@@ -254,19 +261,19 @@ describe('DPoP-bound connections', () => {
   });
 
   it('binds the tokens where the provider says dpop: true, though the server lists no DPoP algorithm', async () => {
-    const { seen, servers, world, h } = await setUp(false, 'consent', {
+    const { seen, servers, world, broker } = await setUp(false, 'consent', {
       advertise: false,
       dpop: true,
     });
-    const provider = await h.call('GET', '/api/admin/providers/acme/linear');
-    expect(provider.body).toMatchObject({ dpop: true, hand_out: false });
-    expect(provider.body.authorization_server.dpop_signing_alg_values_supported ?? null).toBeNull();
+    const provider = await broker.providers.get(ROOT, 'acme/linear');
+    expect(provider).toMatchObject({ dpop: true, hand_out: false });
+    expect(provider.authorization_server).not.toHaveProperty('dpop_signing_alg_values_supported');
     // The code exchange proved the key, the nonce retried once.
     expect(seen.token).toHaveLength(2);
     expect(seen.token.every((proof) => proof.valid)).toBe(true);
     expect(seen.token[1]?.claims.nonce).toBe(servers.asNonce);
-    await expectNoHandOut(h);
-    await listThroughGateway(h);
+    await expectNoHandOut(broker);
+    await listThroughGateway(broker);
     expect(seen.mcp.at(-1)?.proof).toMatchObject({
       valid: true,
       claims: { htm: 'POST', htu: world.resourceUrl },
@@ -278,22 +285,19 @@ describe('DPoP-bound connections', () => {
     const world = createTestWorld({
       serverMetadataOverrides: { dpop_signing_alg_values_supported: ['RS256', 'PS256'] },
     });
-    const h = new Harness(memoryStorage(), {
-      baseUrl: BASE,
-      providerManagement: true,
-      fetch: (input, init) => world.fetch(input, init),
-    });
-    slot.h = h;
-    const body = (extra: Record<string, unknown>) => ({
-      template: 'mcp',
-      configuration: { resource_url: world.resourceUrl },
-      ...extra,
-    });
-    const both = await h.call('PUT', '/api/admin/providers/acme/linear', {
-      body: body({ dpop: true, hand_out: true }),
-    });
+    const broker = spec.open(memoryStorage(), { fetch: (input, init) => world.fetch(input, init) });
+    // What a caller sends, checked by the broker: not always a valid provider.
+    const body = (extra: Record<string, unknown>) =>
+      ({
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+        ...extra,
+      }) as ProviderInput;
+    const both = await refusal(
+      broker.providers.put(ROOT, 'acme/linear', body({ dpop: true, hand_out: true })),
+    );
     expect(both.status).toBe(400);
-    expect(both.body).toMatchObject({
+    expect(both.toJSON()).toMatchObject({
       error: 'invalid_request',
       details: [
         {
@@ -302,52 +306,47 @@ describe('DPoP-bound connections', () => {
         },
       ],
     });
-    const rsa = await h.call('PUT', '/api/admin/providers/acme/linear', {
-      body: body({ dpop: true }),
-    });
+    const rsa = await refusal(broker.providers.put(ROOT, 'acme/linear', body({ dpop: true })));
     expect(rsa.status).toBe(400);
-    expect(rsa.body.details).toEqual([
+    expect(rsa.details).toEqual([
       {
         path: 'dpop',
         message:
           'the authorization server takes DPoP proofs signed with RS256, PS256, not ES256, the one Keyway signs with',
       },
     ]);
-    expect((await h.call('GET', '/api/admin/providers/acme/linear')).status).toBe(404);
+    expect((await refusal(broker.providers.get(ROOT, 'acme/linear'))).status).toBe(404);
     // Not for a classic API: the API proxy sends its tokens as Bearer tokens.
-    const classic = await h.call('PUT', '/api/admin/providers/acme/github', {
-      body: {
+    const classic = await refusal(
+      broker.providers.put(ROOT, 'acme/github', {
         template: 'oauth2',
         profile: 'github',
         dpop: true,
         credentials: { client_id: 'gh', client_secret: 'gh-secret-0123456789' },
-      },
-    });
+      } as ProviderInput),
+    );
     expect(classic.status).toBe(400);
-    expect(classic.body.details).toEqual([{ path: '', message: 'Unrecognized key: "dpop"' }]);
+    expect(classic.details).toEqual([{ path: '', message: 'Unrecognized key: "dpop"' }]);
     // Without it, the provider is made: Bearer tokens, as the server's algorithms allow no DPoP.
-    const plain = await h.call('PUT', '/api/admin/providers/acme/linear', { body: body({}) });
-    expect(plain.status).toBe(201);
-    expect(plain.body).toMatchObject({ dpop: false, hand_out: true });
+    const plain = await broker.providers.put(ROOT, 'acme/linear', body({}));
+    expect(plain.created).toBe(true);
+    expect(plain.provider).toMatchObject({ dpop: false, hand_out: true });
   });
 
   it('keeps Bearer tokens for a provider whose tokens are handed out', async () => {
-    const { seen, world, h } = await setUp(true);
+    const { seen, world, broker } = await setUp(true);
     expect(seen.token).toEqual([]);
     expect(world.tokenRequests).toHaveLength(1);
-    const handOut = await h.call('GET', '/api/oauth/credentials/acme/users/alice/linear');
-    expect(handOut.status, handOut.text).toBe(200);
-    expect(handOut.body.token_type).toBe('Bearer');
-    expect(world.isValidAccessToken(handOut.body.access_token)).toBe(true);
+    const handOut = await broker.connections.credentials(ROOT, CONNECTION);
+    expect(handOut.connection_id).toBe(CONNECTION);
+    expect(handOut.token_type).toBe('Bearer');
+    expect(world.isValidAccessToken(handOut.access_token)).toBe(true);
   });
 
   it('retries a nonce challenge once per token, never more', async () => {
-    const { seen, servers, h } = await setUp();
+    const { seen, servers, broker } = await setUp();
     servers.rsAlwaysNonce = true;
-    const refused = await h.call('POST', '/mcp/acme/users/alice/linear', {
-      body: RPC,
-      headers: ACCEPT,
-    });
+    const refused = await mcpCall(broker);
     // The token, then a refreshed one, each sent twice (once with the nonce): then the
     // connection needs consent, which the gateway asks for (URL elicitation).
     expect(refused.status, refused.text).toBe(200);

@@ -1,0 +1,163 @@
+import { storageFactories } from '@keyway/test-storages';
+import { connectInWorld, createTestWorld, type TestWorld } from '@keyway/testing';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Broker } from '../../src/broker/broker.js';
+import type { BrokerConfig } from '../../src/broker/config.js';
+import { KeywayError } from '../../src/contract/errors.js';
+import type { Storage } from '../../src/storage/contract.js';
+import { brokerPerTest, ROOT } from '../support/spec.js';
+
+/*
+ * What a refresh settles is read by every caller on every instance (docs/api.md §5): a
+ * failure's verdict is recorded once with the refresh token it concerns, a still-valid token
+ * is served while another instance refreshes, and the refresh margin follows the token's
+ * lifetime. Two brokers share one storage here, as two instances share a database; the
+ * process-level proofs against oidc-provider are in packages/cli/test/refresh-failures.test.ts.
+ */
+
+const CONNECTION = 'acme/users/alice/linear';
+
+describe.each(storageFactories)('refresh verdicts across instances ($name storage)', (factory) => {
+  const spec = brokerPerTest();
+  const START = spec.now;
+  let first: Broker;
+  let second: Broker;
+  let storage: Storage;
+  let world: TestWorld;
+
+  async function setup(lifetime = 120, extra: Partial<BrokerConfig> = {}) {
+    spec.now = START;
+    world = createTestWorld({ now: () => spec.now, accessTokenLifetime: lifetime });
+    storage = await factory.create();
+    first = spec.open(storage, { fetch: world.fetch, ...extra });
+    second = spec.another(storage, { fetch: world.fetch, ...extra });
+    const put = await first.providers.put(ROOT, 'linear', {
+      template: 'mcp',
+      configuration: { resource_url: world.resourceUrl },
+    });
+    expect(put.created).toBe(true);
+    const connected = await connectInWorld(world, first, {
+      providerId: 'linear',
+      connectionId: CONNECTION,
+    });
+    expect(connected.status).toBe('active');
+  }
+
+  /** A hand-out's outcome: its token, or the status and wire body of its refusal. */
+  /** What each instance threw that is not a KeywayError: an internal error, none expected. */
+  const unexpected = new Map<Broker, unknown[]>();
+  afterEach(() => {
+    expect(unexpected.get(first) ?? []).toEqual([]);
+    expect(unexpected.get(second) ?? []).toEqual([]);
+    unexpected.clear();
+  });
+  const handOut = (broker: Broker, force = false) =>
+    broker.connections.credentials(ROOT, CONNECTION, force ? { force_refresh: true } : {}).then(
+      (credentials) => ({ status: 200, body: { ...credentials } as Record<string, unknown> }),
+      (error: unknown) => {
+        if (!(error instanceof KeywayError)) {
+          unexpected.set(broker, [...(unexpected.get(broker) ?? []), error]);
+          return { status: 500, body: {} as Record<string, unknown> };
+        }
+        return { status: error.status, body: error.toJSON() as Record<string, unknown> };
+      },
+    );
+  const both = (count: number) =>
+    Promise.all(Array.from({ length: count }, (_, i) => handOut(i % 2 ? second : first)));
+  const tokenRequests = () => world.requests.filter((r) => r.url.endsWith('/oauth/token')).length;
+  const audit = async (type: 'connection.failed' | 'connection.refreshed') =>
+    (await first.events.list(ROOT, { type, prefix: CONNECTION })).items.length;
+  /** The connection's access token as the vault holds it. */
+  const storedAccessToken = async () => {
+    const entry = await storage.getVaultEntry('connection_tokens', CONNECTION);
+    if (entry === null) throw new Error(`no tokens for ${CONNECTION}`);
+    return (JSON.parse(await first.vault.open(entry)) as { access_token: string }).access_token;
+  };
+
+  it('records a server error once for a storm of callers on both instances, and tries again for a later one', async () => {
+    await setup();
+    world.set({ failures: { token: 'server_error' } });
+    spec.now = START + 121_000; // expired: every caller needs the refresh
+    const before = tokenRequests();
+    const storm = await both(10);
+    expect(storm.map((answer) => answer.status)).toEqual(Array(10).fill(502));
+    expect(storm[0]?.body).toEqual({
+      error: 'upstream_error',
+      error_description:
+        'the token could not be refreshed: server_error (the authorization server answered HTTP 500)',
+    });
+    expect(tokenRequests() - before).toBe(1);
+    expect(await audit('connection.failed')).toBe(1);
+    const view = await first.connections.get(ROOT, CONNECTION);
+    expect(view.status).toBe('active');
+    // The server is back: the next caller, who came after the verdict, tries once more.
+    world.set({ failures: {} });
+    const later = await both(4);
+    expect(later.map((answer) => answer.status)).toEqual([200, 200, 200, 200]);
+    expect(tokenRequests() - before).toBe(2);
+    expect(await audit('connection.failed')).toBe(1);
+    expect(await audit('connection.refreshed')).toBe(1);
+  });
+
+  it('holds callers with a still-valid token through the back-off of a failure, without asking the server', async () => {
+    await setup();
+    world.set({ failures: { token: 'server_error' } });
+    spec.now = START + 100_000; // 20 s left: due, still valid
+    const current = await storedAccessToken();
+    const served = await handOut(first);
+    expect(served.body.access_token).toBe(current);
+    const before = tokenRequests();
+    const held = await both(6);
+    expect(held.map((answer) => answer.body.access_token)).toEqual(Array(6).fill(current));
+    expect(tokenRequests()).toBe(before);
+    // A caller that must have a new token is not held: it asks, once.
+    const forced = await handOut(second, true);
+    expect(forced.status).toBe(200);
+    expect(forced.body.access_token).toBe(current);
+    expect(tokenRequests() - before).toBe(1);
+    // Past the back-off (10 s, then 20 s), a due token is refreshed again.
+    world.set({ failures: {} });
+    spec.now = START + 100_000 + 21_000;
+    const renewed = await both(2);
+    expect(renewed.map((answer) => answer.status)).toEqual([200, 200]);
+    expect(renewed[0]?.body.access_token).not.toBe(current);
+    expect(tokenRequests() - before).toBe(2);
+  });
+
+  it('serves a still-valid token at once while another instance holds the refresh, and takes over for a caller that needs a new one', async () => {
+    await setup(120, { refreshLeaseMs: 600 });
+    spec.now = START + 100_000;
+    const current = await storedAccessToken();
+    // Another instance took the lease and died before it refreshed.
+    expect(
+      await storage.acquireLease(
+        `refresh:${CONNECTION}`,
+        'dead-instance',
+        spec.now + 600,
+        spec.now,
+      ),
+    ).toBe(true);
+    const before = tokenRequests();
+    const served = await both(4);
+    expect(served.map((answer) => answer.body.access_token)).toEqual(Array(4).fill(current));
+    expect(tokenRequests()).toBe(before);
+    // A forced caller waits for the lease to run out, then refreshes once.
+    const waited = handOut(first, true);
+    spec.now += 601;
+    const forced = await waited;
+    expect(forced.status).toBe(200);
+    expect(forced.body.access_token).not.toBe(current);
+    expect(tokenRequests() - before).toBe(1);
+  });
+
+  it('scales the refresh margin with the token’s lifetime: never more than half of it', async () => {
+    await setup(60); // a server whose tokens live a minute
+    const before = tokenRequests();
+    spec.now = START + 29_000; // 31 s left of 60: not due (a fixed 60 s margin would refresh now)
+    expect((await handOut(first)).status).toBe(200);
+    expect(tokenRequests()).toBe(before);
+    spec.now = START + 31_000; // 29 s left: due
+    expect((await handOut(first)).status).toBe(200);
+    expect(tokenRequests() - before).toBe(1);
+  });
+});
