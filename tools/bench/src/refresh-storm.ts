@@ -31,10 +31,11 @@ export async function benchRefreshStorm(options: {
   await admin.query(`CREATE DATABASE "${name}"`);
   const url = new URL(options.postgresUrl);
   url.pathname = `/${name}`;
-  // Tokens live an hour. Before each storm the brokers' clock moves 59.5 minutes on, so the
-  // token is inside the 60 s refresh margin; the refreshed one is not, so a caller that
-  // reads the connection after the refresh (the storm is not one instant) uses it, and
-  // each storm makes one refresh however its callers interleave.
+  // Tokens live an hour. Before each storm the brokers' clock moves an hour and a second on,
+  // so the token has expired and every caller needs the refresh (a token that is due but
+  // still valid is served while another caller refreshes it); the refreshed one is valid,
+  // so a caller that reads the connection after the refresh (the storm is not one instant)
+  // uses it, and each storm makes one refresh however its callers interleave.
   const world = createTestWorld({ accessTokenLifetime: 3600 });
   let offset = 0;
   const vaultKeys = [generateVaultKey()];
@@ -61,7 +62,7 @@ export async function benchRefreshStorm(options: {
     const refreshes: number[] = [];
     const millis: number[] = [];
     for (let storm = 0; storm < options.storms; storm++) {
-      offset += 3_570_000;
+      offset += 3_601_000;
       const before = world.stats.refreshes;
       const started = performance.now();
       const answers = await Promise.all(
