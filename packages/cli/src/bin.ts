@@ -33,9 +33,9 @@ Starts the Keyway broker. Environment:
                     http and on loopback/private addresses (development only)
   KEYWAY_TRUST_PROXY  true: client address from the last X-Forwarded-For entry, scheme
                     and host from X-Forwarded-Proto/-Host (behind a proxy you run)
-  KEYWAY_RATE_LIMITS  on, off, or auth=20/60,mint=60/60,discover=30/60 (count per window
-                    in seconds; name=off turns one off). Default on; shared through
-                    PostgreSQL, and through the database with KEYWAY_WORKERS
+  KEYWAY_RATE_LIMITS  on, off, or auth=20/60,mint=60/60,discover=30/60,register=20/3600
+                    (count per window in seconds; name=off turns one off). Default on;
+                    shared through PostgreSQL, and through the database with KEYWAY_WORKERS
   KEYWAY_WEBHOOK_URL, KEYWAY_WEBHOOK_SECRET  a webhook endpoint and its whsec_ secret
                     (both or neither); KEYWAY_WEBHOOK_TYPES: only these event types
   KEYWAY_AUDIT_RETENTION_DAYS  days the audit log keeps an event (default 90)
@@ -49,6 +49,17 @@ Starts the Keyway broker. Environment:
                     name=file:/path, name=directory:/path or name=env:VARIABLE, comma-separated,
                     each with ;providers=<ids> (space-separated, e.g. acme/billing acme/svc/**)
                     for the providers broker tokens may point at it (default: root's only)
+  KEYWAY_SIGN_IN  sign-in for MCP clients (Keyway as the authorization server of its
+                    /mcp endpoints): token (a pasted broker token), oidc, or token,oidc;
+                    needs KEYWAY_BASE_URL, the issuer (default off)
+  KEYWAY_SIGN_IN_ISSUER     the OpenID provider of oidc
+  KEYWAY_SIGN_IN_CLIENT_ID, KEYWAY_SIGN_IN_CLIENT_SECRET  Keyway's client there (no
+                    secret: a public client with PKCE)
+  KEYWAY_SIGN_IN_SCOPES     scopes asked of it (default openid email profile)
+  KEYWAY_SIGN_IN_NAMESPACE  where its users land, e.g. acme/users/{sub} ({sub},
+                    {email} when verified, {preferred_username}: one segment each)
+  KEYWAY_SIGN_IN_ACCESS_TTL  an MCP client's access token lifetime, at most 1h (default 1h)
+  KEYWAY_SIGN_IN_GRANT_TTL   a grant's lifetime, its refresh tokens' (default 30d)
   KEYWAY_HEADERS_TIMEOUT_MS     time to receive request headers (default 10000)
   KEYWAY_REQUEST_TIMEOUT_MS     time to receive a whole request (default 30000)
   KEYWAY_KEEP_ALIVE_TIMEOUT_MS  idle keep-alive connection lifetime (default 5000)

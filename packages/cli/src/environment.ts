@@ -76,6 +76,14 @@ export const SERVE_VARIABLES: readonly string[] = [
   'KEYWAY_REFRESH_MARGIN_MS',
   'KEYWAY_REFRESH_LEASE_MS',
   'KEYWAY_ASSERTION_SOURCES',
+  'KEYWAY_SIGN_IN',
+  'KEYWAY_SIGN_IN_ISSUER',
+  'KEYWAY_SIGN_IN_CLIENT_ID',
+  'KEYWAY_SIGN_IN_CLIENT_SECRET',
+  'KEYWAY_SIGN_IN_SCOPES',
+  'KEYWAY_SIGN_IN_NAMESPACE',
+  'KEYWAY_SIGN_IN_ACCESS_TTL',
+  'KEYWAY_SIGN_IN_GRANT_TTL',
   'KEYWAY_LOG_LEVEL',
   'KEYWAY_METRICS_PORT',
   'KEYWAY_METRICS_HOST',
@@ -159,6 +167,8 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
   if (env.KEYWAY_RATE_LIMITS) options.rateLimits = parseRateLimits(env.KEYWAY_RATE_LIMITS);
   if (env.KEYWAY_ASSERTION_SOURCES)
     options.assertionSources = parseAssertionSources(env.KEYWAY_ASSERTION_SOURCES);
+  const signIn = signInFromEnv(env);
+  if (signIn !== undefined) options.signIn = signIn;
   const limits: Partial<ServerLimits> = {};
   for (const [key, name, min, max] of LIMIT_VARIABLES) {
     const value = integerVariable(env, name, min, max);
@@ -215,6 +225,82 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
   return options;
 }
 
+/** The variables of the `oidc` way of signing in, by the option each sets. */
+const OIDC_VARIABLES = {
+  issuer: 'KEYWAY_SIGN_IN_ISSUER',
+  clientId: 'KEYWAY_SIGN_IN_CLIENT_ID',
+  clientSecret: 'KEYWAY_SIGN_IN_CLIENT_SECRET',
+  scopes: 'KEYWAY_SIGN_IN_SCOPES',
+  namespace: 'KEYWAY_SIGN_IN_NAMESPACE',
+} as const;
+
+/** A lifetime variable of sign-in, as seconds (`3600`, `1h`, `30d`). */
+function lifetimeVariable(
+  env: Record<string, string | undefined>,
+  name: string,
+): number | undefined {
+  const text = env[name]?.trim();
+  if (!text) return undefined;
+  try {
+    const ms = /^[0-9]+$/.test(text) ? Number(text) * 1000 : parseDuration(text);
+    return Math.floor(ms / 1000);
+  } catch (error) {
+    throw new TypeError(`${name}: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * Sign-in for MCP clients (docs/api.md §17) from `KEYWAY_SIGN_IN` (`token`, `oidc`, or
+ * both, comma-separated) and its `KEYWAY_SIGN_IN_*` companions; `createBroker` checks the
+ * values and names the variable of each mistake.
+ */
+function signInFromEnv(env: Record<string, string | undefined>): ServeOptions['signIn'] {
+  const methods = env.KEYWAY_SIGN_IN === undefined ? [] : listVariable(env.KEYWAY_SIGN_IN);
+  const set = Object.values(OIDC_VARIABLES).filter((name) => env[name]);
+  if (methods.length === 0) {
+    const stray = [...set, 'KEYWAY_SIGN_IN_ACCESS_TTL', 'KEYWAY_SIGN_IN_GRANT_TTL'].find(
+      (name) => env[name],
+    );
+    if (stray !== undefined) {
+      throw new TypeError(`${stray} is set, but KEYWAY_SIGN_IN is not: sign-in is off`);
+    }
+    return undefined;
+  }
+  const unknown = methods.find((method) => method !== 'token' && method !== 'oidc');
+  if (unknown !== undefined) {
+    throw new TypeError(
+      `KEYWAY_SIGN_IN takes token and oidc, not ${JSON.stringify(unknown.slice(0, 32))}`,
+    );
+  }
+  if (!methods.includes('oidc') && set.length > 0) {
+    throw new TypeError(`${set[0]} is set, but KEYWAY_SIGN_IN does not name oidc`);
+  }
+  const accessTokenTtl = lifetimeVariable(env, 'KEYWAY_SIGN_IN_ACCESS_TTL');
+  const grantTtl = lifetimeVariable(env, 'KEYWAY_SIGN_IN_GRANT_TTL');
+  return {
+    methods: methods as ('token' | 'oidc')[],
+    ...(methods.includes('oidc')
+      ? {
+          oidc: {
+            issuer: env.KEYWAY_SIGN_IN_ISSUER ?? '',
+            clientId: env.KEYWAY_SIGN_IN_CLIENT_ID ?? '',
+            ...(env.KEYWAY_SIGN_IN_CLIENT_SECRET
+              ? { clientSecret: env.KEYWAY_SIGN_IN_CLIENT_SECRET }
+              : {}),
+            ...(env.KEYWAY_SIGN_IN_SCOPES
+              ? {
+                  scopes: env.KEYWAY_SIGN_IN_SCOPES.split(/[\s,]+/).filter((scope) => scope !== ''),
+                }
+              : {}),
+            namespace: env.KEYWAY_SIGN_IN_NAMESPACE ?? '',
+          },
+        }
+      : {}),
+    ...(accessTokenTtl === undefined ? {} : { accessTokenTtl }),
+    ...(grantTtl === undefined ? {} : { grantTtl }),
+  };
+}
+
 /** The webhook endpoint of `KEYWAY_WEBHOOK_URL`, `_SECRET` and `_TYPES`: both or neither. */
 function webhookFromEnv(
   env: Record<string, string | undefined>,
@@ -250,6 +336,7 @@ const VARIABLE_OF_OPTION: Record<string, string> = {
   refreshLeaseMs: 'KEYWAY_REFRESH_LEASE_MS',
   rateLimits: 'KEYWAY_RATE_LIMITS',
   assertionSources: 'KEYWAY_ASSERTION_SOURCES',
+  signIn: 'KEYWAY_SIGN_IN',
 };
 
 /**
@@ -263,6 +350,12 @@ export function inOperatorWords(message: string): string {
     .replace(/"webhooks\.\d+\.secret": /g, '')
     .replace(/a webhook "secret"/g, 'KEYWAY_WEBHOOK_SECRET')
     .replace(/"webhooks\.\d+\.url"/g, 'KEYWAY_WEBHOOK_URL')
+    .replace(/"signIn\.oidc\.([a-zA-Z]+)"/g, (quoted, name: string) =>
+      name in OIDC_VARIABLES ? OIDC_VARIABLES[name as keyof typeof OIDC_VARIABLES] : quoted,
+    )
+    .replace(/"signIn\.accessTokenTtl"/g, 'KEYWAY_SIGN_IN_ACCESS_TTL')
+    .replace(/"signIn\.grantTtl"/g, 'KEYWAY_SIGN_IN_GRANT_TTL')
+    .replace(/"signIn\.methods"/g, 'KEYWAY_SIGN_IN')
     .replace(/"([a-zA-Z]+)"/g, (quoted, name: string) => VARIABLE_OF_OPTION[name] ?? quoted);
 }
 

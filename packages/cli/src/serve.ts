@@ -127,6 +127,11 @@ export interface ServeOptions {
    * docs/api.md §14). Default none.
    */
   assertionSources?: BrokerConfig['assertionSources'];
+  /**
+   * Sign-in for MCP clients (docs/api.md §17): `KEYWAY_SIGN_IN` and the `KEYWAY_SIGN_IN_*`
+   * variables. Default off.
+   */
+  signIn?: BrokerConfig['signIn'];
   /** Days audit events are kept (`KEYWAY_AUDIT_RETENTION_DAYS`). Default 90. */
   auditRetentionDays?: number;
   /**
@@ -485,6 +490,7 @@ function brokerConfig(
       ? {}
       : { auditRetentionDays: options.auditRetentionDays }),
     ...(options.gateway === undefined ? {} : { gateway: options.gateway }),
+    ...(options.signIn === undefined ? {} : { signIn: options.signIn }),
     ...(options.assertionSources === undefined
       ? {}
       : { assertionSources: options.assertionSources }),

@@ -64,6 +64,7 @@ describe('keyway admin commands, in process against a broker and the test world'
       reason: null,
       credential: { name: null, scopes: ['**'], expires_at: null },
       provider_management: true,
+      sign_in: false,
     });
     // A database left at an older schema (another instance rolled back, say).
     const storage = memoryStorage();
@@ -631,6 +632,20 @@ describe('keyway admin commands as a process, against a real keyway serve', () =
       [
         { KEYWAY_WEBHOOK_URL: 'https://hooks.example', KEYWAY_WEBHOOK_SECRET: 'plain' },
         'KEYWAY_WEBHOOK_SECRET must be "whsec_" followed by a base64 key (Standard Webhooks)',
+      ],
+      [
+        {
+          KEYWAY_SIGN_IN: 'oidc',
+          KEYWAY_SIGN_IN_ISSUER: 'login.example.com',
+          KEYWAY_SIGN_IN_CLIENT_ID: 'keyway',
+          KEYWAY_SIGN_IN_NAMESPACE: 'acme/users/{name}',
+        },
+        'KEYWAY_SIGN_IN_ISSUER must be an absolute URL; KEYWAY_SIGN_IN_NAMESPACE names {name}; the claims are ' +
+          '{sub}, {email}, {preferred_username}',
+      ],
+      [
+        { KEYWAY_SIGN_IN: 'token', KEYWAY_SIGN_IN_ACCESS_TTL: '2h' },
+        'KEYWAY_SIGN_IN_ACCESS_TTL must be an integer from 60 to 3600 (seconds)',
       ],
     ] as const;
     for (const [env, message] of failures) {

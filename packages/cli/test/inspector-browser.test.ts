@@ -1,13 +1,12 @@
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { accessibilityFindings, launchChromium } from '@keyway/test-support/browser';
 import { freePort } from '@keyway/test-support/examples';
 import { startWebhookReceiver } from '@keyway/test-support/webhooks';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningServer, serve } from '../src/index.js';
 import { callApi, close, listen, oidcProvider, serveMcp } from './peers.js';
@@ -25,17 +24,6 @@ const shots = fileURLToPath(
     import.meta.url,
   ),
 );
-const axeSource = readFileSync(
-  createRequire(import.meta.url).resolve('axe-core/axe.min.js'),
-  'utf8',
-);
-
-/** The system's Chromium (Debian's package): never a downloaded browser. */
-function chromiumPath(): string {
-  return execFileSync('sh', ['-c', 'command -v chromium || command -v chromium-browser'])
-    .toString()
-    .trim();
-}
 
 /** An authorization server (oidc-provider) and an MCP server (the SDK) that trusts it. */
 async function startServers(name: string) {
@@ -87,10 +75,7 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       log: () => {},
       logLevel: 'silent',
     });
-    browser = await chromium.launch({
-      executablePath: chromiumPath(),
-      args: ['--headless', '--no-sandbox'],
-    });
+    browser = await launchChromium();
     mkdirSync(shots, { recursive: true });
   }, 120_000);
 
@@ -146,25 +131,6 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       .poll(() => page.getByRole('heading', { level: 2, name: view, exact: true }).isVisible())
       .toBe(true);
     expect(await page.locator('nav a[aria-current="page"]').textContent()).toBe(view);
-  }
-
-  /** axe-core's serious and critical findings on the page as it stands (none expected). */
-  async function accessibility(page: Page): Promise<string[]> {
-    await page.evaluate(axeSource);
-    const found = await page.evaluate(async () => {
-      const axe = (window as unknown as { axe: { run: (c: unknown) => Promise<unknown> } }).axe;
-      const result = (await axe.run(document)) as {
-        violations: { id: string; impact: string; nodes: { target: string[] }[] }[];
-      };
-      return result.violations.map((v) => ({
-        id: v.id,
-        impact: v.impact,
-        nodes: v.nodes.map((n) => n.target.join(' ')),
-      }));
-    });
-    return found
-      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-      .map((v) => `${v.id}: ${v.nodes.join(', ')}`);
   }
 
   /** A full-page screenshot from the top (the navigation sticks to the top of the view). */
@@ -297,7 +263,7 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
     await expect
       .poll(() => connection.locator('details[open] pre').textContent())
       .toContain('"grant_type": "refresh_token"');
-    expect(await accessibility(page)).toEqual([]);
+    expect(await accessibilityFindings(page)).toEqual([]);
     // The discovery's documents folded again, as a reader first sees them.
     for (const step of ['resource_metadata', 'authorization_server_metadata'])
       await discovered.getByText(`The document (${step})`).click();
@@ -327,7 +293,7 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       await expect
         .poll(() => panel(page, 'acme/users/alice/demo').textContent())
         .toContain('Grantauthorization_code');
-      expect(await accessibility(page)).toEqual([]);
+      expect(await accessibilityFindings(page)).toEqual([]);
       expect(await fits(page)).toBe(true);
       await shot(page, `inspector-connections-${suffix}.png`);
       await page.getByLabel('Status').selectOption('error');
@@ -375,7 +341,7 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       await expect
         .poll(() => provider.getByRole('button', { name: 'Re-register' }).isVisible())
         .toBe(true);
-      expect(await accessibility(page)).toEqual([]);
+      expect(await accessibilityFindings(page)).toEqual([]);
       expect(await fits(page)).toBe(true);
       await shot(page, `inspector-providers-${suffix}.png`);
 
@@ -400,7 +366,7 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       await expect
         .poll(() => page.getByRole('row').filter({ hasText: name }).textContent())
         .not.toContain('acme/teams');
-      expect(await accessibility(page)).toEqual([]);
+      expect(await accessibilityFindings(page)).toEqual([]);
       expect(await fits(page)).toBe(true);
       await shot(page, `inspector-tokens-${suffix}.png`);
       await page.getByRole('button', { name: `Revoke ${name}` }).click();
@@ -421,7 +387,7 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
         .toContain('connection.authorized');
       const types = await page.locator('tbody tr td:nth-child(2)').allTextContents();
       expect(new Set(types)).toEqual(new Set(['connection.authorized']));
-      expect(await accessibility(page)).toEqual([]);
+      expect(await accessibilityFindings(page)).toEqual([]);
       expect(await fits(page)).toBe(true);
       await shot(page, `inspector-audit-${suffix}.png`);
 
@@ -440,7 +406,7 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       await expect
         .poll(() => page.locator('tbody tr').first().textContent())
         .toContain('connection.authorized');
-      expect(await accessibility(page)).toEqual([]);
+      expect(await accessibilityFindings(page)).toEqual([]);
       expect(await fits(page)).toBe(true);
       await shot(page, `inspector-webhooks-${suffix}.png`);
       expect([...hosts].sort()).toEqual(['127.0.0.1']);
@@ -484,7 +450,7 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
     // The secret field is emptied as it is sent.
     expect(await page.getByLabel('Client secret (write-only)').inputValue()).toBe('');
     expect(await fits(page)).toBe(true);
-    expect(await accessibility(page)).toEqual([]);
+    expect(await accessibilityFindings(page)).toEqual([]);
     await shot(page, 'inspector-scoped-375.png');
     expect(errors).toEqual([]);
   }, 60_000);
@@ -563,7 +529,7 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
     expect(bound.body).toMatchObject({ dpop: true, hand_out: false });
     await mode.selectOption('enterprise');
     await expect.poll(() => page.getByLabel('IdP token endpoint').isVisible()).toBe(true);
-    expect(await accessibility(page)).toEqual([]);
+    expect(await accessibilityFindings(page)).toEqual([]);
     expect(errors.filter((error) => !/40[0-9]/.test(error))).toEqual([]);
   }, 60_000);
 

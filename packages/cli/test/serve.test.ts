@@ -303,7 +303,7 @@ describe('serveOptionsFromEnv()', () => {
     expect(serveOptionsFromEnv({ KEYWAY_RATE_LIMITS: 'off' })).toEqual({ rateLimits: false });
     expect(serveOptionsFromEnv({ KEYWAY_RATE_LIMITS: 'on' })).toEqual({ rateLimits: {} });
     expect(() => serveOptionsFromEnv({ KEYWAY_RATE_LIMITS: 'auth=20' })).toThrow(
-      'invalid rate limit "auth=20": use on, off, or auth=20/60,mint=60/60,discover=30/60 (count per window in seconds, or name=off)',
+      'invalid rate limit "auth=20": use on, off, or auth=20/60,mint=60/60,discover=30/60,register=20/3600 (count per window in seconds, or name=off)',
     );
     expect(() => serveOptionsFromEnv({ KEYWAY_TRUST_PROXY: 'yes' })).toThrow(
       'KEYWAY_TRUST_PROXY must be "true" or "false"',
@@ -312,6 +312,57 @@ describe('serveOptionsFromEnv()', () => {
       'KEYWAY_MAX_CONNECTIONS must be an integer from 1 to 1000000, not "0"',
     );
     expect(() => serveOptionsFromEnv({ KEYWAY_HEADERS_TIMEOUT_MS: '1e4' })).toThrow(TypeError);
+  });
+
+  it('reads sign-in for MCP clients from KEYWAY_SIGN_IN and its companions, naming what is wrong', () => {
+    expect(serveOptionsFromEnv({ KEYWAY_SIGN_IN: 'token' })).toEqual({
+      signIn: { methods: ['token'] },
+    });
+    expect(
+      serveOptionsFromEnv({
+        KEYWAY_SIGN_IN: 'token, oidc',
+        KEYWAY_SIGN_IN_ISSUER: 'https://login.example.com',
+        KEYWAY_SIGN_IN_CLIENT_ID: 'keyway',
+        KEYWAY_SIGN_IN_CLIENT_SECRET: 'secret-at-the-idp',
+        KEYWAY_SIGN_IN_SCOPES: 'openid email',
+        KEYWAY_SIGN_IN_NAMESPACE: 'acme/users/{sub}',
+        KEYWAY_SIGN_IN_ACCESS_TTL: '30m',
+        KEYWAY_SIGN_IN_GRANT_TTL: '7d',
+      }),
+    ).toEqual({
+      signIn: {
+        methods: ['token', 'oidc'],
+        oidc: {
+          issuer: 'https://login.example.com',
+          clientId: 'keyway',
+          clientSecret: 'secret-at-the-idp',
+          scopes: ['openid', 'email'],
+          namespace: 'acme/users/{sub}',
+        },
+        accessTokenTtl: 1800,
+        grantTtl: 604_800,
+      },
+    });
+    expect(
+      serveOptionsFromEnv({ KEYWAY_SIGN_IN: 'token', KEYWAY_SIGN_IN_ACCESS_TTL: '600' }),
+    ).toEqual({
+      signIn: { methods: ['token'], accessTokenTtl: 600 },
+    });
+    expect(() => serveOptionsFromEnv({ KEYWAY_SIGN_IN: 'password' })).toThrow(
+      'KEYWAY_SIGN_IN takes token and oidc, not "password"',
+    );
+    expect(() =>
+      serveOptionsFromEnv({ KEYWAY_SIGN_IN_ISSUER: 'https://login.example.com' }),
+    ).toThrow('KEYWAY_SIGN_IN_ISSUER is set, but KEYWAY_SIGN_IN is not: sign-in is off');
+    expect(() =>
+      serveOptionsFromEnv({
+        KEYWAY_SIGN_IN: 'token',
+        KEYWAY_SIGN_IN_NAMESPACE: 'acme/users/{sub}',
+      }),
+    ).toThrow('KEYWAY_SIGN_IN_NAMESPACE is set, but KEYWAY_SIGN_IN does not name oidc');
+    expect(() =>
+      serveOptionsFromEnv({ KEYWAY_SIGN_IN: 'token', KEYWAY_SIGN_IN_GRANT_TTL: 'soon' }),
+    ).toThrow(/^KEYWAY_SIGN_IN_GRANT_TTL: /);
   });
 
   it('reads KEYWAY_ASSERTION_SOURCES, naming a bad entry', () => {

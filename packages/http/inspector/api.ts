@@ -89,6 +89,8 @@ export interface Whoami {
   scopes: string[];
   expires_at: string | null;
   provider_management: boolean;
+  /** Whether MCP clients may sign in (docs/api.md §17): the Grants view. */
+  sign_in: boolean;
   version: string;
 }
 
@@ -97,11 +99,13 @@ export async function whoami(): Promise<Whoami> {
   const status = await api<{
     version: string;
     provider_management: boolean;
+    sign_in: boolean;
     credential: { name: string | null; scopes: string[]; expires_at: string | null };
   }>('GET', '/api/admin/status');
   return {
     ...status.credential,
     provider_management: status.provider_management,
+    sign_in: status.sign_in,
     version: status.version,
   };
 }

@@ -10,6 +10,7 @@ import { SayContext } from './ui.js';
 import { AuditView } from './views/audit.js';
 import { ConnectView } from './views/connect.js';
 import { ConnectionsView } from './views/connections.js';
+import { GrantsView } from './views/grants.js';
 import { ProvidersView } from './views/providers.js';
 import { TokensView } from './views/tokens.js';
 import { WebhooksView } from './views/webhooks.js';
@@ -20,6 +21,8 @@ const VIEWS = [
   { id: 'connections', label: 'Connections', for: () => true },
   { id: 'providers', label: 'Providers', for: (who: Whoami) => who.provider_management },
   { id: 'tokens', label: 'Tokens', for: () => true },
+  // The grants of MCP clients that signed in (docs/api.md §17), when sign-in is on.
+  { id: 'grants', label: 'Grants', for: (who: Whoami) => who.sign_in },
   { id: 'audit', label: 'Audit', for: () => true },
   // Deliveries are the root key's to read (docs/api.md §11).
   { id: 'webhooks', label: 'Webhooks', for: (who: Whoami) => who.name === null },
@@ -155,6 +158,8 @@ function App() {
               <ProvidersView />
             ) : shown === 'tokens' ? (
               <TokensView who={who} />
+            ) : shown === 'grants' ? (
+              <GrantsView />
             ) : shown === 'audit' ? (
               <AuditView />
             ) : (

@@ -1,4 +1,4 @@
-import { type Broker, KeywayError, type Principal } from '@keyway/core';
+import { type Broker, KeywayError, type Principal, resourcePathFromUrl } from '@keyway/core';
 import type { Incoming } from './incoming.js';
 import { openApiDocument } from './openapi.js';
 import {
@@ -6,6 +6,7 @@ import {
   clientAddressOf,
   DEFAULT_MAX_BODY_BYTES,
   rawPathOf,
+  readFormBody,
   readJsonBody,
   readQuery,
 } from './request.js';
@@ -110,6 +111,7 @@ class Context implements RouteContext {
   readonly inspector: boolean;
   readonly document: () => string;
   readonly body: () => Promise<unknown>;
+  readonly form: () => Promise<URLSearchParams>;
   readonly query: () => Record<string, unknown>;
   readonly #principal: Principal | null;
 
@@ -125,6 +127,7 @@ class Context implements RouteContext {
     this.inspector = shared.inspector;
     this.document = shared.document;
     this.body = () => readJsonBody(incoming.request(), shared.maxBodyBytes);
+    this.form = () => readFormBody(incoming.request(), shared.maxBodyBytes);
     this.query = () =>
       route.query === undefined ? {} : readQuery(incoming.searchParams(), route.query);
   }
@@ -134,6 +137,51 @@ class Context implements RouteContext {
     if (this.#principal === null) throw new Error('a public route has no principal');
     return this.#principal;
   }
+}
+
+/** A public JSON document: cacheable a few minutes, readable by a browser-based client. */
+const DOCUMENT_HEADERS = {
+  'content-type': 'application/json; charset=utf-8',
+  'cache-control': 'public, max-age=300',
+  'x-content-type-options': 'nosniff',
+  'access-control-allow-origin': '*',
+};
+
+/**
+ * The well-known documents of sign-in for MCP clients (docs/api.md §17), which sit at the
+ * origin's root whatever the base path: the authorization server's metadata (RFC 8414 §3)
+ * and each MCP endpoint's protected-resource metadata (RFC 9728 §3). `null` for anything
+ * else, and when sign-in is off.
+ */
+function wellKnown(broker: Broker, path: string, method: string): Reply | null {
+  const signIn = broker.signIn;
+  if (!signIn.enabled) return null;
+  const metadata = signIn.metadata();
+  const basePath = new URL(signIn.issuer).pathname.replace(/\/$/, '');
+  const resourcePrefix = `/.well-known/oauth-protected-resource${basePath}/mcp/`;
+  let document: Record<string, unknown>;
+  if (path === metadata.path) {
+    document = metadata.document;
+  } else if (path.startsWith(resourcePrefix)) {
+    let endpoint: string;
+    try {
+      endpoint = `mcp/${resourcePathFromUrl(path.slice(resourcePrefix.length))}`;
+    } catch (error) {
+      if (error instanceof KeywayError) return errorReply(error, false);
+      throw error;
+    }
+    document = signIn.resourceMetadata(endpoint);
+  } else {
+    return null;
+  }
+  if (method !== 'GET' && method !== 'HEAD') {
+    return json(
+      405,
+      new KeywayError('method_not_allowed', `${method} is not allowed here; use GET`).toJSON(),
+      { allow: 'GET' },
+    );
+  }
+  return { status: 200, headers: DOCUMENT_HEADERS, body: JSON.stringify(document) };
 }
 
 /**
@@ -206,6 +254,10 @@ export function createHandler(
   /** Every request's answer, as a {@link Reply}; what it learns on the way goes in `seen`. */
   const answer = async (incoming: Incoming, seen: Seen): Promise<Reply> => {
     const credential = bearerOf(incoming.authorization());
+    // An MCP endpoint's challenge names its metadata when MCP clients may sign in (§17);
+    // the endpoint is named only when that, or a token bound to one, needs it.
+    let endpointOf: (() => string) | undefined;
+    let signIn: Broker['signIn'] | undefined;
     try {
       const fullPath = incoming.path;
       const path =
@@ -216,6 +268,10 @@ export function createHandler(
             : null;
       const { broker: current } =
         ready ?? (typeof broker === 'function' ? await make(broker) : live(broker));
+      if (path === null || path.startsWith('/.well-known/')) {
+        const document = wellKnown(current, fullPath, incoming.method);
+        if (document !== null) return document;
+      }
       const found = path === null ? [] : matchRoutes(table, path);
       const method = incoming.method.toUpperCase() as Method;
       const chosen = found.find(({ route }) => route.method === method);
@@ -225,15 +281,27 @@ export function createHandler(
       // Public routes take no credential (a browser or an authorization server calls them).
       let principal: Principal | null = null;
       if (found[0]?.route.public !== true) {
+        const route = found[0];
+        const named = route?.route.audience;
+        if (named !== undefined && route !== undefined) {
+          let endpoint: string | undefined;
+          endpointOf = () => {
+            endpoint ??= named(route.param ?? '');
+            return endpoint;
+          };
+          signIn = current.signIn;
+        }
         if (credential === undefined) {
           throw new KeywayError(
             'invalid_token',
             'the Authorization header is not "Bearer <token>"',
           );
         }
-        principal = await current.authenticate(credential, {
-          clientAddress: clientAddressOf(incoming),
-        });
+        const clientAddress = clientAddressOf(incoming);
+        principal = await current.authenticate(
+          credential,
+          endpointOf === undefined ? { clientAddress } : { clientAddress, audience: endpointOf },
+        );
         seen.principal = principal;
       }
       if (found.length === 0) throw new KeywayError('not_found', 'no such endpoint');
@@ -254,7 +322,13 @@ export function createHandler(
       // Every internal error reaches the operator, whether or not it is a KeywayError (a
       // vault integrity failure is one); the caller only ever sees the generic body.
       if (error instanceof KeywayError && error.code !== 'internal_error') {
-        return errorReply(error, credential !== null);
+        const endpoint =
+          error.code === 'invalid_token' && signIn?.enabled === true ? endpointOf?.() : undefined;
+        const metadata =
+          endpoint === undefined || endpoint === '' || signIn === undefined
+            ? undefined
+            : signIn.resourceMetadataUrl(endpoint);
+        return errorReply(error, credential !== null, metadata);
       }
       onInternalError(error, incoming.request());
       return json(500, {

@@ -108,6 +108,32 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
 }
 
 /**
+ * Reads a form body (`application/x-www-form-urlencoded`: the OAuth endpoints' requests and
+ * the sign-in pages' forms): at most `limit` bytes (413), that media type (415), UTF-8.
+ */
+export async function readFormBody(request: Request, limit: number): Promise<URLSearchParams> {
+  const bytes = await readBounded(request, limit, {
+    tooLarge: () => tooLarge(limit),
+    broken: (cause) =>
+      new KeywayError('invalid_request', 'the request body ended before it was complete', {
+        cause,
+      }),
+  });
+  const mediaType = request.headers.get('content-type')?.split(';', 1)[0]?.trim().toLowerCase();
+  if (mediaType !== 'application/x-www-form-urlencoded') {
+    throw new KeywayError(
+      'unsupported_media_type',
+      'the request body must be a form, sent with "Content-Type: application/x-www-form-urlencoded"',
+    );
+  }
+  try {
+    return new URLSearchParams(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+  } catch (cause) {
+    throw new KeywayError('invalid_request', 'the request body is not valid UTF-8', { cause });
+  }
+}
+
+/**
  * A query string value as the type its schema expects: digits as a number, `true` and
  * `false` as booleans. Anything else stays a string, for core's schema to refuse with its
  * own message (docs/api.md §1.2).

@@ -67,12 +67,16 @@ export function toResponse(reply: Reply): Response {
 export function errorReply(
   error: KeywayError,
   credentialPresented: boolean,
+  /** Where the endpoint's protected-resource metadata is (RFC 9728 §5.1), for MCP clients. */
+  resourceMetadata?: string,
 ): Reply & { body: string } {
   const headers: Record<string, string> = {};
   if (error.code === 'invalid_token') {
+    const metadata =
+      resourceMetadata === undefined ? '' : `, resource_metadata="${resourceMetadata}"`;
     headers['www-authenticate'] = credentialPresented
-      ? 'Bearer realm="keyway", error="invalid_token"'
-      : 'Bearer realm="keyway"';
+      ? `Bearer realm="keyway"${metadata}, error="invalid_token"`
+      : `Bearer realm="keyway"${metadata}`;
   } else if (error.code === 'insufficient_scope') {
     // An MCP server's step-up through the gateway (docs/api.md §13) names the scope it needs.
     const scope =

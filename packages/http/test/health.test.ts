@@ -37,8 +37,8 @@ describe.each(storageFactories)('health and status ($name storage)', (factory) =
     expect(ready.body).toEqual({ status: 'ready' });
     const status = await h.call('GET', '/api/admin/status');
     expect(status.status).toBe(200);
-    // Memory keeps no schema; the SQL storages hold all three migrations of @keyway/sql.
-    const schema = factory.name === 'memory' ? null : 3;
+    // Memory keeps no schema; the SQL storages hold all four migrations of @keyway/sql.
+    const schema = factory.name === 'memory' ? null : 4;
     expect(status.body).toEqual({
       version,
       ready: true,
@@ -46,6 +46,7 @@ describe.each(storageFactories)('health and status ($name storage)', (factory) =
       reason: null,
       credential: { name: null, scopes: ['**'], expires_at: null },
       provider_management: false,
+      sign_in: false,
     });
     // The status is not public.
     expect((await h.call('GET', '/api/admin/status', { token: null })).status).toBe(401);
@@ -71,6 +72,7 @@ describe.each(storageFactories)('health and status ($name storage)', (factory) =
       reason: 'storage: schema version 2, this code needs 3',
       credential: { name: null, scopes: ['**'], expires_at: null },
       provider_management: false,
+      sign_in: false,
     });
     const minted = await h.call('POST', '/api/admin/tokens', {
       body: { name: 'ops', scopes: ['acme'] },

@@ -46,9 +46,16 @@ export interface RowCodec<R> {
 
 /**
  * How one column holds its field: text, a 64-bit integer, a JSON object, a JSON array of
- * strings, or text that is one of a closed list.
+ * strings, text that is one of a closed list, or optional text (an absent field is stored
+ * as `''`, since every column is `NOT NULL`, and read back absent).
  */
-type ColumnKind = 'text' | 'integer' | 'object' | 'strings' | { oneOf: readonly string[] };
+type ColumnKind =
+  | 'text'
+  | 'integer'
+  | 'object'
+  | 'strings'
+  | 'optional'
+  | { oneOf: readonly string[] };
 
 /** A table declared once: each field of the record, its column, and how it is held. */
 type Columns<R> = { [F in keyof R]: readonly [column: string, kind: ColumnKind] };
@@ -72,6 +79,7 @@ function readColumn(table: string, value: unknown, column: string, kind: ColumnK
   }
   if (typeof value !== 'string') throw new StoredRowError(table, column, 'is not text');
   if (kind === 'text') return value;
+  if (kind === 'optional') return value === '' ? undefined : value;
   if (kind === 'object') {
     const parsed = parseJson(table, column, value);
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
@@ -119,12 +127,9 @@ function table<R>(name: string, fields: Columns<R>): RowCodec<R> {
   const fromValues = (values: readonly unknown[]): R => {
     const record: Partial<Record<keyof R, unknown>> = {};
     for (let i = 0; i < names.length; i++) {
-      record[names[i] as keyof R] = readColumn(
-        name,
-        values[i],
-        columns[i] as string,
-        kinds[i] as ColumnKind,
-      );
+      const value = readColumn(name, values[i], columns[i] as string, kinds[i] as ColumnKind);
+      // An optional field stored empty is left out, as the record was written.
+      if (value !== undefined) record[names[i] as keyof R] = value;
     }
     return record as R;
   };
@@ -134,7 +139,11 @@ function table<R>(name: string, fields: Columns<R>): RowCodec<R> {
     select: `SELECT ${columns.join(', ')} FROM {${name}}`,
     toRow: (record) =>
       entries.map(([field, [, kind]]) =>
-        kind === 'object' || kind === 'strings' ? JSON.stringify(record[field]) : record[field],
+        kind === 'object' || kind === 'strings'
+          ? JSON.stringify(record[field])
+          : kind === 'optional'
+            ? (record[field] ?? '')
+            : record[field],
       ),
     fromRow: (row) => fromValues(columns.map((column) => row[column])),
     fromValues,
@@ -148,16 +157,18 @@ export const TOKENS = table<TokenRecord>('tokens', {
   expiresAt: ['expires_at', 'integer'],
   createdAt: ['created_at', 'integer'],
   createdBy: ['created_by', 'text'],
+  audience: ['audience', 'optional'],
 });
 
 /**
- * The token check's projection of a token row (`findTokenByIdHashSync`): the three columns
+ * The token check's projection of a token row (`findTokenByIdHashSync`): the four columns
  * a check reads, not the whole row. Read only; not one of {@link CODECS}, which write rows.
  */
 export const TOKEN_CHECKS = table<TokenCheckRecord>('tokens', {
   name: ['name', 'text'],
   scopes: ['scopes', 'strings'],
   expiresAt: ['expires_at', 'integer'],
+  audience: ['audience', 'optional'],
 });
 
 export const PROVIDERS = table<ProviderRecord>('providers', {

@@ -178,6 +178,8 @@ export const MIGRATION_STEPS: readonly (readonly SchemaStep[])[] = [
     { index: 'webhook_deliveries_status', on: 'webhook_deliveries', columns: ['status', 'id'] },
     { index: 'webhook_deliveries_expires_at', on: 'webhook_deliveries', columns: ['expires_at'] },
   ],
+  // The one MCP endpoint a sign-in token is accepted at (docs/api.md §17); '' for the rest.
+  [{ addColumn: c('audience', 'text'), to: 'tokens', default: "''" }],
 ];
 
 function columnType(dialect: Dialect, type: ColumnType): string {

@@ -9,6 +9,7 @@ import {
   StoredRowError,
   schemaColumns,
 } from '../src/index.js';
+import { TOKENS } from '../src/rows.js';
 
 describe('the schema and the codecs', () => {
   it('each codec writes exactly the columns its table has after every migration', () => {
@@ -32,7 +33,11 @@ describe('the schema and the codecs', () => {
     expect(postgres).toContain(
       'CREATE INDEX keyway_connections_provider ON "keyway".keyway_connections (provider_id, id);',
     );
-    expect(migrations(SQLITE)).toHaveLength(3);
+    expect(migrations(SQLITE)).toHaveLength(4);
+    // A token's audience (sign-in for MCP clients): old rows read as bound to nothing.
+    expect(migrations(SQLITE)[3]).toBe(
+      "ALTER TABLE keyway_tokens ADD COLUMN audience TEXT NOT NULL DEFAULT '';",
+    );
   });
 });
 
@@ -115,6 +120,7 @@ describe('row codecs', () => {
     expires_at: '1700000000000',
     created_at: 1,
     created_by: 'root',
+    audience: '',
   };
 
   const tokenRecord = {
@@ -130,17 +136,33 @@ describe('row codecs', () => {
     expect(tokens.fromRow(tokenRow)).toEqual(tokenRecord);
   });
 
+  it('writes an absent audience as the empty text of its NOT NULL column, and reads it back absent', () => {
+    expect(TOKENS.toRow(tokenRecord)).toEqual([
+      'ab',
+      'ci',
+      '["acme/**"]',
+      1_700_000_000_000,
+      1,
+      'root',
+      '',
+    ]);
+    expect(tokens.fromRow(tokenRow)).not.toHaveProperty('audience');
+    const bound = { ...tokenRecord, audience: 'mcp/acme/users/alice/linear' };
+    expect(TOKENS.toRow(bound).at(-1)).toBe('mcp/acme/users/alice/linear');
+    expect(tokens.fromRow({ ...tokenRow, audience: 'mcp/acme/users/alice/linear' })).toEqual(bound);
+  });
+
   it('selects its columns in its own order and reads a row answered as those values', () => {
     expect(tokens.select).toBe(
-      'SELECT id_hash, name, scopes, expires_at, created_at, created_by FROM {tokens}',
+      'SELECT id_hash, name, scopes, expires_at, created_at, created_by, audience FROM {tokens}',
     );
     for (const codec of CODECS) {
       expect(codec.select).toBe(`SELECT ${codec.columns.join(', ')} FROM {${codec.table}}`);
     }
-    const values = ['ab', 'ci', '["acme/**"]', '1700000000000', 1, 'root'];
+    const values = ['ab', 'ci', '["acme/**"]', '1700000000000', 1, 'root', ''];
     expect(tokens.fromValues(values)).toEqual(tokenRecord);
     // Values read in the codec's order: a column in the wrong place is refused by name.
-    expect(() => tokens.fromValues(['ab', 'ci', 1, '["acme/**"]', 1, 'root'])).toThrow(
+    expect(() => tokens.fromValues(['ab', 'ci', 1, '["acme/**"]', 1, 'root', ''])).toThrow(
       new StoredRowError('tokens', 'scopes', 'is not text'),
     );
   });

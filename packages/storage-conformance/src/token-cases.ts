@@ -49,6 +49,39 @@ export function tokenStorageCases({ open, connectAgain }: CaseContext): void {
       expect(await storage.findLiveTokenByName('alice.bot-1_x', NOW)).toEqual(record);
     });
 
+    it("keeps a token's audience, absent where it was absent, in every lookup and a tree update", async () => {
+      const storage = await open();
+      const bound = tokenRecord('alice.signin-g1', {
+        scopes: ['acme/users/alice/linear/**'],
+        audience: 'mcp/acme/users/alice/linear',
+      });
+      const plain = tokenRecord('alice');
+      await insertAll(storage, [plain, bound]);
+      expect(await storage.findTokenByIdHash(bound.idHash)).toEqual(bound);
+      expect(await storage.findLiveTokenByName('alice.signin-g1', NOW)).toEqual(bound);
+      expect(await storage.findTokenByIdHash(plain.idHash)).not.toHaveProperty('audience');
+      const fast = storage.fastPaths;
+      const sync = fast?.findTokenByIdHashSync;
+      const check = fast?.findTokenCheckByIdHash;
+      for (const lookup of [sync, check]) {
+        if (lookup === undefined) continue;
+        expect((await lookup(bound.idHash))?.audience).toBe('mcp/acme/users/alice/linear');
+        expect(await lookup(plain.idHash)).not.toHaveProperty('audience');
+      }
+      // Narrowing the tree rewrites its records: the audience stays what it was.
+      expect(
+        await storage.updateTokenTree('alice', NOW, (tree) => ({
+          update: tree.map((record) => ({ ...record, expiresAt: NOW + 60_000 })),
+          delete: [],
+        })),
+      ).toBe(true);
+      expect(await storage.findTokenByIdHash(bound.idHash)).toEqual({
+        ...bound,
+        expiresAt: NOW + 60_000,
+      });
+      expect(await storage.findTokenByIdHash(plain.idHash)).not.toHaveProperty('audience');
+    });
+
     // The token check's two optional lookups, each held to findTokenByIdHash where offered.
     const lookups = [
       {

@@ -42,6 +42,41 @@ describe('sqliteStorage()', () => {
     await second.close();
   });
 
+  it('upgrades a database of the third migration: its tokens read back bound to no endpoint', async () => {
+    const file = join(dir, 'third-migration.sqlite');
+    const old = new Database(file);
+    old.exec(
+      'CREATE TABLE keyway_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+    );
+    for (const [index, migration] of MIGRATIONS.slice(0, 3).entries()) {
+      old.exec(migration);
+      old.prepare('INSERT INTO keyway_migrations VALUES (?, ?)').run(index + 1, 0);
+    }
+    old
+      .prepare(
+        'INSERT INTO keyway_tokens (id_hash, name, scopes, expires_at, created_at, created_by) ' +
+          'VALUES (?, ?, ?, ?, ?, ?)',
+      )
+      .run('a'.repeat(64), 'before', '["acme/**"]', 4_102_444_800_000, 1, 'root');
+    old.close();
+    const storage = sqliteStorage(file);
+    expect(await storage.findTokenByIdHash('a'.repeat(64))).toEqual({
+      idHash: 'a'.repeat(64),
+      name: 'before',
+      scopes: ['acme/**'],
+      expiresAt: 4_102_444_800_000,
+      createdAt: 1,
+      createdBy: 'root',
+    });
+    expect(storage.fastPaths?.findTokenByIdHashSync?.('a'.repeat(64))).toEqual({
+      name: 'before',
+      scopes: ['acme/**'],
+      expiresAt: 4_102_444_800_000,
+    });
+    expect((await storage.health()).schema).toEqual({ version: 4, expected: 4 });
+    await storage.close();
+  });
+
   it('creates a new database file, its WAL and shared memory readable by the owner only', async () => {
     const file = join(dir, 'private.sqlite');
     const umask = process.umask(0);
@@ -162,14 +197,14 @@ describe('sqliteStorage()', () => {
     it('reads a token by id hash and a connection by id as primary-key point reads', () => {
       // The statements the adapter runs, as it compiles them.
       expect(compile(SQLITE, TOKEN_BY_ID_HASH)).toBe(
-        'SELECT id_hash, name, scopes, expires_at, created_at, created_by FROM keyway_tokens WHERE id_hash = ?',
+        'SELECT id_hash, name, scopes, expires_at, created_at, created_by, audience FROM keyway_tokens WHERE id_hash = ?',
       );
       expect(plan(compile(SQLITE, TOKEN_BY_ID_HASH), ['x'])).toMatch(
         /SEARCH keyway_tokens USING PRIMARY KEY \(id_hash=\?\)/,
       );
       // The token check's own read: its three columns, by the same key.
       expect(compile(SQLITE, TOKEN_CHECK_BY_ID_HASH)).toBe(
-        'SELECT name, scopes, expires_at FROM keyway_tokens WHERE id_hash = ?',
+        'SELECT name, scopes, expires_at, audience FROM keyway_tokens WHERE id_hash = ?',
       );
       expect(plan(compile(SQLITE, TOKEN_CHECK_BY_ID_HASH), ['x'])).toMatch(
         /SEARCH keyway_tokens USING PRIMARY KEY \(id_hash=\?\)/,

@@ -1,3 +1,4 @@
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -44,8 +45,19 @@ export interface GatewayResult {
    * node:http reverse proxy in the server's process (`proxy`) and in a process of its own
    * (`hop`, the gateway's topology) — the floors of any extra hop — and through the gateway.
    */
-  roundTrip: { direct: number; proxy: number; hop: number; gateway: number };
-  throughput: { connections: number; direct: Load; proxy: Load; hop: Load; gateway: Load };
+  /**
+   * `signedIn`: the same gateway with the access token of an MCP client that signed in
+   * (docs/api.md §17): a broker token bound to the endpoint, checked the same way.
+   */
+  roundTrip: { direct: number; proxy: number; hop: number; gateway: number; signedIn: number };
+  throughput: {
+    connections: number;
+    direct: Load;
+    proxy: Load;
+    hop: Load;
+    gateway: Load;
+    signedIn: Load;
+  };
   /** `keyway serve`'s resident memory with the idle streams open, against before, bytes. */
   idle: { streams: number; before: number; after: number };
   /** A reader slower than the server: bytes the server wrote, the reader got, and RSS. */
@@ -68,6 +80,68 @@ async function roundTrip(url: string, authorization: string, calls: number): Pro
     times.push((performance.now() - started) * 1000);
   }
   return median(times);
+}
+
+/**
+ * The access token of an MCP client that signs in to the gateway's endpoint with a broker
+ * token, as a client and its user's browser would get it: registration, the sign-in and
+ * consent forms (with the binding cookie), the code for tokens.
+ */
+async function signedInToken(base: string, parent: string): Promise<string> {
+  const { issuer } = (await (
+    await fetch(`${base}/.well-known/oauth-authorization-server`)
+  ).json()) as {
+    issuer: string;
+  };
+  const redirect = 'http://127.0.0.1/callback';
+  const registered = await fetch(`${base}/oauth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ client_name: 'bench', redirect_uris: [redirect] }),
+  });
+  const { client_id: clientId } = (await registered.json()) as { client_id: string };
+  const verifier = randomBytes(32).toString('base64url');
+  const page = await fetch(
+    `${base}/oauth/authorize?${new URLSearchParams({
+      response_type: 'code',
+      client_id: clientId,
+      redirect_uri: redirect,
+      code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+      code_challenge_method: 'S256',
+      resource: `${issuer}/mcp/${CONNECTION}`,
+    })}`,
+  );
+  const cookie = (page.headers.get('set-cookie') ?? '').split(';')[0] as string;
+  const handleOf = async (response: Response) =>
+    (await response.text()).match(/name="request" value="([^"]+)"/)?.[1] ?? '';
+  const post = (fields: Record<string, string>) =>
+    fetch(`${base}/oauth/authorize`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
+      body: new URLSearchParams(fields).toString(),
+    });
+  const consent = await post({ request: await handleOf(page), action: 'token', token: parent });
+  const approved = await post({
+    request: await handleOf(consent),
+    action: 'consent',
+    decision: 'approve',
+  });
+  const code = new URL(approved.headers.get('location') ?? '').searchParams.get('code') ?? '';
+  const tokens = await fetch(`${base}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: redirect,
+      client_id: clientId,
+      code_verifier: verifier,
+    }).toString(),
+  });
+  const { access_token: token } = (await tokens.json()) as { access_token?: string };
+  if (token === undefined) throw new Error(`the sign-in gave no token (HTTP ${tokens.status})`);
+  return token;
 }
 
 /** Opens a GET event stream through the gateway and resolves once its headers arrived. */
@@ -138,6 +212,8 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       KEYWAY_MAX_CONNECTIONS: String(options.streams * 2 + 100),
       KEYWAY_GATEWAY_MAX_STREAMS_PER_CONNECTION: String(options.streams * 2),
       KEYWAY_GATEWAY_MAX_STREAMS_PER_CALLER: String(options.streams * 2),
+      // MCP clients may sign in: the same gateway, with their endpoint-bound tokens too.
+      KEYWAY_SIGN_IN: 'token',
     });
     stops.push(() => keyway.stop());
     const pid = keyway.child.pid as number;
@@ -154,6 +230,10 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       url: `${keyway.url}/mcp/${CONNECTION}`,
       authorization: `Bearer ${brokerToken}`,
     };
+    const signedIn = {
+      url: gateway.url,
+      authorization: `Bearer ${await signedInToken(keyway.url, brokerToken)}`,
+    };
 
     // Warm both paths, then alternate rounds.
     const sides = [
@@ -161,6 +241,7 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       ['proxy', proxy],
       ['hop', hop],
       ['gateway', gateway],
+      ['signedIn', signedIn],
     ] as const;
     for (const [, side] of sides) await roundTrip(side.url, side.authorization, 200);
     const trips = {
@@ -168,6 +249,7 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       proxy: [] as number[],
       hop: [] as number[],
       gateway: [] as number[],
+      signedIn: [] as number[],
     };
     for (let round = 0; round < options.rounds; round++) {
       for (const [name, side] of sides) {
@@ -179,6 +261,7 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       proxy: [] as Load[],
       hop: [] as Load[],
       gateway: [] as Load[],
+      signedIn: [] as Load[],
     };
     for (let round = 0; round < options.rounds; round++) {
       for (const [name, side] of sides) {
@@ -250,6 +333,7 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
         proxy: median(trips.proxy),
         hop: median(trips.hop),
         gateway: median(trips.gateway),
+        signedIn: median(trips.signedIn),
       },
       throughput: {
         connections: options.connections,
@@ -257,6 +341,7 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
         proxy: pickLoad(loads.proxy),
         hop: pickLoad(loads.hop),
         gateway: pickLoad(loads.gateway),
+        signedIn: pickLoad(loads.signedIn),
       },
       idle: { streams: options.streams, before, after },
       slow: {

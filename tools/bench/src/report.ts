@@ -245,6 +245,8 @@ export function writeReport(report: Report, file: string | null): string {
   );
 
   const { gateway } = report;
+  const signedInDelta = (value: number, against: number) =>
+    `${value >= against ? '+' : '−'}${pct(Math.abs(value / against - 1))}`;
   const added = gateway.roundTrip.gateway / gateway.roundTrip.direct - 1;
   const hopAdded = gateway.roundTrip.hop / gateway.roundTrip.direct - 1;
   const idleMiB = (gateway.idle.after - gateway.idle.before) / 1024 / 1024;
@@ -265,6 +267,13 @@ export function writeReport(report: Report, file: string | null): string {
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
     `| \`tools/call\`, one at a time (median round trip) | ${us(gateway.roundTrip.direct)} µs | ${us(gateway.roundTrip.proxy)} µs | ${us(gateway.roundTrip.hop)} µs | ${us(gateway.roundTrip.gateway)} µs | +${pct(added)} | +${pct(gateway.roundTrip.proxy / gateway.roundTrip.direct - 1)}, +${pct(hopAdded)} |`,
     `| \`tools/call\` under load (${gateway.throughput.connections} connections) | ${int(gateway.throughput.direct.requestsPerSecond)}/s | ${int(gateway.throughput.proxy.requestsPerSecond)}/s | ${int(gateway.throughput.hop.requestsPerSecond)}/s | ${int(gateway.throughput.gateway.requestsPerSecond)}/s | ${pct(gateway.throughput.gateway.requestsPerSecond / gateway.throughput.direct.requestsPerSecond)} | ${pct(gateway.throughput.proxy.requestsPerSecond / gateway.throughput.direct.requestsPerSecond)}, ${pct(gateway.throughput.hop.requestsPerSecond / gateway.throughput.direct.requestsPerSecond)} |`,
+    '',
+    'With the access token of an MCP client that signed in (docs/api.md §17), a broker token bound to the endpoint: the same check, one comparison more.',
+    '',
+    '| Credential at the gateway | One at a time (median round trip) | Under load |',
+    '| --- | ---: | ---: |',
+    `| Broker token | ${us(gateway.roundTrip.gateway)} µs | ${int(gateway.throughput.gateway.requestsPerSecond)}/s |`,
+    `| Sign-in access token | ${us(gateway.roundTrip.signedIn)} µs (${signedInDelta(gateway.roundTrip.signedIn, gateway.roundTrip.gateway)}) | ${int(gateway.throughput.signedIn.requestsPerSecond)}/s (${signedInDelta(gateway.throughput.signedIn.requestsPerSecond, gateway.throughput.gateway.requestsPerSecond)}) |`,
     '',
     `**Idle event streams**: ${int(gateway.idle.streams)} GET streams held open through the gateway took \`keyway serve\` from ${mib(gateway.idle.before)} to ${mib(gateway.idle.after)} of resident memory: ${((gateway.idle.after - gateway.idle.before) / gateway.idle.streams / 1024).toFixed(1)} KiB a stream (its socket to the client, its socket to the server, and on Node the piped body between them).`,
     '',

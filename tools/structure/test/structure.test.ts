@@ -90,6 +90,7 @@ const LAYERS = [
   'grants',
   'connections',
   'upstream',
+  'sign-in',
   'broker',
   'config',
 ];

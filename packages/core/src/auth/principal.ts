@@ -37,6 +37,11 @@ export interface TokenPrincipal {
    * the token ends it. Absent on principals built by hand.
    */
   readonly idHash?: string;
+  /**
+   * The one endpoint the token is accepted at, for a token issued to an MCP client that
+   * signed in (docs/api.md §17); absent for a token every route takes.
+   */
+  readonly audience?: string;
 }
 
 const ROOT: RootPrincipal = Object.freeze({ kind: 'root' });

@@ -41,12 +41,13 @@ export const RateLimitsSchema = z.union(
       auth: z.union([z.literal(false), LIMIT]).optional(),
       mint: z.union([z.literal(false), LIMIT]).optional(),
       discover: z.union([z.literal(false), LIMIT]).optional(),
+      register: z.union([z.literal(false), LIMIT]).optional(),
       shared: z.boolean().optional(),
     }),
   ],
   {
     error:
-      '"rateLimits" must be false or { auth?, mint?, discover?, shared? } with limits like { limit: 20, ' +
+      '"rateLimits" must be false or { auth?, mint?, discover?, register?, shared? } with limits like { limit: 20, ' +
       'windowSeconds: 60 } or false',
   },
 );
@@ -79,16 +80,27 @@ export interface RateLimitsConfig {
    */
   discover?: RateLimit | false;
   /**
+   * Client registrations of MCP clients that sign in to Keyway (docs/api.md §17) per client
+   * address. Default 20 per 3600 s.
+   */
+  register?: RateLimit | false;
+  /**
    * Keep the counters in the broker's storage, so every instance on it shares them.
    * Default `false`: each instance counts on its own, in memory.
    */
   shared?: boolean;
 }
 
-export const DEFAULT_RATE_LIMITS: { auth: RateLimit; mint: RateLimit; discover: RateLimit } = {
+export const DEFAULT_RATE_LIMITS: {
+  auth: RateLimit;
+  mint: RateLimit;
+  discover: RateLimit;
+  register: RateLimit;
+} = {
   auth: { limit: 20, windowSeconds: 60 },
   mint: { limit: 60, windowSeconds: 60 },
   discover: { limit: 30, windowSeconds: 60 },
+  register: { limit: 20, windowSeconds: 3600 },
 };
 
 /** Where counters are kept: {@link CounterStorage}, in memory or in the storage. */
@@ -173,6 +185,7 @@ export class RateLimiter {
   readonly #auth: RateLimit | false;
   readonly #mint: RateLimit | false;
   readonly #discover: RateLimit | false;
+  readonly #register: RateLimit | false;
   readonly #counters: Counters;
   /** The counters, when they are this instance's own: then checks need no `await`. */
   readonly #local: InstanceCounters | null;
@@ -187,11 +200,17 @@ export class RateLimiter {
   ) {
     const limits =
       config === false
-        ? { auth: false as const, mint: false as const, discover: false as const }
+        ? {
+            auth: false as const,
+            mint: false as const,
+            discover: false as const,
+            register: false as const,
+          }
         : config;
     this.#auth = limits.auth ?? DEFAULT_RATE_LIMITS.auth;
     this.#mint = limits.mint ?? DEFAULT_RATE_LIMITS.mint;
     this.#discover = limits.discover ?? DEFAULT_RATE_LIMITS.discover;
+    this.#register = limits.register ?? DEFAULT_RATE_LIMITS.register;
     this.#local = config !== false && config.shared === true ? null : instanceCounters();
     this.#counters = this.#local ?? counters;
     this.#now = now;
@@ -263,9 +282,24 @@ export class RateLimiter {
     return this.#count(this.#discover, 'discover', treeRoot, 'discoveries');
   }
 
+  /**
+   * Counts one client registration from a client address (docs/api.md §17), refusing it
+   * beyond the limit: registration writes a record for anyone who asks.
+   *
+   * @throws {KeywayError} `rate_limited` with `retryAfter`.
+   */
+  countRegistration(address: string): Promise<void> {
+    return this.#count(
+      this.#register,
+      'register',
+      clientAddressKey(address),
+      'client registrations from this address',
+    );
+  }
+
   async #count(
     limit: RateLimit | false,
-    kind: 'mint' | 'discover',
+    kind: 'mint' | 'discover' | 'register',
     treeRoot: string,
     what: string,
   ): Promise<void> {
@@ -284,7 +318,7 @@ export class RateLimiter {
 }
 
 /**
- * Parses `KEYWAY_RATE_LIMITS`: `on`, `off`, or `auth=20/60,mint=60/60,discover=30/60` (count
+ * Parses `KEYWAY_RATE_LIMITS`: `on`, `off`, or `auth=20/60,mint=60/60,discover=30/60,register=20/3600` (count
  * per window in seconds; `auth=off` turns one off; a limit not named keeps its default).
  *
  * @throws {TypeError} naming what is wrong.
@@ -299,14 +333,15 @@ export function parseRateLimits(text: string): RateLimitsConfig | false {
   for (const part of value.split(',')) {
     const match = part
       .trim()
-      .match(/^(auth|mint|discover)=(?:(off)|([1-9][0-9]{0,8})\/([1-9][0-9]{0,5}))$/);
+      .match(/^(auth|mint|discover|register)=(?:(off)|([1-9][0-9]{0,8})\/([1-9][0-9]{0,5}))$/);
     if (match === null) {
       throw new TypeError(
-        `invalid rate limit ${JSON.stringify(part.trim())}: use on, off, or auth=20/60,mint=60/60,discover=30/60 ` +
+        `invalid rate limit ${JSON.stringify(part.trim())}: use on, off, or ` +
+          'auth=20/60,mint=60/60,discover=30/60,register=20/3600 ' +
           `(count per window in seconds, or name=off)`,
       );
     }
-    const name = match[1] as 'auth' | 'mint' | 'discover';
+    const name = match[1] as 'auth' | 'mint' | 'discover' | 'register';
     config[name] =
       match[2] === 'off' ? false : { limit: Number(match[3]), windowSeconds: Number(match[4]) };
   }

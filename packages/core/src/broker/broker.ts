@@ -13,7 +13,10 @@ import { PARTY_CHANGED, RESOURCE_CHANGED } from '../providers/party.js';
 import { clientMetadataDocument } from '../providers/registration.js';
 import { ProviderRegistry } from '../providers/registry.js';
 import { ProviderService } from '../providers/service.js';
+import type { SignInDeps } from '../sign-in/deps.js';
+import { SignInService } from '../sign-in/service.js';
 import type { Storage, StorageHealth } from '../storage/contract.js';
+import { createTokenCodec } from '../tokens/format.js';
 import { type AuthenticationContext, TokenService } from '../tokens/service.js';
 import { probeConnection } from '../upstream/connection-probe.js';
 import type { UpstreamDeps } from '../upstream/deps.js';
@@ -44,6 +47,11 @@ export interface Broker {
   readonly proxy: ApiProxy;
   /** The audit log and the webhook outbox (docs/api.md §11). */
   readonly events: EventService;
+  /**
+   * Keyway as the authorization server of its MCP endpoints (docs/api.md §17), when
+   * `signIn` is configured (`signIn.enabled`).
+   */
+  readonly signIn: SignInService;
   /**
    * The client-ID metadata document of this deployment (served at
    * `GET /api/oauth/client-metadata.json`), or `null` without a `baseUrl`.
@@ -242,6 +250,23 @@ export function createBroker(config: BrokerConfig): Broker {
     }
   }
   const eventService = new EventService(storage, sender);
+  const signInDeps: SignInDeps | null =
+    resolved.signIn === null || resolved.baseUrl === null
+      ? null
+      : {
+          settings: resolved.signIn,
+          issuer: resolved.baseUrl,
+          storage,
+          vault,
+          codec: createTokenCodec(resolved.rootKey, resolved.crypto),
+          outbound: resolved.outbound,
+          events,
+          limiter,
+          now: resolved.now,
+          randomBytes: resolved.randomBytes,
+          authenticate: (credential, context) => tokens.authenticate(credential, context),
+        };
+  const signIn = new SignInService(signInDeps);
 
   async function purgeExpired(): Promise<number> {
     let total = 0;
@@ -249,8 +274,10 @@ export function createBroker(config: BrokerConfig): Broker {
       // Short batches: each is a few quick statements, never a long lock on a table.
       const removed = await storage.purgeExpired(resolved.now(), PURGE_BATCH);
       total += removed;
-      if (removed < PURGE_BATCH) return total;
+      if (removed < PURGE_BATCH) break;
     }
+    // Clients that registered to sign in and went unused for 30 days (docs/api.md §17).
+    return total + (await signIn.forgetIdleClients());
   }
 
   let purging: Promise<unknown> | null = null;
@@ -276,6 +303,7 @@ export function createBroker(config: BrokerConfig): Broker {
     gateway,
     proxy: new ApiProxy(gatewayOptions),
     events: eventService,
+    signIn,
     clientMetadataDocument() {
       return resolved.profile === null ? null : clientMetadataDocument(resolved.profile);
     },

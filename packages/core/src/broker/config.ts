@@ -15,6 +15,7 @@ import { defaultCrypto, type PlatformCrypto } from '../platform/crypto.js';
 import { pooledRandomBytes } from '../platform/random.js';
 import { type AssertionSource, AssertionSourcesSchema } from '../providers/assertion-sources.js';
 import { type ClientProfile, profileOf } from '../providers/registration.js';
+import { SignInSchema, type SignInSettings, signInSettings } from '../sign-in/settings.js';
 import { STORAGE_METHODS, type Storage } from '../storage/contract.js';
 import { type Observer, safeObserver } from '../telemetry/observation.js';
 import { TOKEN_PREFIX } from '../tokens/format.js';
@@ -128,6 +129,13 @@ const BrokerConfigSchema = z.object({
     .optional(),
   /** `client_name` at authorization servers. Default `Keyway`. */
   clientName: z.string().min(1).max(200).optional(),
+  /**
+   * Sign-in for MCP clients (docs/api.md §17): Keyway becomes the authorization server of its
+   * MCP endpoints, so a client reaches a connection by its URL alone. `methods` lists how a
+   * user signs in (`token`: a pasted broker token; `oidc`: the OpenID provider of `oidc`).
+   * Needs `baseUrl` (the issuer). Default off.
+   */
+  signIn: SignInSchema.optional(),
   /**
    * Origins that `redirect_to` of an authorize call may point to
    * (`https://app.example.com`). Default none.
@@ -320,6 +328,10 @@ export interface ResolvedBrokerConfig {
   gateway: GatewayLimits;
   allowedHosts: string[];
   profile: ClientProfile | null;
+  /** The deployment's base URL without a trailing slash, or `null`. */
+  baseUrl: string | null;
+  /** Sign-in for MCP clients, or `null` when off. */
+  signIn: SignInSettings | null;
   providerManagement: boolean;
   providers: Record<string, ProviderInput>;
   profiles: ReadonlyMap<string, Profile>;
@@ -361,6 +373,11 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
         'is {baseUrl}/api/oauth/callback',
     );
   }
+  if (parsed.signIn !== undefined && parsed.baseUrl === undefined) {
+    throw new TypeError(
+      'invalid broker configuration: "baseUrl" is required with signIn: it is the issuer MCP clients sign in at',
+    );
+  }
   const onBackgroundError =
     parsed.onBackgroundError ??
     ((error: unknown) => console.error('keyway: background work failed', error));
@@ -388,6 +405,8 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     vault: new Vault(parsed.vaultKeys ?? [deriveVaultKey(parsed.rootKey)]),
     allowedHosts: parsed.allowedHosts ?? [],
     profile: profileOf(parsed.baseUrl, parsed.clientMetadataUrl, parsed.clientName),
+    baseUrl: parsed.baseUrl === undefined ? null : parsed.baseUrl.replace(/\/+$/, ''),
+    signIn: parsed.signIn === undefined ? null : signInSettings(parsed.signIn),
     providerManagement: parsed.providerManagement ?? false,
     providers: parsed.providers ?? {},
     profiles: catalogOf(parsed.profiles),

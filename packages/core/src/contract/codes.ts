@@ -106,6 +106,8 @@ export const EVENT_TYPES = [
   'connection.reauthorization_required',
   'connection.deleted',
   'credentials.issued',
+  'grant.created',
+  'grant.revoked',
 ] as const;
 
 /**

@@ -9,6 +9,7 @@ import {
   DiscoveryTraceBody,
   ErrorBody,
   EventBody,
+  GrantViewBody,
   IssuedTokenBody,
   PageOf,
   ProbeResultBody,
@@ -25,6 +26,7 @@ import {
   CredentialsQuery,
   DeliveryListQuery,
   DiscoverBody,
+  GrantListQuery,
   MintTokenBody,
   NarrowTokenBody,
   ProviderBody,
@@ -49,6 +51,7 @@ const SHAPES = {
   AuditListQuery,
   DeliveryListQuery,
   CredentialsQuery,
+  GrantListQuery,
   MintTokenBody,
   NarrowTokenBody,
   ProviderBody,
@@ -78,6 +81,8 @@ const SHAPES = {
   EventPage: PageOf(EventBody),
   DeliveryViewBody,
   DeliveryPage: PageOf(DeliveryViewBody),
+  GrantViewBody,
+  GrantPage: PageOf(GrantViewBody),
 };
 
 /**

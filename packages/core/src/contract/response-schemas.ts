@@ -51,6 +51,23 @@ export const TokenViewBody = z.object({
   created_by: z.string(),
 });
 
+/** A grant of an MCP client that signed in (docs/api.md §17): never a token. */
+export const GrantViewBody = z.object({
+  id: z.string(),
+  client_id: z.string(),
+  client_name: z.string().nullable(),
+  /** The host the client's metadata document proved; `null`: registered, unverified. */
+  verified_host: z.string().nullable(),
+  /** `mcp/<connection path>`. */
+  endpoint: z.string(),
+  /** Who signed in: a broker token's name, or the user at the identity provider. */
+  user: z.string(),
+  created_at: time,
+  expires_at: time,
+  /** When the client last obtained an access token. */
+  last_used_at: time,
+});
+
 const nullableStrings = z.array(z.string()).nullable();
 
 /** The provider view (docs/api.md §4): never a secret. */

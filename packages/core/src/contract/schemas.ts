@@ -32,6 +32,9 @@ const listFields = {
 /** `GET /api/admin/tokens` (docs/api.md §3.3). */
 export const TokenListQuery = z.strictObject(listFields);
 
+/** `GET /api/admin/grants` (docs/api.md §17). */
+export const GrantListQuery = z.strictObject(listFields);
+
 /** `prefix`: only records at or below this resource path. */
 const prefix = z.string().optional();
 

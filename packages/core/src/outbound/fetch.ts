@@ -24,7 +24,7 @@ export interface OutboundOptions {
   timeoutMs?: number;
   /** Largest response body read, in bytes. Default 1 MiB. */
   maxResponseBytes?: number;
-  /** Same-origin redirects followed at most. Default 5. */
+  /** Same-origin redirects followed at most (none for a request with `redirect: 'error'`). Default 5. */
   maxRedirects?: number;
 }
 
@@ -178,6 +178,10 @@ export function createOutboundFetch(options: OutboundOptions = {}): OutboundFetc
         const location = response.headers.get('location');
         if (REDIRECT.has(response.status) && location !== null) {
           await response.body?.cancel().catch(() => {});
+          // A document that must come from its own URL (a client's metadata) follows none.
+          if (init.redirect === 'error') {
+            throw new OutboundError('redirect', `${url.origin}: the answer was a redirect`);
+          }
           const next = new URL(location, url);
           if (next.origin !== origin) {
             throw new OutboundError(

@@ -41,13 +41,19 @@ export interface TokenRecord {
   createdAt: number;
   /** `root` or `token:<name>` of the minting principal. */
   createdBy: string;
+  /**
+   * The one endpoint the token is accepted at (`mcp/<connection path>`, `portal/<prefix>`):
+   * a token issued to an MCP client that signed in (docs/api.md §17). Absent for a token
+   * every route takes; an adapter stores and answers it as written.
+   */
+  audience?: string;
 }
 
 /**
- * What a token check reads of a {@link TokenRecord}: its name, scopes and expiry (the
- * `findTokenByIdHashSync` lookup answers these, or the whole record).
+ * What a token check reads of a {@link TokenRecord}: its name, scopes, expiry and audience
+ * (the `findTokenByIdHashSync` lookup answers these, or the whole record).
  */
-export type TokenCheckRecord = Pick<TokenRecord, 'name' | 'scopes' | 'expiresAt'>;
+export type TokenCheckRecord = Pick<TokenRecord, 'name' | 'scopes' | 'expiresAt' | 'audience'>;
 
 /** The changes a token-tree update writes, all in one transaction. */
 export interface TokenTreeChanges {

@@ -45,7 +45,7 @@ export type Observation =
       /** `2xx` … `5xx`, or why no answer came (`timeout`, `network`, `blocked_address`, …). */
       outcome: string;
     }
-  | { kind: 'rate_limited'; limit: 'auth' | 'mint' | 'discover' }
+  | { kind: 'rate_limited'; limit: 'auth' | 'mint' | 'discover' | 'register' }
   | {
       kind: 'gateway';
       provider: string;

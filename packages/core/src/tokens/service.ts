@@ -97,6 +97,13 @@ export interface AuthenticationContext {
    * it, no limit applies: pass it wherever the server knows it.
    */
   clientAddress?: string | null;
+  /**
+   * The one endpoint the request is for (`mcp/<connection path>`, `portal/<prefix>`), or a
+   * function that names it, called only for a token bound to an endpoint: a token issued to
+   * an MCP client that signed in is accepted there and nowhere else (docs/api.md §17).
+   * Without it, such a token is refused.
+   */
+  audience?: string | (() => string);
 }
 
 /** Why a credential was refused, in words that never echo it. */
@@ -179,8 +186,8 @@ export class TokenService {
   ): Principal | Promise<Principal> {
     const address = context.clientAddress ?? null;
     const limiter = address === null || address === '' ? null : this.#limiter;
-    if (limiter === null) return this.#verify(credential);
-    return this.#limited(limiter, address as string, credential);
+    if (limiter === null) return this.#verify(credential, context.audience);
+    return this.#limited(limiter, address as string, credential, context.audience);
   }
 
   /** {@link TokenService.authenticate} for a client address, counted by the rate limiter. */
@@ -188,11 +195,12 @@ export class TokenService {
     limiter: RateLimiter,
     address: string,
     credential: string | null | undefined,
+    audience: AuthenticationContext['audience'],
   ): Promise<Principal> {
     const check = limiter.assertMayAuthenticate(address);
     if (check !== undefined) await check;
     try {
-      return await this.#verify(credential);
+      return await this.#verify(credential, audience);
     } catch (error) {
       if (error instanceof KeywayError && error.code === 'invalid_token' && credential) {
         await limiter.recordFailedAuthentication(address);
@@ -205,7 +213,10 @@ export class TokenService {
    * The principal of a credential. A storage that reads synchronously (memory, SQLite) is
    * read without a promise: the check then allocates none of its own.
    */
-  #verify(credential: string | null | undefined): Principal | Promise<Principal> {
+  #verify(
+    credential: string | null | undefined,
+    audience: AuthenticationContext['audience'],
+  ): Principal | Promise<Principal> {
     if (credential === null || credential === undefined || credential === '') {
       throw invalidToken('no credential was presented');
     }
@@ -218,23 +229,36 @@ export class TokenService {
     const storage = this.#storage;
     const fast = storage.fastPaths;
     if (fast?.findTokenByIdHashSync !== undefined) {
-      return this.#principalOf(fast.findTokenByIdHashSync(idHash), idHash);
+      return this.#principalOf(fast.findTokenByIdHashSync(idHash), idHash, audience);
     }
     // The check's columns where the storage reads them alone, else the whole record.
     const read = fast?.findTokenCheckByIdHash?.(idHash) ?? storage.findTokenByIdHash(idHash);
-    return read.then((record) => this.#principalOf(record, idHash));
+    return read.then((record) => this.#principalOf(record, idHash, audience));
   }
 
-  /** The principal of the token read by `idHash`: live, or `invalid_token`. */
-  #principalOf(record: TokenCheckRecord | null, idHash: string): TokenPrincipal {
+  /**
+   * The principal of the token read by `idHash`: live, and bound to no endpoint or to the
+   * one the request is for; else `invalid_token`.
+   */
+  #principalOf(
+    record: TokenCheckRecord | null,
+    idHash: string,
+    audience: AuthenticationContext['audience'],
+  ): TokenPrincipal {
     if (record === null) throw invalidToken('the token is unknown or has been revoked');
     if (record.expiresAt <= this.#now()) throw invalidToken('the token has expired');
+    if (record.audience !== undefined) {
+      const endpoint = typeof audience === 'function' ? audience() : audience;
+      if (record.audience !== endpoint) throw invalidToken('the token is for another resource');
+    }
+    // One shape for every principal (the audience `undefined` for a token any route takes).
     return {
       kind: 'token',
       name: record.name,
       scopes: record.scopes,
       expiresAt: record.expiresAt,
       idHash,
+      audience: record.audience,
     };
   }
 

@@ -4,6 +4,7 @@ import { HEALTH_ROUTES } from './health.js';
 import { INSPECTOR_ROUTES } from './inspector.js';
 import { CONNECTION_ROUTES, OAUTH_ROUTES } from './oauth.js';
 import type { Route } from './route.js';
+import { SIGN_IN_ROUTES } from './sign-in.js';
 import { VAULT_ROUTES } from './vault.js';
 
 export type { Method, Route, RouteContext } from './route.js';
@@ -21,6 +22,7 @@ export const OPERATIONS: readonly Route[] = [
   ...VAULT_ROUTES,
   ...GATEWAY_ROUTES,
   ...PROXY_ROUTES,
+  ...SIGN_IN_ROUTES,
   ...HEALTH_ROUTES,
 ];
 

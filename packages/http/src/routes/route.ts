@@ -24,6 +24,8 @@ export interface RouteContext {
    * TypeScript caller writes; the parse is for every caller, this one included).
    */
   body(): Promise<unknown>;
+  /** The form body (`application/x-www-form-urlencoded`), read on demand with the same checks. */
+  form(): Promise<URLSearchParams>;
   /** The query parameters, typed for the route's `query` schema. */
   query(): Record<string, unknown>;
   /** Whether the inspector is served: the callback page then loads its script. */
@@ -48,6 +50,12 @@ export interface Route {
   undocumented?: boolean;
   /** The path parameter: its name and what it holds. */
   param?: { name: string; description: string };
+  /**
+   * The endpoint a request of this route is for, from its path parameter: a token bound to
+   * one endpoint (an MCP client's, docs/api.md §17) is accepted only where this names it.
+   * Routes without it refuse such tokens.
+   */
+  audience?: (param: string) => string;
   /** The query string's shape in core's contract. */
   query?: QueryShape;
   /** The JSON body's shape in core's contract (core parses the body with it). */
