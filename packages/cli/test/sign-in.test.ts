@@ -158,7 +158,6 @@ describe.each(engines)('MCP clients sign in to keyway serve by URL alone ($name)
       vaultKeys: [VAULT_KEY],
       allowedHosts: ['127.0.0.1'],
       signIn: { methods: ['token'] },
-      inspector: false,
       log: () => {},
       logLevel: 'silent',
     });
@@ -295,10 +294,29 @@ describe.each(engines)('MCP clients sign in to keyway serve by URL alone ($name)
     expect(provider.opened).toHaveLength(1);
     await client.close();
 
-    // Revoking the grant ends it: the client must sign in again.
-    expect(
-      (await callApi(keyway.url, ROOT_KEY, 'DELETE', `/api/admin/grants/${anchor.id}`)).status,
-    ).toBe(204);
+    // The console's Grants view shows it, and revoking it there ends it: the client must
+    // sign in again.
+    const consolePage = await browser.newPage();
+    await consolePage.goto(`${keyway.url}/inspector`);
+    await consolePage.getByLabel('Root key or broker token').fill(ROOT_KEY);
+    await consolePage.getByRole('button', { name: 'Use it' }).click();
+    await consolePage
+      .getByRole('navigation', { name: 'Views' })
+      .getByRole('link', { name: 'Grants', exact: true })
+      .click();
+    const row = consolePage.locator('tr', { hasText: 'mcp/acme/users/alice/linear' });
+    await row.waitFor();
+    expect(await row.textContent()).toContain('Keyway E2E Client');
+    expect(await row.textContent()).toContain('alice');
+    expect(await accessibilityFindings(consolePage)).toEqual([]);
+    await row.getByRole('button', { name: /^Revoke/ }).click();
+    await row.getByRole('button', { name: /^Confirm: revoke/ }).click();
+    await expect
+      .poll(
+        async () => (await callApi(keyway.url, ROOT_KEY, 'GET', '/api/admin/grants')).body.items,
+      )
+      .toEqual([]);
+    await consolePage.close();
     const after = await fetch(`${keyway.url}/mcp/acme/users/alice/linear`, {
       method: 'POST',
       headers: {
