@@ -53,6 +53,7 @@ export type {
   ProviderListQueryInput,
   PutSecretInput,
   SecretListQueryInput,
+  UpdateConnectionInput,
   VerifyInput,
 } from './contract/schemas.js';
 export type { DiscoveryStep, DiscoveryTrace } from './discovery/index.js';

@@ -158,14 +158,16 @@ function wellKnown(broker: Broker, path: string, method: string): Reply | null {
   if (!signIn.enabled) return null;
   const metadata = signIn.metadata();
   const basePath = new URL(signIn.issuer).pathname.replace(/\/$/, '');
-  const resourcePrefix = `/.well-known/oauth-protected-resource${basePath}/mcp/`;
+  const resourceRoot = `/.well-known/oauth-protected-resource${basePath}/`;
+  // A connection's MCP endpoint (§13) or a portal (§18).
+  const kind = ['mcp', 'portal'].find((name) => path.startsWith(`${resourceRoot}${name}/`));
   let document: Record<string, unknown>;
   if (path === metadata.path) {
     document = metadata.document;
-  } else if (path.startsWith(resourcePrefix)) {
+  } else if (kind !== undefined) {
     let endpoint: string;
     try {
-      endpoint = `mcp/${resourcePathFromUrl(path.slice(resourcePrefix.length))}`;
+      endpoint = `${kind}/${resourcePathFromUrl(path.slice(resourceRoot.length + kind.length + 1))}`;
     } catch (error) {
       if (error instanceof KeywayError) return errorReply(error, false);
       throw error;

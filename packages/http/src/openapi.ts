@@ -40,6 +40,18 @@ function errorResponses(operation: Route): Record<string, unknown> {
       content: { 'application/json': { schema } },
     };
   }
+  for (const [status, description] of Object.entries(operation.rpcErrors ?? {})) {
+    const rpc = { $ref: '#/components/schemas/JsonRpcError' };
+    const api = (responses[status] as { content?: { 'application/json': { schema: unknown } } })
+      ?.content?.['application/json'].schema;
+    responses[status] = {
+      description:
+        api === undefined
+          ? `A JSON-RPC error: ${description}.`
+          : `${(responses[status] as { description: string }).description} Or a JSON-RPC error: ${description}.`,
+      content: { 'application/json': { schema: api === undefined ? rpc : { oneOf: [api, rpc] } } },
+    };
+  }
   for (const [status, description] of Object.entries(operation.pages ?? {})) {
     responses[status] = { description, content: { 'text/html': { schema: { type: 'string' } } } };
   }
@@ -124,7 +136,23 @@ export function openApiDocument(serverUrl?: string): Record<string, unknown> {
     ...(serverUrl === undefined ? {} : { servers: [{ url: serverUrl }] }),
     security: [{ bearer: [] }],
     components: {
-      schemas: { Error: contractSchema('ErrorBody') },
+      schemas: {
+        Error: contractSchema('ErrorBody'),
+        JsonRpcError: {
+          type: 'object',
+          description: 'A JSON-RPC 2.0 error response (an MCP server refusing a message).',
+          required: ['jsonrpc', 'error', 'id'],
+          properties: {
+            jsonrpc: { const: '2.0' },
+            error: {
+              type: 'object',
+              required: ['code', 'message'],
+              properties: { code: { type: 'integer' }, message: { type: 'string' }, data: {} },
+            },
+            id: { type: ['string', 'integer', 'null'] },
+          },
+        },
+      },
       securitySchemes: {
         bearer: {
           type: 'http',

@@ -112,6 +112,8 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
         authorized_at: null,
         last_refreshed_at: null,
         error: null,
+        alias: null,
+        tools: null,
       });
     });
 

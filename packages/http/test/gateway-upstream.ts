@@ -39,6 +39,30 @@ export function gate(): Gate {
   return { firstSeen, release };
 }
 
+/**
+ * A Node request whose body was read, as a Web `Request` for an SDK transport: aborted when
+ * the client goes away.
+ */
+export function bufferedRequest(
+  origin: string,
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: string,
+): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (typeof value === 'string') headers.set(name, value);
+  }
+  const aborted = new AbortController();
+  res.once('close', () => aborted.abort());
+  return new Request(`${origin}${req.url}`, {
+    method: req.method ?? 'GET',
+    headers,
+    signal: aborted.signal,
+    ...(req.method === 'POST' ? { body } : {}),
+  });
+}
+
 export class Upstream {
   mode: UpstreamMode = 'stateful-sse';
   /** Answers `/mcp` in mode `raw`. */
@@ -131,18 +155,7 @@ export class Upstream {
         .end('{"error":"insufficient_scope"}');
       return;
     }
-    const headers = new Headers();
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (typeof value === 'string') headers.set(name, value);
-    }
-    const aborted = new AbortController();
-    res.once('close', () => aborted.abort());
-    const request = new Request(`${this.origin}${req.url}`, {
-      method: req.method ?? 'GET',
-      headers,
-      signal: aborted.signal,
-      ...(req.method === 'POST' ? { body } : {}),
-    });
+    const request = bufferedRequest(this.origin, req, res, body);
     const response =
       this.mode === 'modern'
         ? await this.#modern.fetch(request)

@@ -37,8 +37,8 @@ describe.each(storageFactories)('health and status ($name storage)', (factory) =
     expect(ready.body).toEqual({ status: 'ready' });
     const status = await h.call('GET', '/api/admin/status');
     expect(status.status).toBe(200);
-    // Memory keeps no schema; the SQL storages hold all four migrations of @keyway/sql.
-    const schema = factory.name === 'memory' ? null : 4;
+    // Memory keeps no schema; the SQL storages hold all five migrations of @keyway/sql.
+    const schema = factory.name === 'memory' ? null : 5;
     expect(status.body).toEqual({
       version,
       ready: true,

@@ -304,6 +304,40 @@ describe('real answers of every route against the document', () => {
     expect((await call('DELETE', '/mcp/acme/alice/linear')).status).toBe(200);
     await call('DELETE', '/mcp/acme/nobody');
 
+    // What the portal reads of a connection.
+    const patched = await call('PATCH', '/api/oauth/connections/acme/alice/linear', {
+      body: { alias: 'lin', tools: { deny: ['admin'], read_only: true } },
+    });
+    expect(patched.status).toBe(200);
+    await call('PATCH', '/api/oauth/connections/acme/nobody', { body: { alias: 'x' } });
+    // The portal: its MCP server's session (opened, its stream, ended) and its refusals.
+    const initialize = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-11-25',
+        capabilities: {},
+        clientInfo: { name: 'openapi-test', version: '1' },
+      },
+    };
+    const opened = await call('POST', '/portal/acme/alice', { body: initialize, headers: accept });
+    expect(opened.status).toBe(200);
+    const session = {
+      ...accept,
+      'mcp-session-id': opened.headers.get('mcp-session-id') ?? '',
+      'mcp-protocol-version': '2025-11-25',
+    };
+    expect((await call('POST', '/portal/acme/alice', { body: rpc, headers: accept })).status).toBe(
+      400,
+    );
+    // The session's stream stays open until the session ends.
+    const stream = call('GET', '/portal/acme/alice', { headers: session });
+    expect((await call('DELETE', '/portal/acme/alice', { headers: session })).status).toBe(200);
+    expect((await stream).status).toBe(200);
+    expect((await call('GET', '/portal/acme/alice', { headers: session })).status).toBe(404);
+    expect((await call('DELETE', '/portal/acme/alice', { headers: session })).status).toBe(404);
+
     // The API proxy: a classic API's answers passed on, and the proxy's own errors.
     world.preregister({
       client_id: 'classic-app',

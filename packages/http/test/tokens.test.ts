@@ -42,6 +42,59 @@ describe.each(storageFactories)('token endpoints ($name storage)', (factory) => 
       expect(all.body.scopes).toEqual(['**']);
     });
 
+    it('keeps the portal tool globs a token is minted with, each once, and shows them where it is read', async () => {
+      const reply = await h.call('POST', '/api/admin/tokens', {
+        body: {
+          name: 'agent',
+          scopes: ['acme'],
+          tools: ['linear__*', 'sentry__get_*', 'linear__*'],
+        },
+      });
+      expect(reply.status).toBe(201);
+      expect(reply.body.tools).toEqual(['linear__*', 'sentry__get_*']);
+      const read = await h.call('GET', '/api/admin/tokens/agent');
+      expect(read.body.tools).toEqual(['linear__*', 'sentry__get_*']);
+      const plain = await h.call('POST', '/api/admin/tokens', {
+        body: { name: 'plain', scopes: ['acme'] },
+      });
+      expect(plain.body).not.toHaveProperty('tools');
+      expect((await h.call('GET', '/api/admin/tokens/plain')).body).not.toHaveProperty('tools');
+      // Narrowing the scopes keeps the globs.
+      await h.call('PATCH', '/api/admin/tokens/agent', { body: { scopes: ['acme/users'] } });
+      expect((await h.call('GET', '/api/admin/tokens/agent')).body.tools).toEqual([
+        'linear__*',
+        'sentry__get_*',
+      ]);
+    });
+
+    it('refuses a tool glob outside its alphabet, and more than 50, naming "tools"', async () => {
+      const bad = await h.call('POST', '/api/admin/tokens', {
+        body: { name: 'agent', scopes: ['acme'], tools: ['linear__get issues'] },
+      });
+      expect(bad.status).toBe(400);
+      expect(bad.body).toEqual({
+        error: 'invalid_request',
+        error_description:
+          '"tools.0": a glob of 1 to 128 characters of A-Z, a-z, 0-9, "_", "-" and "*"',
+        details: [
+          {
+            path: 'tools.0',
+            message: 'a glob of 1 to 128 characters of A-Z, a-z, 0-9, "_", "-" and "*"',
+          },
+        ],
+      });
+      const many = await h.call('POST', '/api/admin/tokens', {
+        body: {
+          name: 'agent',
+          scopes: ['acme'],
+          tools: Array.from({ length: 51 }, (_, i) => `t${i}`),
+        },
+      });
+      expect(many.status).toBe(400);
+      expect(many.body.error).toBe('invalid_request');
+      expect(many.body.error_description).toBe('"tools": at most 50 globs');
+    });
+
     it('defaults expires_in to 3600 seconds', async () => {
       const reply = await h.call('POST', '/api/admin/tokens', {
         body: { name: 'd', scopes: ['a'] },

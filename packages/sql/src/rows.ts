@@ -55,6 +55,7 @@ type ColumnKind =
   | 'object'
   | 'strings'
   | 'optional'
+  | 'optional-strings'
   | { oneOf: readonly string[] };
 
 /** A table declared once: each field of the record, its column, and how it is held. */
@@ -80,6 +81,7 @@ function readColumn(table: string, value: unknown, column: string, kind: ColumnK
   if (typeof value !== 'string') throw new StoredRowError(table, column, 'is not text');
   if (kind === 'text') return value;
   if (kind === 'optional') return value === '' ? undefined : value;
+  if (kind === 'optional-strings' && value === '') return undefined;
   if (kind === 'object') {
     const parsed = parseJson(table, column, value);
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
@@ -87,7 +89,7 @@ function readColumn(table: string, value: unknown, column: string, kind: ColumnK
     }
     return parsed;
   }
-  if (kind === 'strings') {
+  if (kind === 'strings' || kind === 'optional-strings') {
     const parsed = parseJson(table, column, value);
     if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === 'string')) {
       throw new StoredRowError(table, column, 'is not a JSON array of strings');
@@ -141,9 +143,13 @@ function table<R>(name: string, fields: Columns<R>): RowCodec<R> {
       entries.map(([field, [, kind]]) =>
         kind === 'object' || kind === 'strings'
           ? JSON.stringify(record[field])
-          : kind === 'optional'
-            ? (record[field] ?? '')
-            : record[field],
+          : kind === 'optional-strings'
+            ? record[field] === undefined
+              ? ''
+              : JSON.stringify(record[field])
+            : kind === 'optional'
+              ? (record[field] ?? '')
+              : record[field],
       ),
     fromRow: (row) => fromValues(columns.map((column) => row[column])),
     fromValues,
@@ -158,6 +164,7 @@ export const TOKENS = table<TokenRecord>('tokens', {
   createdAt: ['created_at', 'integer'],
   createdBy: ['created_by', 'text'],
   audience: ['audience', 'optional'],
+  tools: ['tools', 'optional-strings'],
 });
 
 /**
@@ -169,6 +176,7 @@ export const TOKEN_CHECKS = table<TokenCheckRecord>('tokens', {
   scopes: ['scopes', 'strings'],
   expiresAt: ['expires_at', 'integer'],
   audience: ['audience', 'optional'],
+  tools: ['tools', 'optional-strings'],
 });
 
 export const PROVIDERS = table<ProviderRecord>('providers', {

@@ -180,6 +180,8 @@ export const MIGRATION_STEPS: readonly (readonly SchemaStep[])[] = [
   ],
   // The one MCP endpoint a sign-in token is accepted at (docs/api.md §17); '' for the rest.
   [{ addColumn: c('audience', 'text'), to: 'tokens', default: "''" }],
+  // The portal's tool globs of a token (docs/api.md §18), a JSON array; '' for none.
+  [{ addColumn: c('tools', 'text'), to: 'tokens', default: "''" }],
 ];
 
 function columnType(dialect: Dialect, type: ColumnType): string {

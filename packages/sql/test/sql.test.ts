@@ -33,10 +33,17 @@ describe('the schema and the codecs', () => {
     expect(postgres).toContain(
       'CREATE INDEX keyway_connections_provider ON "keyway".keyway_connections (provider_id, id);',
     );
-    expect(migrations(SQLITE)).toHaveLength(4);
+    expect(migrations(SQLITE)).toHaveLength(5);
     // A token's audience (sign-in for MCP clients): old rows read as bound to nothing.
     expect(migrations(SQLITE)[3]).toBe(
       "ALTER TABLE keyway_tokens ADD COLUMN audience TEXT NOT NULL DEFAULT '';",
+    );
+    // A token's tool globs (the portal): old rows read as open to every tool.
+    expect(migrations(SQLITE)[4]).toBe(
+      "ALTER TABLE keyway_tokens ADD COLUMN tools TEXT NOT NULL DEFAULT '';",
+    );
+    expect(migrations(postgresDialect('keyway'))[4]).toBe(
+      'ALTER TABLE "keyway".keyway_tokens ADD COLUMN tools text NOT NULL DEFAULT \'\';',
     );
   });
 });
@@ -121,6 +128,7 @@ describe('row codecs', () => {
     created_at: 1,
     created_by: 'root',
     audience: '',
+    tools: '',
   };
 
   const tokenRecord = {
@@ -145,24 +153,41 @@ describe('row codecs', () => {
       1,
       'root',
       '',
+      '',
     ]);
     expect(tokens.fromRow(tokenRow)).not.toHaveProperty('audience');
     const bound = { ...tokenRecord, audience: 'mcp/acme/users/alice/linear' };
-    expect(TOKENS.toRow(bound).at(-1)).toBe('mcp/acme/users/alice/linear');
+    expect(TOKENS.toRow(bound).at(-2)).toBe('mcp/acme/users/alice/linear');
     expect(tokens.fromRow({ ...tokenRow, audience: 'mcp/acme/users/alice/linear' })).toEqual(bound);
+  });
+
+  it('writes absent tool globs as the empty text, a list (even an empty one) as JSON, and reads each back', () => {
+    expect(TOKENS.toRow(tokenRecord).at(-1)).toBe('');
+    expect(tokens.fromRow(tokenRow)).not.toHaveProperty('tools');
+    const limited = { ...tokenRecord, tools: ['linear__get_*', 'notion__search'] };
+    expect(TOKENS.toRow(limited).at(-1)).toBe('["linear__get_*","notion__search"]');
+    expect(tokens.fromRow({ ...tokenRow, tools: '["linear__get_*","notion__search"]' })).toEqual(
+      limited,
+    );
+    // No tool at all is not the same as every tool.
+    expect(TOKENS.toRow({ ...tokenRecord, tools: [] }).at(-1)).toBe('[]');
+    expect(tokens.fromRow({ ...tokenRow, tools: '[]' })).toEqual({ ...tokenRecord, tools: [] });
+    expect(() => tokens.fromRow({ ...tokenRow, tools: '{"a":1}' })).toThrow(
+      new StoredRowError('tokens', 'tools', 'is not a JSON array of strings'),
+    );
   });
 
   it('selects its columns in its own order and reads a row answered as those values', () => {
     expect(tokens.select).toBe(
-      'SELECT id_hash, name, scopes, expires_at, created_at, created_by, audience FROM {tokens}',
+      'SELECT id_hash, name, scopes, expires_at, created_at, created_by, audience, tools FROM {tokens}',
     );
     for (const codec of CODECS) {
       expect(codec.select).toBe(`SELECT ${codec.columns.join(', ')} FROM {${codec.table}}`);
     }
-    const values = ['ab', 'ci', '["acme/**"]', '1700000000000', 1, 'root', ''];
+    const values = ['ab', 'ci', '["acme/**"]', '1700000000000', 1, 'root', '', ''];
     expect(tokens.fromValues(values)).toEqual(tokenRecord);
     // Values read in the codec's order: a column in the wrong place is refused by name.
-    expect(() => tokens.fromValues(['ab', 'ci', 1, '["acme/**"]', 1, 'root', ''])).toThrow(
+    expect(() => tokens.fromValues(['ab', 'ci', 1, '["acme/**"]', 1, 'root', '', ''])).toThrow(
       new StoredRowError('tokens', 'scopes', 'is not text'),
     );
   });

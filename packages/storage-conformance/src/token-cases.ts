@@ -82,6 +82,33 @@ export function tokenStorageCases({ open, connectAgain }: CaseContext): void {
       expect(await storage.findTokenByIdHash(plain.idHash)).not.toHaveProperty('audience');
     });
 
+    it("keeps a token's tool globs, in order, absent where they were absent, in every lookup", async () => {
+      const storage = await open();
+      const limited = tokenRecord('alice.agent', {
+        scopes: ['acme/users/alice/**'],
+        tools: ['linear__get_*', 'notion__search', 'github__*'],
+      });
+      const empty = tokenRecord('alice.none', { tools: [] });
+      const plain = tokenRecord('alice');
+      await insertAll(storage, [plain, limited, empty]);
+      expect(await storage.findTokenByIdHash(limited.idHash)).toEqual(limited);
+      expect(await storage.findLiveTokenByName('alice.agent', NOW)).toEqual(limited);
+      // An empty list is a token that may call no tool: not the same as none at all.
+      expect((await storage.findTokenByIdHash(empty.idHash))?.tools).toEqual([]);
+      expect(await storage.findTokenByIdHash(plain.idHash)).not.toHaveProperty('tools');
+      const fast = storage.fastPaths;
+      for (const lookup of [fast?.findTokenByIdHashSync, fast?.findTokenCheckByIdHash]) {
+        if (lookup === undefined) continue;
+        expect((await lookup(limited.idHash))?.tools).toEqual([
+          'linear__get_*',
+          'notion__search',
+          'github__*',
+        ]);
+        expect((await lookup(empty.idHash))?.tools).toEqual([]);
+        expect(await lookup(plain.idHash)).not.toHaveProperty('tools');
+      }
+    });
+
     // The token check's two optional lookups, each held to findTokenByIdHash where offered.
     const lookups = [
       {

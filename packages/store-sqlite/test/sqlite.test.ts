@@ -42,7 +42,7 @@ describe('sqliteStorage()', () => {
     await second.close();
   });
 
-  it('upgrades a database of the third migration: its tokens read back bound to no endpoint', async () => {
+  it('upgrades a database of the third migration: its tokens read back bound to no endpoint, open to every tool', async () => {
     const file = join(dir, 'third-migration.sqlite');
     const old = new Database(file);
     old.exec(
@@ -73,7 +73,7 @@ describe('sqliteStorage()', () => {
       scopes: ['acme/**'],
       expiresAt: 4_102_444_800_000,
     });
-    expect((await storage.health()).schema).toEqual({ version: 4, expected: 4 });
+    expect((await storage.health()).schema).toEqual({ version: 5, expected: 5 });
     await storage.close();
   });
 
@@ -197,14 +197,14 @@ describe('sqliteStorage()', () => {
     it('reads a token by id hash and a connection by id as primary-key point reads', () => {
       // The statements the adapter runs, as it compiles them.
       expect(compile(SQLITE, TOKEN_BY_ID_HASH)).toBe(
-        'SELECT id_hash, name, scopes, expires_at, created_at, created_by, audience FROM keyway_tokens WHERE id_hash = ?',
+        'SELECT id_hash, name, scopes, expires_at, created_at, created_by, audience, tools FROM keyway_tokens WHERE id_hash = ?',
       );
       expect(plan(compile(SQLITE, TOKEN_BY_ID_HASH), ['x'])).toMatch(
         /SEARCH keyway_tokens USING PRIMARY KEY \(id_hash=\?\)/,
       );
       // The token check's own read: its three columns, by the same key.
       expect(compile(SQLITE, TOKEN_CHECK_BY_ID_HASH)).toBe(
-        'SELECT name, scopes, expires_at, audience FROM keyway_tokens WHERE id_hash = ?',
+        'SELECT name, scopes, expires_at, audience, tools FROM keyway_tokens WHERE id_hash = ?',
       );
       expect(plan(compile(SQLITE, TOKEN_CHECK_BY_ID_HASH), ['x'])).toMatch(
         /SEARCH keyway_tokens USING PRIMARY KEY \(id_hash=\?\)/,

@@ -91,6 +91,7 @@ const LAYERS = [
   'connections',
   'upstream',
   'sign-in',
+  'portal',
   'broker',
   'config',
 ];

@@ -42,6 +42,11 @@ export interface TokenPrincipal {
    * signed in (docs/api.md §17); absent for a token every route takes.
    */
   readonly audience?: string;
+  /**
+   * Globs over the portal's tool names the token may list and call (docs/api.md §18);
+   * absent: no restriction beyond each connection's policy.
+   */
+  readonly tools?: readonly string[];
 }
 
 const ROOT: RootPrincipal = Object.freeze({ kind: 'root' });

@@ -9,6 +9,7 @@ import { EventService } from '../events/service.js';
 import { WebhookSender } from '../events/webhooks.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import { toBase64Url } from '../platform/bytes.js';
+import { Portal } from '../portal/service.js';
 import { PARTY_CHANGED, RESOURCE_CHANGED } from '../providers/party.js';
 import { clientMetadataDocument } from '../providers/registration.js';
 import { ProviderRegistry } from '../providers/registry.js';
@@ -52,6 +53,8 @@ export interface Broker {
    * `signIn` is configured (`signIn.enabled`).
    */
   readonly signIn: SignInService;
+  /** The portal (docs/api.md §18): one MCP endpoint for a namespace's connections. */
+  readonly portal: Portal;
   /**
    * The client-ID metadata document of this deployment (served at
    * `GET /api/oauth/client-metadata.json`), or `null` without a `baseUrl`.
@@ -267,6 +270,17 @@ export function createBroker(config: BrokerConfig): Broker {
           authenticate: (credential, context) => tokens.authenticate(credential, context),
         };
   const signIn = new SignInService(signInDeps);
+  const portal = new Portal({
+    gateway,
+    storage,
+    authorize: (principal, providerId, input) =>
+      connections.authorize(principal, providerId, input),
+    settings: resolved.portal,
+    events,
+    observe: resolved.observe,
+    now: resolved.now,
+    randomBytes: resolved.randomBytes,
+  });
 
   async function purgeExpired(): Promise<number> {
     let total = 0;
@@ -304,6 +318,7 @@ export function createBroker(config: BrokerConfig): Broker {
     proxy: new ApiProxy(gatewayOptions),
     events: eventService,
     signIn,
+    portal,
     clientMetadataDocument() {
       return resolved.profile === null ? null : clientMetadataDocument(resolved.profile);
     },
@@ -340,6 +355,7 @@ export function createBroker(config: BrokerConfig): Broker {
     async close() {
       clearInterval(timer);
       clearInterval(idleTimer);
+      await portal.close();
       await sender?.stop();
       await purging;
       await idleRound;

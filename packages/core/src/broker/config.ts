@@ -13,6 +13,7 @@ import { createStreamingFetch, type StreamingFetch } from '../outbound/stream.js
 import type { Transport } from '../outbound/transport.js';
 import { defaultCrypto, type PlatformCrypto } from '../platform/crypto.js';
 import { pooledRandomBytes } from '../platform/random.js';
+import { PortalSchema, type PortalSettings, portalSettings } from '../portal/portal-options.js';
 import { type AssertionSource, AssertionSourcesSchema } from '../providers/assertion-sources.js';
 import { type ClientProfile, profileOf } from '../providers/registration.js';
 import { SignInSchema, type SignInSettings, signInSettings } from '../sign-in/settings.js';
@@ -136,6 +137,12 @@ const BrokerConfigSchema = z.object({
    * Needs `baseUrl` (the issuer). Default off.
    */
   signIn: SignInSchema.optional(),
+  /**
+   * The portal (docs/api.md §18): how long lists wait for servers and are kept, how long idle
+   * sessions live, how much one portal holds, and whether calls are recorded
+   * (`auditToolCalls`).
+   */
+  portal: PortalSchema.optional(),
   /**
    * Origins that `redirect_to` of an authorize call may point to
    * (`https://app.example.com`). Default none.
@@ -332,6 +339,7 @@ export interface ResolvedBrokerConfig {
   baseUrl: string | null;
   /** Sign-in for MCP clients, or `null` when off. */
   signIn: SignInSettings | null;
+  portal: PortalSettings;
   providerManagement: boolean;
   providers: Record<string, ProviderInput>;
   profiles: ReadonlyMap<string, Profile>;
@@ -407,6 +415,7 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     profile: profileOf(parsed.baseUrl, parsed.clientMetadataUrl, parsed.clientName),
     baseUrl: parsed.baseUrl === undefined ? null : parsed.baseUrl.replace(/\/+$/, ''),
     signIn: parsed.signIn === undefined ? null : signInSettings(parsed.signIn),
+    portal: portalSettings(parsed.portal),
     providerManagement: parsed.providerManagement ?? false,
     providers: parsed.providers ?? {},
     profiles: catalogOf(parsed.profiles),

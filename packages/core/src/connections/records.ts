@@ -339,6 +339,9 @@ export class ConnectionRecords {
             refreshable,
             ...(grant === undefined ? {} : { grant }),
             ...(previous.incarnation === undefined ? {} : { incarnation: previous.incarnation }),
+            // What a user set for the portal outlives any authorization.
+            ...(previous.alias === undefined ? {} : { alias: previous.alias }),
+            ...(previous.tools === undefined ? {} : { tools: previous.tools }),
             ...(tokens.metadata === undefined ? {} : { metadata: tokens.metadata }),
             ...(answer === undefined ? {} : { token_response: answer }),
           } satisfies ConnectionState,

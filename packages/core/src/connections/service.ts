@@ -4,6 +4,7 @@ import { parseResourcePath } from '../auth/resource-path.js';
 import { KeywayError } from '../contract/errors.js';
 import { listPage, type Page } from '../contract/pagination.js';
 import type { ProbeResult } from '../contract/probe-result.js';
+import type { UpdateConnectionInput } from '../contract/schemas.js';
 import {
   AuthorizeBody,
   type AuthorizeInput,
@@ -20,6 +21,7 @@ import { connectionState, renewable } from '../storage/states.js';
 import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
 import type { ConnectionDeps } from './deps.js';
 import { assertExportable, readForHandOut } from './hand-out.js';
+import { updatePortalSettings } from './portal-fields.js';
 import { CONNECTION_TOKENS_KIND, type ConnectionRecords, notFound } from './records.js';
 import type { Refresher } from './refresh.js';
 import { usableTokensOf } from './usable.js';
@@ -358,6 +360,22 @@ export class ConnectionService {
     const record = await this.#records.get(connectionId);
     if (record === null) throw notFound(connectionId);
     return connectionView(record, this.#deps.now());
+  }
+
+  /**
+   * Sets or clears what the portal reads of a connection (docs/api.md §18): its `alias` and
+   * its `tools` policy (`null` clears one; an absent field is kept).
+   *
+   * @throws {KeywayError} `invalid_request` (the body; an alias a sibling already has),
+   *   `invalid_path`, `insufficient_scope`, `not_found`.
+   */
+  async update(
+    principal: Principal,
+    id: string,
+    input: UpdateConnectionInput,
+  ): Promise<ConnectionView> {
+    const written = await updatePortalSettings(this.#deps, this.#records, principal, id, input);
+    return connectionView(written, this.#deps.now());
   }
 
   /**

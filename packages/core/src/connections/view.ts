@@ -55,6 +55,20 @@ export interface ConnectionView {
   authorized_at: string | null;
   last_refreshed_at: string | null;
   error: ConnectionFailure | null;
+  /** The name the portal gives its tools, as set (docs/api.md §18); `null`: its last segment. */
+  alias: string | null;
+  /** The portal's tool policy (docs/api.md §18); `null`: every tool. */
+  tools: ConnectionToolPolicy | null;
+}
+
+/**
+ * Which of a connection's tools the portal lists and calls (docs/api.md §18): globs over
+ * the tools' names at the server, `read_only` for those annotated `readOnlyHint: true` only.
+ */
+export interface ConnectionToolPolicy {
+  allow?: string[];
+  deny?: string[];
+  read_only?: boolean;
 }
 
 /** The scopes granted to a connection, read and validated alone (a hand-out's fallback). */
@@ -107,5 +121,7 @@ export function connectionView(record: ConnectionRecord, now: number): Connectio
         : stuck && state.token_expires_at !== null
           ? expiredWithoutRefresh(state.token_expires_at)
           : null,
+    alias: state.alias ?? null,
+    tools: state.tools === undefined ? null : { ...state.tools },
   };
 }

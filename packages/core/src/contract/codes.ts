@@ -104,10 +104,12 @@ export const EVENT_TYPES = [
   'connection.refreshed',
   'connection.failed',
   'connection.reauthorization_required',
+  'connection.updated',
   'connection.deleted',
   'credentials.issued',
   'grant.created',
   'grant.revoked',
+  'tool.called',
 ] as const;
 
 /**

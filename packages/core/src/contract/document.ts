@@ -34,6 +34,7 @@ import {
   PutSecretBody,
   SecretListQuery,
   TokenListQuery,
+  UpdateConnectionBody,
   VerifyBody,
 } from './schemas.js';
 
@@ -54,6 +55,7 @@ const SHAPES = {
   GrantListQuery,
   MintTokenBody,
   NarrowTokenBody,
+  UpdateConnectionBody,
   ProviderBody,
   DiscoverBody,
   AuthorizeBody,

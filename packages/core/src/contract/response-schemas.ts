@@ -28,6 +28,16 @@ export const ErrorBody = z.object({
   details: z.array(z.record(z.string(), z.unknown())).optional(),
 });
 
+/**
+ * A connection's tool policy for the portal (docs/api.md §18): allow and deny globs over its
+ * server's tool names, `read_only` for tools annotated `readOnlyHint: true` only.
+ */
+export const ToolPolicyBody = z.object({
+  allow: z.array(z.string()).optional(),
+  deny: z.array(z.string()).optional(),
+  read_only: z.boolean().optional(),
+});
+
 /** A page of a list (docs/api.md §1.4). */
 export function PageOf<T extends z.ZodType>(item: T) {
   return z.object({ items: z.array(item), next_cursor: z.string().nullable() });
@@ -40,6 +50,8 @@ export const IssuedTokenBody = z.object({
   token_type: z.literal('Bearer'),
   scopes: z.array(z.string()),
   expires_at: time,
+  /** The portal's tools the token may list and call (docs/api.md §18); absent: any. */
+  tools: z.array(z.string()).optional(),
 });
 
 /** A token as lists and reads show it (docs/api.md §3.3): never the token itself. */
@@ -49,6 +61,8 @@ export const TokenViewBody = z.object({
   expires_at: time,
   created_at: time,
   created_by: z.string(),
+  /** The portal's tools the token may list and call (docs/api.md §18); absent: any. */
+  tools: z.array(z.string()).optional(),
 });
 
 /** A grant of an MCP client that signed in (docs/api.md §17): never a token. */
@@ -208,6 +222,10 @@ export const ConnectionViewBody = z.object({
   authorized_at: time.nullable(),
   last_refreshed_at: time.nullable(),
   error: ConnectionFailureBody.nullable(),
+  /** The name the portal gives its tools, as set (docs/api.md §18); `null`: its last segment. */
+  alias: z.string().nullable(),
+  /** The portal's tool policy (docs/api.md §18); `null`: every tool. */
+  tools: ToolPolicyBody.nullable(),
 });
 
 /** The answer of an authorize call (docs/api.md §5). */

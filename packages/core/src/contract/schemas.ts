@@ -91,17 +91,74 @@ const TOO_MANY_SCOPES = `"scopes" has more than ${MAX_SCOPES} entries; at most $
 const tokenScopes = z.array(z.string()).max(MAX_SCOPES, { error: TOO_MANY_SCOPES });
 
 /** Body of `POST /api/admin/tokens` (docs/api.md §3.3). */
+/** Most globs one tool list holds (docs/api.md §18). */
+export const MAX_TOOL_GLOBS = 50;
+
+/**
+ * Globs over the portal's tool names (docs/api.md §18): each 1 to 128 characters of
+ * `[A-Za-z0-9_-]` and `*`, at most {@link MAX_TOOL_GLOBS}.
+ */
+export const ToolGlobs = z
+  .array(
+    z.string().regex(/^[A-Za-z0-9_*-]{1,128}$/, {
+      error: 'a glob of 1 to 128 characters of A-Z, a-z, 0-9, "_", "-" and "*"',
+    }),
+  )
+  // A refinement, not `max`: too many globs is `invalid_request`, not the scopes' code.
+  .refine((globs) => globs.length <= MAX_TOOL_GLOBS, { error: `at most ${MAX_TOOL_GLOBS} globs` });
+
 export const MintTokenBody = z.strictObject({
   name: z.string(),
   scopes: tokenScopes,
   /** Seconds, 60–2592000; default 3600. */
   expires_in: z.unknown().optional(),
+  /**
+   * The portal's tools the token may list and call (docs/api.md §18); a child's must fall
+   * within its parent's, and a child minted without them inherits its parent's.
+   */
+  tools: ToolGlobs.optional(),
 });
 
 /** Body of `PATCH /api/admin/tokens/<name>` (docs/api.md §3.3): narrow only. */
 export const NarrowTokenBody = z.strictObject({
   scopes: tokenScopes.optional(),
   expires_in: z.unknown().optional(),
+});
+
+/** Globs over a server's own tool names (a connection's policy, docs/api.md §18). */
+const ServerToolGlobs = z
+  .array(
+    z.string().regex(/^[\x21-\x7e]{1,128}$/, {
+      error: 'a glob of 1 to 128 visible ASCII characters ("*" for any run of characters)',
+    }),
+  )
+  .refine((globs) => globs.length <= MAX_TOOL_GLOBS, { error: `at most ${MAX_TOOL_GLOBS} globs` });
+
+/** A connection's alias in the portal (docs/api.md §18). */
+export const CONNECTION_ALIAS =
+  /^(?!keyway$)(?!.*__)[A-Za-z0-9](?:[A-Za-z0-9_-]{0,30}[A-Za-z0-9])?$/;
+
+/** Body of `PATCH /api/oauth/connections/<id>` (docs/api.md §18): what the portal uses. */
+export const UpdateConnectionBody = z.strictObject({
+  /** 1 to 32 characters, no `__`, not `keyway`; `null` clears it. */
+  alias: z
+    .string()
+    .regex(CONNECTION_ALIAS, {
+      error:
+        'an alias of 1 to 32 characters of A-Z, a-z, 0-9, "_" and "-", starting and ending with a letter or ' +
+        'digit, without "__", and not "keyway"',
+    })
+    .nullable()
+    .optional(),
+  /** The tool policy; `null` clears it. */
+  tools: z
+    .strictObject({
+      allow: ServerToolGlobs.optional(),
+      deny: ServerToolGlobs.optional(),
+      read_only: z.boolean().optional(),
+    })
+    .nullable()
+    .optional(),
 });
 
 // ─── providers (docs/api.md §4, §6) ───────────────────────────────────────────────────────────
@@ -318,6 +375,13 @@ export type MintTokenInput = Omit<z.input<typeof MintTokenBody>, 'expires_in'> &
 export type NarrowTokenInput = Omit<z.input<typeof NarrowTokenBody>, 'expires_in'> & {
   expires_in?: number;
 };
+/**
+ * What the portal reads of a connection, to set or clear (`null`): its alias and its tool
+ * policy.
+ *
+ * @see [docs/api.md §18](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#18-the-portal) (PATCH /api/oauth/connections/{id})
+ */
+export type UpdateConnectionInput = z.input<typeof UpdateConnectionBody>;
 /**
  * A provider to create or replace, from the `mcp` template.
  *

@@ -77,17 +77,22 @@ export function protectedResourceMetadata(
 
 /**
  * The endpoint a resource URL names (`mcp/<connection path>`), or `null` when it names none
- * of Keyway's MCP endpoints: it must start with the issuer's `/mcp/` and end with a valid
- * path, with no query or fragment.
+ * of Keyway's MCP endpoints: it must start with the issuer's `/mcp/` (a connection) or
+ * `/portal/` (a portal) and end with a valid path, with no query or fragment.
  */
 export function endpointOfResource(issuer: string, resource: string): string | null {
-  const prefix = `${issuer}/mcp/`;
-  if (!resource.startsWith(prefix) || /[?#]/.test(resource)) return null;
-  try {
-    return `mcp/${resourcePathFromUrl(resource.slice(prefix.length))}`;
-  } catch {
-    return null;
+  if (/[?#]/.test(resource)) return null;
+  // An MCP endpoint of one connection (§13), or the portal of a prefix (§18).
+  for (const kind of ['mcp', 'portal']) {
+    const prefix = `${issuer}/${kind}/`;
+    if (!resource.startsWith(prefix)) continue;
+    try {
+      return `${kind}/${resourcePathFromUrl(resource.slice(prefix.length))}`;
+    } catch {
+      return null;
+    }
   }
+  return null;
 }
 
 /** The path of an endpoint's resource (what a token's scope covers): the connection path. */

@@ -107,6 +107,7 @@ async function accessToken(
     createdAt: now,
     createdBy: `token:${anchor.name}`,
     ...(anchor.audience === undefined ? {} : { audience: anchor.audience }),
+    ...(anchor.tools === undefined ? {} : { tools: anchor.tools }),
   };
   // No event: a grant's events are its creation and its revocation, never a refresh.
   if (!(await deps.storage.insertToken(record, now))) {
@@ -137,7 +138,7 @@ async function parentOf(
   deps: SignInDeps,
   signedIn: SignedIn,
   path: string,
-): Promise<{ name: string | null; expiresAt: number } | string> {
+): Promise<{ name: string | null; expiresAt: number; tools?: string[] } | string> {
   if (signedIn.method === 'oidc') {
     return { name: null, expiresAt: Number.POSITIVE_INFINITY };
   }
@@ -148,7 +149,12 @@ async function parentOf(
   if (!setCoversPath(parent.scopes, path)) {
     return 'the token you signed in with no longer covers this endpoint';
   }
-  return { name: parent.name, expiresAt: parent.expiresAt };
+  // The portal's tool globs of the pasted token bind its grants too (docs/api.md §18).
+  return {
+    name: parent.name,
+    expiresAt: parent.expiresAt,
+    ...(parent.tools === undefined ? {} : { tools: parent.tools }),
+  };
 }
 
 /**
@@ -181,6 +187,7 @@ export async function createGrant(
     createdAt: now,
     createdBy: parent.name === null ? 'root' : `token:${parent.name}`,
     audience: code.endpoint,
+    ...(parent.tools === undefined ? {} : { tools: parent.tools }),
   };
   const grant: GrantEntry = {
     id,

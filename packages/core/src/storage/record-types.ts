@@ -47,13 +47,21 @@ export interface TokenRecord {
    * every route takes; an adapter stores and answers it as written.
    */
   audience?: string;
+  /**
+   * Globs over the portal's tool names the token may list and call (docs/api.md §18);
+   * absent for a token that any tool its policy allows is open to.
+   */
+  tools?: string[];
 }
 
 /**
- * What a token check reads of a {@link TokenRecord}: its name, scopes, expiry and audience
- * (the `findTokenByIdHashSync` lookup answers these, or the whole record).
+ * What a token check reads of a {@link TokenRecord}: its name, scopes, expiry, audience and
+ * tool globs (the `findTokenByIdHashSync` lookup answers these, or the whole record).
  */
-export type TokenCheckRecord = Pick<TokenRecord, 'name' | 'scopes' | 'expiresAt' | 'audience'>;
+export type TokenCheckRecord = Pick<
+  TokenRecord,
+  'name' | 'scopes' | 'expiresAt' | 'audience' | 'tools'
+>;
 
 /** The changes a token-tree update writes, all in one transaction. */
 export interface TokenTreeChanges {

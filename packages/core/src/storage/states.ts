@@ -5,6 +5,7 @@ import {
   ResourceInfoSchema,
   TokenAnswerSchema,
 } from '../contract/metadata.js';
+import { ToolPolicyBody } from '../contract/response-schemas.js';
 import { ConnectionValueSchema, TokenResponseSchema } from './quirks.js';
 import type { ConnectionRecord } from './record-types.js';
 
@@ -267,6 +268,13 @@ export const ConnectionStateSchema = z.object({
    * one more attempt may be made. Until then no instance presents that token again; every
    * caller reads this verdict instead. Absent: the last refresh did not fail so.
    */
+  /**
+   * The name the portal gives the connection's tools (docs/api.md §18); absent: its last
+   * path segment.
+   */
+  alias: z.string().optional(),
+  /** The portal's tool policy of the connection (docs/api.md §18); absent: every tool. */
+  tools: ToolPolicyBody.optional(),
   refresh_failure: z
     .object({
       token: z.string(),

@@ -18,6 +18,7 @@ import {
   isNarrowerOrEqual,
   type Scope,
 } from '../auth/scope.js';
+import { globsWithin } from '../auth/tool-globs.js';
 import { KeywayError } from '../contract/errors.js';
 import { listPage, type Page } from '../contract/pagination.js';
 import {
@@ -54,6 +55,8 @@ export interface IssuedToken {
   scopes: Scope[];
   /** ISO 8601 UTC with milliseconds. */
   expires_at: string;
+  /** The portal's tools the token may list and call (docs/api.md §18); absent: any. */
+  tools?: string[];
 }
 
 /**
@@ -68,6 +71,8 @@ export interface TokenView {
   created_at: string;
   /** `root` or `token:<name>`. */
   created_by: string;
+  /** The portal's tools the token may list and call (docs/api.md §18); absent: any. */
+  tools?: string[];
 }
 
 /** Dependencies of the token service, supplied by `createBroker`. */
@@ -118,6 +123,7 @@ function toView(record: TokenRecord): TokenView {
     expires_at: isoTime(record.expiresAt),
     created_at: isoTime(record.createdAt),
     created_by: record.createdBy,
+    ...(record.tools === undefined ? {} : { tools: record.tools }),
   };
 }
 
@@ -259,6 +265,7 @@ export class TokenService {
       expiresAt: record.expiresAt,
       idHash,
       audience: record.audience,
+      tools: record.tools,
     };
   }
 
@@ -286,6 +293,12 @@ export class TokenService {
     const lifetime = parseLifetime(shape.expires_in);
     const now = this.#now();
     const expiresAt = now + lifetime * 1000;
+    // A child minted without globs inherits its parent's: delegation never widens them.
+    const inherited =
+      principal.kind === 'token' && principal.tools !== undefined
+        ? [...principal.tools]
+        : undefined;
+    const tools = shape.tools === undefined ? inherited : [...new Set(shape.tools)];
 
     if (principal.kind === 'token') {
       if (!isDescendantName(principal.name, name)) {
@@ -307,6 +320,15 @@ export class TokenService {
           `the requested expiry is later than the minting token's (${isoTime(principal.expiresAt)})`,
         );
       }
+      const wider = tools?.find((glob) => !globsWithin([glob], principal.tools));
+      if (wider !== undefined) {
+        throw new KeywayError(
+          'delegation_denied',
+          `"tools": ${JSON.stringify(wider)} is not within the minting token's tools ` +
+            `(${JSON.stringify(principal.tools)})`,
+          { details: [{ path: 'tools', message: "wider than the minting token's tools" }] },
+        );
+      }
     }
 
     const { token, idHash } = this.#codec.issue(this.#randomBytes(TOKEN_ID_BYTES));
@@ -317,13 +339,14 @@ export class TokenService {
       expiresAt,
       createdAt: now,
       createdBy: actorOf(principal),
+      ...(tools === undefined ? {} : { tools }),
     };
     const inserted = await this.#events.recorded(
       {
         type: 'token.created',
         actor: record.createdBy,
         resource: name,
-        data: { scopes, expires_at: isoTime(expiresAt) },
+        data: { scopes, expires_at: isoTime(expiresAt), ...(tools === undefined ? {} : { tools }) },
       },
       (events) => this.#storage.insertToken(record, now, events),
     );
@@ -336,6 +359,7 @@ export class TokenService {
       token_type: 'Bearer',
       scopes,
       expires_at: isoTime(expiresAt),
+      ...(tools === undefined ? {} : { tools }),
     };
   }
 

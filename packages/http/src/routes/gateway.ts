@@ -1,7 +1,13 @@
 import { type KeywayErrorCode, resourcePathFromUrl } from '@keyway/core';
 import { RELAYED } from '@keyway/core/outbound';
 import type { Reply } from '../responses.js';
-import { type Method, type Route, type RouteContext, resourcePath } from './route.js';
+import {
+  endpointAudience,
+  type Method,
+  type Route,
+  type RouteContext,
+  resourcePath,
+} from './route.js';
 
 /*
  * The MCP gateway (docs/api.md §13): `{base}/mcp/<connection>` is a Streamable HTTP MCP
@@ -19,19 +25,6 @@ const GATEWAY_ERRORS: KeywayErrorCode[] = [
   'upstream_error',
 ];
 
-/**
- * The endpoint a gateway request is for, as a sign-in token names it (§17): `mcp/` and the
- * connection path. A path that is no resource path names no endpoint (the route then
- * answers `invalid_path` to any other token).
- */
-function mcpAudience(param: string): string {
-  try {
-    return `mcp/${resourcePathFromUrl(param)}`;
-  } catch {
-    return '';
-  }
-}
-
 /** Core's answer is already a {@link Reply}'s shape: no Web `Response` between. */
 async function forward({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
   const request = incoming.forwarded();
@@ -46,7 +39,7 @@ const gatewayRoute = (method: Method, id: string, summary: string, ok: string): 
   summary,
   see: '§13',
   param: resourcePath('connection_id'),
-  audience: mcpAudience,
+  audience: endpointAudience('mcp'),
   passThrough: {
     request: method === 'POST' ? ['application/json'] : [],
     response: method === 'DELETE' ? [] : ['application/json', 'text/event-stream'],

@@ -3,6 +3,7 @@ import { GATEWAY_ROUTES, PROXY_ROUTES } from './gateway.js';
 import { HEALTH_ROUTES } from './health.js';
 import { INSPECTOR_ROUTES } from './inspector.js';
 import { CONNECTION_ROUTES, OAUTH_ROUTES } from './oauth.js';
+import { PORTAL_ROUTES } from './portal.js';
 import type { Route } from './route.js';
 import { SIGN_IN_ROUTES } from './sign-in.js';
 import { VAULT_ROUTES } from './vault.js';
@@ -22,6 +23,7 @@ export const OPERATIONS: readonly Route[] = [
   ...VAULT_ROUTES,
   ...GATEWAY_ROUTES,
   ...PROXY_ROUTES,
+  ...PORTAL_ROUTES,
   ...SIGN_IN_ROUTES,
   ...HEALTH_ROUTES,
 ];

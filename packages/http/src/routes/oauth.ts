@@ -2,6 +2,7 @@ import {
   type AuthorizeInput,
   KeywayError,
   resourcePathFromUrl,
+  type UpdateConnectionInput,
   type VerifyInput,
 } from '@keyway/core';
 import { callbackReply, invalidCallbackReply } from '../callback-page.js';
@@ -167,6 +168,24 @@ export const CONNECTION_ROUTES: Route[] = [
     errors: ['invalid_path', 'insufficient_scope', 'not_found'],
     handle: async ({ broker, principal, param }) =>
       json(200, await broker.connections.get(principal, resourcePathFromUrl(param))),
+  },
+  {
+    method: 'PATCH',
+    path: '/api/oauth/connections/{id}',
+    id: 'updateConnection',
+    summary: 'Set or clear what the portal reads of a connection: its alias and its tool policy.',
+    see: '§18',
+    param: resourcePath('id'),
+    body: 'UpdateConnectionBody',
+    ok: { 200: { description: 'The connection as updated.', schema: 'ConnectionViewBody' } },
+    errors: [...BODY_ERRORS, 'invalid_path', 'insufficient_scope', 'not_found', 'conflict'],
+    handle: async ({ broker, principal, param, body }) => {
+      const input = (await body()) as UpdateConnectionInput;
+      return json(
+        200,
+        await broker.connections.update(principal, resourcePathFromUrl(param), input),
+      );
+    },
   },
   {
     method: 'DELETE',

@@ -1,4 +1,9 @@
-import type { Broker, KeywayErrorCode, Principal } from '@keyway/core';
+import {
+  type Broker,
+  type KeywayErrorCode,
+  type Principal,
+  resourcePathFromUrl,
+} from '@keyway/core';
 import type { ContractShape, JsonSchema, QueryShape } from '@keyway/core/contract';
 import type { Incoming } from '../incoming.js';
 import type { Reply } from '../responses.js';
@@ -74,7 +79,29 @@ export interface Route {
   passThrough?: { request: string[]; response: string[] };
   /** Answers of another media type the document names (the callback's HTML page). */
   pages?: Record<number, string>;
+  /**
+   * Statuses at which an MCP server of Keyway's own (the portal) refuses a message by MCP's
+   * transport rules, with a JSON-RPC error body: a missing or unknown session, a media
+   * type it does not take.
+   */
+  rpcErrors?: Record<number, string>;
   handle(context: RouteContext): Promise<Reply>;
+}
+
+/**
+ * The endpoint a request to one of Keyway's MCP servers is for, as a sign-in token names it
+ * (§17): `mcp/<connection path>` (the gateway) or `portal/<prefix>` (the portal). A path
+ * that is no resource path names no endpoint (the route then answers `invalid_path` to any
+ * other token).
+ */
+export function endpointAudience(kind: 'mcp' | 'portal'): (param: string) => string {
+  return (param) => {
+    try {
+      return `${kind}/${resourcePathFromUrl(param)}`;
+    } catch {
+      return '';
+    }
+  };
 }
 
 const RESOURCE_PATH =

@@ -1,0 +1,335 @@
+import type { CallToolResult, Client } from '@modelcontextprotocol/client';
+import {
+  ProtocolError,
+  ProtocolErrorCode,
+  Server,
+  type ServerContext,
+  UriTemplate,
+  UrlElicitationRequiredError,
+} from '@modelcontextprotocol/server';
+import { isKeywayError } from '../contract/errors.js';
+import { InsufficientScopeError } from '../upstream/connection-fetch.js';
+import { BUILT_IN_TOOLS, builtInCall } from './built-ins.js';
+import type { PortalCaller, PortalSessionLike } from './caller.js';
+import {
+  type Gathered,
+  pageOf,
+  promptView,
+  resourceView,
+  templateView,
+  toolView,
+} from './exposure.js';
+import type { ListKind, PortalConnection } from './gathering.js';
+import type { PortalHub } from './hub.js';
+import type { UpstreamSessions } from './upstreams.js';
+
+/*
+ * One caller's portal (docs/api.md §18): an MCP server of the official SDK whose handlers
+ * gather the lists of every connection and route each call to the one it names, over the
+ * caller's own upstream sessions.
+ */
+
+export const PORTAL_INFO = { name: 'keyway-portal', version: '1' };
+
+/** What the portal's server declares. */
+const CAPABILITIES = {
+  tools: { listChanged: true },
+  prompts: { listChanged: true },
+  resources: { listChanged: true },
+  completions: {},
+  logging: {},
+};
+
+/** A JSON-RPC error the caller reads (the SDK writes it with its code and data). */
+function invalidParams(message: string): ProtocolError {
+  return new ProtocolError(ProtocolErrorCode.InvalidParams, message);
+}
+
+/** One page of a list, under the result's key for it, with the next page's cursor. */
+function paged<K extends string, T>(
+  key: K,
+  items: T[],
+  cursor: string | undefined,
+): Record<K, T[]> & { nextCursor?: string } {
+  const page = pageOf(items, cursor);
+  if (page === null) throw invalidParams('the cursor is not one this portal gave');
+  const next = page.nextCursor === undefined ? {} : { nextCursor: page.nextCursor };
+  return { [key]: page.page, ...next } as Record<K, T[]> & { nextCursor?: string };
+}
+
+/** Whether an error means the connection needs its user (consent, or a step-up). */
+function needsUser(error: unknown): boolean {
+  return (
+    error instanceof InsufficientScopeError ||
+    (isKeywayError(error) &&
+      (error.code === 'reauthorization_required' || error.code === 'connection_not_active'))
+  );
+}
+
+/**
+ * A server's result as the portal's own: without the reserved `io.modelcontextprotocol/`
+ * keys of its `_meta` (the 2026-07-28 envelope names the server that answered, not the
+ * portal; the portal's SDK server adds its own).
+ */
+function ownEnvelope<T>(result: T): T {
+  const meta = (result as { _meta?: Record<string, unknown> } | null)?._meta;
+  if (meta === undefined || meta === null) return result;
+  const kept = Object.entries(meta).filter(([key]) => !key.startsWith('io.modelcontextprotocol/'));
+  const { _meta: _, ...rest } = result as { _meta?: unknown };
+  return (kept.length === 0 ? rest : { ...rest, _meta: Object.fromEntries(kept) }) as T;
+}
+
+/**
+ * A caller's request as the portal sends it on: without the caller's progress token (the
+ * portal's client sets its own, and relays the server's progress under the caller's).
+ */
+function forwarded<T extends { _meta?: Record<string, unknown> }>(params: T): T {
+  if (params._meta?.progressToken === undefined) return params;
+  const { progressToken: _, ...meta } = params._meta;
+  const { _meta: __, ...rest } = params;
+  return (Object.keys(meta).length === 0 ? rest : { ...rest, _meta: meta }) as T;
+}
+
+/** A portal session: the SDK server a transport is connected to, and its upstreams. */
+export class PortalSession implements PortalSessionLike {
+  readonly server: Server;
+  readonly caller: PortalCaller;
+  readonly upstreams: UpstreamSessions;
+  /** The calls in flight, by connection: where a server's sampling request goes. */
+  readonly inflight = new Map<string, ServerContext[]>();
+  usedAt: number;
+  readonly #hub: PortalHub;
+
+  constructor(hub: PortalHub, caller: PortalCaller, upstreams: UpstreamSessions) {
+    this.#hub = hub;
+    this.caller = caller;
+    this.upstreams = upstreams;
+    this.usedAt = hub.now();
+    this.server = new Server(PORTAL_INFO, {
+      capabilities: CAPABILITIES,
+      instructions:
+        'Keyway portal: every MCP server connected at this path, each tool named <alias>__<name>. ' +
+        'keyway__connections lists the connections; keyway__connect starts one.',
+    });
+    this.#handlers();
+  }
+
+  /** Gathers one kind of list from every connection, under the portal's deadline. */
+  async #gather<K extends ListKind>(kind: K, ctx: ServerContext): Promise<Gathered<K>> {
+    const { connections, notes } = await this.#hub.gather(this, kind);
+    for (const note of notes) {
+      await ctx.mcpReq.log('warning', note, 'keyway-portal').catch(() => {});
+    }
+    return connections;
+  }
+
+  #handlers(): void {
+    const server = this.server;
+    server.setRequestHandler('tools/list', async (request, ctx) => {
+      const { tools } = toolView(this.caller.principal, await this.#gather('tools', ctx));
+      const builtIn = BUILT_IN_TOOLS.filter((tool) => this.#hub.callerMay(this, tool.name));
+      return paged('tools', [...builtIn, ...tools], request.params?.cursor);
+    });
+    server.setRequestHandler('prompts/list', async (request, ctx) =>
+      paged(
+        'prompts',
+        promptView(await this.#gather('prompts', ctx)).prompts,
+        request.params?.cursor,
+      ),
+    );
+    server.setRequestHandler('resources/list', async (request, ctx) =>
+      paged(
+        'resources',
+        resourceView(await this.#gather('resources', ctx)).resources,
+        request.params?.cursor,
+      ),
+    );
+    server.setRequestHandler('resources/templates/list', async (request, ctx) =>
+      paged(
+        'resourceTemplates',
+        templateView(await this.#gather('templates', ctx)),
+        request.params?.cursor,
+      ),
+    );
+    server.setRequestHandler('tools/call', (request, ctx) => this.#callTool(request.params, ctx));
+    server.setRequestHandler('prompts/get', async (request, ctx) => {
+      const { routes } = promptView(await this.#gather('prompts', ctx));
+      const route = routes.get(request.params.name);
+      if (route === undefined)
+        throw invalidParams(`no prompt is named ${JSON.stringify(request.params.name)}`);
+      return this.#upstream(route.connection, ctx, (client, options) =>
+        client.getPrompt(forwarded({ ...request.params, name: route.item.name }), options),
+      );
+    });
+    server.setRequestHandler('resources/read', async (request, ctx) => {
+      const { connection, uri } = await this.#resourceRoute(request.params.uri, ctx);
+      return this.#upstream(connection, ctx, (client, options) =>
+        client.readResource(forwarded({ ...request.params, uri }), options),
+      );
+    });
+    server.setRequestHandler('completion/complete', async (request, ctx) => {
+      const { ref } = request.params;
+      if (ref.type === 'ref/prompt') {
+        const route = promptView(await this.#gather('prompts', ctx)).routes.get(ref.name);
+        if (route === undefined)
+          throw invalidParams(`no prompt is named ${JSON.stringify(ref.name)}`);
+        return this.#upstream(route.connection, ctx, (client, options) =>
+          client.complete(
+            forwarded({ ...request.params, ref: { ...ref, name: route.item.name } }),
+            options,
+          ),
+        );
+      }
+      const { connection } = await this.#resourceRoute(ref.uri, ctx, true);
+      return this.#upstream(connection, ctx, (client, options) =>
+        client.complete(forwarded(request.params), options),
+      );
+    });
+    server.setRequestHandler('logging/setLevel', async () => ({}));
+  }
+
+  /**
+   * The connection a resource URI leads to: the one that listed it, else the one template
+   * that matches it.
+   */
+  async #resourceRoute(
+    uri: string,
+    ctx: ServerContext,
+    template = false,
+  ): Promise<{ connection: PortalConnection; uri: string }> {
+    if (!template) {
+      const route = resourceView(await this.#gather('resources', ctx)).routes.get(uri);
+      if (route !== undefined) return { connection: route.connection, uri: route.item.uri };
+    }
+    const matching = new Set<PortalConnection>();
+    for (const { connection, items } of await this.#gather('templates', ctx)) {
+      for (const item of items) {
+        const matches = template
+          ? item.uriTemplate === uri
+          : new UriTemplate(item.uriTemplate).match(uri) !== null;
+        if (matches) matching.add(connection);
+      }
+    }
+    const [only, ...others] = matching;
+    if (only === undefined || others.length > 0) {
+      throw new ProtocolError(
+        ProtocolErrorCode.ResourceNotFound,
+        only === undefined
+          ? `no server of this portal lists the resource ${JSON.stringify(uri)}`
+          : `more than one server of this portal has a template for ${JSON.stringify(uri)}`,
+        { uri },
+      );
+    }
+    return { connection: only, uri };
+  }
+
+  async #callTool(
+    params: { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> },
+    ctx: ServerContext,
+  ): Promise<CallToolResult> {
+    const { name } = params;
+    if (!this.#hub.callerMay(this, name)) {
+      throw invalidParams(`no tool is named ${JSON.stringify(name)}`);
+    }
+    const builtIn = BUILT_IN_TOOLS.find((tool) => tool.name === name);
+    if (builtIn !== undefined) return builtInCall(this.#hub, this, name, params.arguments ?? {});
+    const { routes } = toolView(this.caller.principal, await this.#gather('tools', ctx));
+    const route = routes.get(name);
+    if (route === undefined) throw invalidParams(`no tool is named ${JSON.stringify(name)}`);
+    const { connection, item } = route;
+    const started = this.#hub.now();
+    let outcome = 'error';
+    try {
+      const result = await this.#upstream(connection, ctx, (client, options) =>
+        client.callTool(forwarded({ ...params, name: item.name }), options),
+      );
+      outcome = result.isError === true ? 'tool_error' : 'ok';
+      return result as CallToolResult;
+    } catch (error) {
+      outcome = error instanceof UrlElicitationRequiredError ? 'consent_required' : 'error';
+      // A connection the caller cannot authorize: a tool error that says who must.
+      if (isKeywayError(error) && error.code === 'reauthorization_required') {
+        return { isError: true, content: [{ type: 'text', text: error.message }] };
+      }
+      throw error;
+    } finally {
+      this.#hub.toolCalled(this, connection, item.name, outcome, this.#hub.now() - started);
+    }
+  }
+
+  /**
+   * A request to a connection's server over this caller's upstream session: the caller's
+   * progress token and cancellation carried over; a connection that needs its user answers
+   * a URL elicitation with a fresh consent URL (or says what to do).
+   */
+  async #upstream<T>(
+    connection: PortalConnection,
+    ctx: ServerContext,
+    send: (
+      client: Client,
+      options: { signal: AbortSignal; onprogress?: (progress: Record<string, unknown>) => void },
+    ) => Promise<T>,
+  ): Promise<T> {
+    if (connection.record.status !== 'active') {
+      throw await this.#hub.consent(this, connection, undefined);
+    }
+    const progressToken = ctx.mcpReq._meta?.progressToken;
+    const options = {
+      signal: ctx.mcpReq.signal,
+      ...(progressToken === undefined
+        ? {}
+        : {
+            onprogress: (progress: Record<string, unknown>) => {
+              ctx.mcpReq
+                .notify({
+                  method: 'notifications/progress',
+                  params: { ...progress, progressToken },
+                })
+                .catch(() => {});
+            },
+          }),
+    };
+    const id = connection.record.id;
+    const stack = this.inflight.get(id) ?? [];
+    stack.push(ctx);
+    this.inflight.set(id, stack);
+    let failure: unknown;
+    try {
+      const upstream = await this.upstreams.open(id);
+      try {
+        return ownEnvelope(await send(upstream.client, options));
+      } catch (error) {
+        failure = upstream.failure() ?? error;
+        throw error;
+      }
+    } catch (error) {
+      failure ??= error;
+      if (
+        error instanceof ProtocolError &&
+        error.code === ProtocolErrorCode.UrlElicitationRequired
+      ) {
+        // The gateway's own answer: the consent URL it started, passed on.
+        throw new UrlElicitationRequiredError(
+          (error.data as { elicitations?: never[] } | undefined)?.elicitations ?? [],
+          error.message,
+        );
+      }
+      if (needsUser(failure)) {
+        throw await this.#hub.consent(
+          this,
+          connection,
+          failure instanceof InsufficientScopeError ? failure.scopes : undefined,
+        );
+      }
+      if (error instanceof ProtocolError) throw error;
+      const reason = isKeywayError(failure) ? failure.message : 'it did not answer';
+      throw new ProtocolError(
+        ProtocolErrorCode.InternalError,
+        `the MCP server of ${connection.alias} failed: ${reason}`,
+      );
+    } finally {
+      stack.splice(stack.indexOf(ctx), 1);
+      if (stack.length === 0) this.inflight.delete(id);
+    }
+  }
+}

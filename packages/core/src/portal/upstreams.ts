@@ -1,0 +1,194 @@
+import {
+  Client,
+  type ClientCapabilities,
+  StreamableHTTPClientTransport,
+} from '@modelcontextprotocol/client';
+import type {
+  CreateMessageRequest,
+  CreateMessageResult,
+  CreateMessageResultWithTools,
+  ElicitRequest,
+  ElicitResult,
+  LoggingMessageNotification,
+} from '@modelcontextprotocol/server';
+import type { Principal } from '../auth/principal.js';
+import type { Gateway } from '../upstream/gateway.js';
+
+/*
+ * The portal's sessions with its servers (docs/api.md §18): one MCP client of the official
+ * SDK per caller session and connection, opened on first need, whose every HTTP request is
+ * the gateway's — the connection's bound resource, its token refreshed when due, one retry
+ * on `401` — so no token ever reaches the portal's code or its caller.
+ */
+
+/** What the portal hears from one upstream session. */
+export interface UpstreamListener {
+  /** A server's list changed (`notifications/<kind>/list_changed`). */
+  listChanged(connectionId: string, kind: 'tools' | 'prompts' | 'resources'): void;
+  /** A server's log message (`notifications/message`), for the caller. */
+  log(connectionId: string, params: LoggingMessageNotification['params']): void;
+  /** A server's sampling request, relayed to the caller. */
+  sample(
+    connectionId: string,
+    params: CreateMessageRequest['params'],
+  ): Promise<CreateMessageResult | CreateMessageResultWithTools>;
+  /** A server's elicitation request, relayed to the caller. */
+  elicit(connectionId: string, params: ElicitRequest['params']): Promise<ElicitResult>;
+}
+
+/** The capabilities the portal declares upstream: what its caller declared, no more. */
+export interface RelayedCapabilities {
+  sampling: boolean;
+  elicitation: ClientCapabilities['elicitation'] | null;
+}
+
+/** One upstream session and the last error the gateway raised under it. */
+export interface Upstream {
+  client: Client;
+  /** What the gateway threw on the last failed request (a `KeywayError`), or undefined. */
+  failure(): unknown;
+  /** When it was last used (epoch ms). */
+  usedAt: number;
+}
+
+/** The address an upstream client is given: never fetched, the gateway is its fetch. */
+function placeholderUrl(connectionId: string): URL {
+  return new URL(`https://portal.keyway.invalid/mcp/${connectionId}`);
+}
+
+/**
+ * The upstream sessions of one caller session: by connection, opened once, closed
+ * together (or one by one when idle).
+ */
+export class UpstreamSessions {
+  readonly #sessions = new Map<string, Promise<Upstream>>();
+  readonly #gateway: Gateway;
+  readonly #principal: () => Principal;
+  readonly #listener: UpstreamListener;
+  readonly #capabilities: () => RelayedCapabilities;
+  readonly #now: () => number;
+
+  constructor(options: {
+    gateway: Gateway;
+    /** The caller, as it authenticated last (a sign-in token rotates). */
+    principal: () => Principal;
+    listener: UpstreamListener;
+    /** Read when a session opens: the caller declared its capabilities by then. */
+    capabilities: () => RelayedCapabilities;
+    now: () => number;
+  }) {
+    this.#gateway = options.gateway;
+    this.#principal = options.principal;
+    this.#listener = options.listener;
+    this.#capabilities = options.capabilities;
+    this.#now = options.now;
+  }
+
+  /** How many upstream sessions are open. */
+  get size(): number {
+    return this.#sessions.size;
+  }
+
+  /**
+   * The session with a connection's server, opened (initialize, or the 2026-07-28
+   * discovery) on first need. A failed opening is forgotten, so the next call tries again.
+   */
+  open(connectionId: string): Promise<Upstream> {
+    let session = this.#sessions.get(connectionId);
+    if (session === undefined) {
+      session = this.#connect(connectionId);
+      this.#sessions.set(connectionId, session);
+      session.catch(() => {
+        if (this.#sessions.get(connectionId) === session) this.#sessions.delete(connectionId);
+      });
+    }
+    return session.then((upstream) => {
+      upstream.usedAt = this.#now();
+      return upstream;
+    });
+  }
+
+  async #connect(connectionId: string): Promise<Upstream> {
+    let failure: unknown;
+    const gateway = this.#gateway;
+    const principal = this.#principal;
+    const fetch = async (input: string | URL | Request, init?: RequestInit) => {
+      const request = new Request(input, init);
+      try {
+        failure = undefined;
+        return await gateway.mcp(principal(), connectionId, request);
+      } catch (error) {
+        failure = error;
+        throw error;
+      }
+    };
+    const { sampling, elicitation } = this.#capabilities();
+    const client = new Client(
+      { name: 'keyway-portal', version: '1' },
+      {
+        capabilities: {
+          ...(sampling ? { sampling: {} } : {}),
+          ...(elicitation === null || elicitation === undefined ? {} : { elicitation }),
+        },
+        // Whatever the server speaks: 2026-07-28 when it says so, else the 2025 handshake.
+        versionNegotiation: { mode: 'auto' },
+      },
+    );
+    const listener = this.#listener;
+    for (const kind of ['tools', 'prompts', 'resources'] as const) {
+      client.setNotificationHandler(`notifications/${kind}/list_changed`, () =>
+        listener.listChanged(connectionId, kind),
+      );
+    }
+    client.setNotificationHandler('notifications/message', (notification) =>
+      listener.log(connectionId, notification.params),
+    );
+    if (sampling) {
+      client.setRequestHandler('sampling/createMessage', (request) =>
+        listener.sample(connectionId, request.params),
+      );
+    }
+    if (elicitation !== null && elicitation !== undefined) {
+      client.setRequestHandler('elicitation/create', (request) =>
+        listener.elicit(connectionId, request.params),
+      );
+    }
+    const transport = new StreamableHTTPClientTransport(placeholderUrl(connectionId), { fetch });
+    try {
+      await client.connect(transport);
+    } catch (error) {
+      await client.close().catch(() => {});
+      throw failure ?? error;
+    }
+    return { client, failure: () => failure, usedAt: this.#now() };
+  }
+
+  /** Closes the sessions not used since `before` (epoch ms). */
+  async closeIdle(before: number): Promise<void> {
+    const idle: Promise<Upstream>[] = [];
+    for (const [id, session] of this.#sessions) {
+      const upstream = await session.catch(() => null);
+      if (upstream !== null && upstream.usedAt < before) {
+        this.#sessions.delete(id);
+        idle.push(session);
+      }
+    }
+    await Promise.all(idle.map((session) => close(session)));
+  }
+
+  /** Closes every session (the caller's session ended). */
+  async closeAll(): Promise<void> {
+    const all = [...this.#sessions.values()];
+    this.#sessions.clear();
+    await Promise.all(all.map((session) => close(session)));
+  }
+}
+
+async function close(session: Promise<Upstream>): Promise<void> {
+  const upstream = await session.catch(() => null);
+  if (upstream === null) return;
+  // Ends the server's session too (a DELETE through the gateway), best effort.
+  const transport = upstream.client.transport as StreamableHTTPClientTransport | undefined;
+  await transport?.terminateSession?.().catch(() => {});
+  await upstream.client.close().catch(() => {});
+}

@@ -1,0 +1,588 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import {
+  Client as ModernClient,
+  StreamableHTTPClientTransport as ModernTransport,
+} from '@modelcontextprotocol/client';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  CreateMessageRequestSchema,
+  LoggingMessageNotificationSchema,
+  McpError,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z as zod } from 'zod';
+import { z } from 'zod/v3';
+import { toNodeHandler } from '../src/node/index.js';
+import { connectThroughConsent, Harness, START, storageFactories } from './harness.js';
+import { PortalUpstream } from './portal-upstream.js';
+
+/*
+ * The portal (docs/api.md §18): one MCP endpoint, `{base}/portal/<prefix>`, over every `mcp`
+ * connection below the prefix — here four servers of the official SDK on loopback, each with
+ * its own authorization server, reached by the SDK's own client.
+ */
+
+const PREFIX = 'acme/users/alice';
+const HOUR = 3_600_000;
+
+/** A gate a test opens: the `progress` tool waits on it between its two notifications. */
+function gate(): { wait: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const wait = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { wait, open };
+}
+
+describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name === 'postgres'))(
+  'the portal: {base}/portal/<prefix> (docs/api.md §18), on %s',
+  (factory) => {
+    let h: Harness;
+    let keyway: Server;
+    let base: string;
+    let progressGate = gate();
+    const clients: { close(): Promise<void> }[] = [];
+    const received: string[] = [];
+
+    // Linear: a step-up tool, a read-only and a writing tool, progress, sampling.
+    const linear = new PortalUpstream((server) => {
+      server.registerTool(
+        'search_issues',
+        {
+          description: 'Searches issues',
+          inputSchema: { query: z.string() },
+          annotations: { readOnlyHint: true },
+        },
+        async ({ query }) => ({ content: [{ type: 'text', text: `linear found: ${query}` }] }),
+      );
+      server.registerTool('create_issue', { description: 'Creates an issue' }, async () => ({
+        content: [{ type: 'text', text: 'created' }],
+      }));
+      server.registerTool('admin', { description: 'Needs the admin scope' }, async () => ({
+        content: [{ type: 'text', text: 'admin granted' }],
+      }));
+      server.registerTool(
+        'progress',
+        { description: 'Two progress notifications' },
+        async (extra) => {
+          const token = extra._meta?.progressToken;
+          if (token === undefined) return { content: [{ type: 'text', text: 'no token' }] };
+          const notify = (progress: number) =>
+            extra.sendNotification({
+              method: 'notifications/progress',
+              params: { progressToken: token, progress, total: 2 },
+            });
+          await notify(1);
+          await progressGate.wait;
+          await notify(2);
+          return { content: [{ type: 'text', text: `done ${String(token)}` }] };
+        },
+      );
+      server.registerTool('ask', { description: 'Asks the client’s model' }, async () => {
+        const answer = await server.server.createMessage({
+          messages: [{ role: 'user', content: { type: 'text', text: 'What is 2 + 2?' } }],
+          maxTokens: 10,
+        });
+        const text = answer.content.type === 'text' ? answer.content.text : '?';
+        return { content: [{ type: 'text', text: `the model said ${text}` }] };
+      });
+      server.registerTool('tell', { description: 'Logs, then answers' }, async (extra) => {
+        await extra.sendNotification({
+          method: 'notifications/message',
+          params: { level: 'info', data: 'linear is telling' },
+        });
+        return { content: [{ type: 'text', text: 'told' }] };
+      });
+    });
+    // Notion: no refresh token, so its connection expires with its access token.
+    const notion = new PortalUpstream((server) => {
+      server.registerTool('search', { description: 'Searches pages' }, async () => ({
+        content: [{ type: 'text', text: 'notion pages' }],
+      }));
+    });
+    // GitHub: its tool list changes mid-session.
+    const github = new PortalUpstream((server) => {
+      server.registerTool('get_repo', { description: 'Reads a repository' }, async () => ({
+        content: [{ type: 'text', text: 'keyway-dev/keyway' }],
+      }));
+    });
+    // Sentry: the stateless 2026-07-28 wire (the v2 SDK).
+    const sentry = new PortalUpstream(
+      () => {},
+      (server) => {
+        server.registerTool(
+          'get_issue',
+          { description: 'Reads an issue', inputSchema: zod.object({ id: zod.string() }) },
+          async ({ id }) => ({ content: [{ type: 'text', text: `sentry issue ${id}` }] }),
+        );
+      },
+    );
+    const upstreams = { linear, notion, github, sentry };
+
+    beforeEach(async () => {
+      progressGate = gate();
+      received.length = 0;
+      const now = () => h?.now ?? START;
+      await linear.start({}, now);
+      await notion.start({ issueRefreshTokens: false }, now);
+      await github.start({}, now);
+      await sentry.start({}, now);
+      keyway = createServer();
+      keyway.listen(0, '127.0.0.1');
+      await once(keyway, 'listening');
+      base = `http://127.0.0.1:${(keyway.address() as AddressInfo).port}`;
+      h = new Harness(await factory.create(), {
+        baseUrl: base,
+        providerManagement: true,
+        allowedHosts: ['127.0.0.1'],
+        portal: { listDeadlineMs: 1500 },
+      });
+      keyway.on('request', (req, res) => toNodeHandler(h.handler)(req, res));
+      for (const [name, upstream] of Object.entries(upstreams)) {
+        const put = await h.call('PUT', `/api/admin/providers/acme/${name}`, {
+          body: { template: 'mcp', configuration: { resource_url: upstream.world.resourceUrl } },
+        });
+        expect(put.status).toBe(201);
+        const connected = await connectThroughConsent(
+          h,
+          upstream.world,
+          `${PREFIX}/${name}`,
+          `acme/${name}`,
+        );
+        expect(connected.status).toBe(200);
+      }
+    });
+
+    afterEach(async () => {
+      for (const client of clients.splice(0)) await client.close().catch(() => {});
+      await h.broker.close();
+      keyway.closeAllConnections();
+      keyway.close();
+      for (const upstream of Object.values(upstreams)) await upstream.stop();
+      expect(h.errors).toEqual([]);
+    });
+
+    /** A fetch that keeps every answer's text, for the search for upstream secrets. */
+    const keeping = async (input: string | URL | Request, init?: RequestInit) => {
+      const response = await fetch(input, init);
+      response
+        .clone()
+        .text()
+        .then((text) => received.push(text))
+        .catch(() => {});
+      return response;
+    };
+
+    async function portalClient(
+      token: string,
+      options: { prefix?: string; sampling?: boolean } = {},
+    ): Promise<Client & { wire: StreamableHTTPClientTransport }> {
+      const client = new Client(
+        { name: 'portal-test', version: '1.0.0' },
+        { capabilities: options.sampling === true ? { sampling: {} } : {} },
+      );
+      clients.push(client);
+      const wire = new StreamableHTTPClientTransport(
+        new URL(`${base}/portal/${options.prefix ?? PREFIX}`),
+        { fetch: keeping, requestInit: { headers: { authorization: `Bearer ${token}` } } },
+      );
+      await client.connect(wire);
+      return Object.assign(client, { wire });
+    }
+
+    const rootKey = () => 'test-root-key-0123456789-abcdefghijklmnop';
+
+    /** Every secret of every upstream world (access and refresh tokens, codes). */
+    const secrets = () => Object.values(upstreams).flatMap((upstream) => upstream.world.secrets());
+
+    it('lists every server’s tools as <alias>__<name>, calls each through the gateway, and never shows an upstream token', async () => {
+      const client = await portalClient(rootKey());
+      const { tools } = await client.listTools();
+      expect(tools.map((tool) => tool.name).sort()).toEqual([
+        'github__get_repo',
+        'keyway__connect',
+        'keyway__connections',
+        'linear__admin',
+        'linear__ask',
+        'linear__create_issue',
+        'linear__progress',
+        'linear__search_issues',
+        'linear__tell',
+        'notion__search',
+        'sentry__get_issue',
+      ]);
+      expect(tools.find((tool) => tool.name === 'linear__search_issues')?.annotations).toEqual({
+        readOnlyHint: true,
+      });
+      expect(
+        await client.callTool({ name: 'linear__search_issues', arguments: { query: 'portal' } }),
+      ).toEqual({ content: [{ type: 'text', text: 'linear found: portal' }] });
+      expect(await client.callTool({ name: 'github__get_repo', arguments: {} })).toEqual({
+        content: [{ type: 'text', text: 'keyway-dev/keyway' }],
+      });
+      // The stateless 2026-07-28 server, behind the same portal.
+      expect(
+        await client.callTool({ name: 'sentry__get_issue', arguments: { id: 'S-1' } }),
+      ).toEqual({
+        content: [{ type: 'text', text: 'sentry issue S-1' }],
+      });
+      expect(sentry.methods).toContain('tools/call');
+      expect(linear.methods.filter((method) => method === 'initialize')).toHaveLength(1);
+      // Each server saw only its own connection's token.
+      await client.close();
+      const all = received.join('\n');
+      expect(secrets().filter((secret) => all.includes(secret))).toEqual([]);
+    });
+
+    it('answers a step-up with a URL elicitation (-32042) whose consent asks for the scope the server named', async () => {
+      linear.stepUp.set('admin', 'admin');
+      const client = await portalClient(rootKey());
+      const error = await client.callTool({ name: 'linear__admin', arguments: {} }).catch((e) => e);
+      expect(error).toBeInstanceOf(McpError);
+      expect((error as McpError).code).toBe(-32042);
+      const { elicitations } = (error as McpError).data as {
+        elicitations: { mode: string; url: string; message: string }[];
+      };
+      expect(elicitations).toHaveLength(1);
+      expect(elicitations[0]?.mode).toBe('url');
+      const consent = new URL(elicitations[0]?.url ?? '');
+      expect(`${consent.origin}${consent.pathname}`).toBe(`${linear.origin}/as/oauth/authorize`);
+      expect(consent.searchParams.get('scope')?.split(' ')).toContain('admin');
+      expect(elicitations[0]?.message).toBe(
+        `Keyway needs your consent to use acme/linear for ${PREFIX}/linear: open the link to authorize it, then retry.`,
+      );
+    });
+
+    it('answers a connection that expired without a refresh token with its consent URL, or says who must consent', async () => {
+      const client = await portalClient(rootKey());
+      expect(await client.callTool({ name: 'notion__search', arguments: {} })).toEqual({
+        content: [{ type: 'text', text: 'notion pages' }],
+      });
+      h.now += 2 * HOUR;
+      const error = await client
+        .callTool({ name: 'notion__search', arguments: {} })
+        .catch((e) => e);
+      expect((error as McpError).code).toBe(-32042);
+      const { elicitations } = (error as McpError).data as { elicitations: { url: string }[] };
+      expect(new URL(elicitations[0]?.url ?? '').origin).toBe(notion.origin);
+      // Still listed (its last known tools), so the agent can say what the user must do.
+      expect((await client.listTools()).tools.map((tool) => tool.name)).toContain('notion__search');
+      // A caller that may not authorize through the provider gets a tool error that says so.
+      const alice = await h.mint('alice', [PREFIX]);
+      const limited = await portalClient(alice);
+      expect(await limited.callTool({ name: 'notion__search', arguments: {} })).toEqual({
+        isError: true,
+        content: [
+          {
+            type: 'text',
+            text:
+              `connection notion (${PREFIX}/notion) needs its user's consent (it is error): whoever manages ` +
+              `provider acme/notion must authorize it again (POST /api/oauth/authorize/acme/notion with ` +
+              `connection_id ${PREFIX}/notion)`,
+          },
+        ],
+      });
+    });
+
+    it('relays a server’s list_changed and lists the new tool', async () => {
+      const client = await portalClient(rootKey());
+      const changes: string[] = [];
+      client.setNotificationHandler(ToolListChangedNotificationSchema, (notification) => {
+        changes.push(notification.method);
+      });
+      expect((await client.listTools()).tools.map((tool) => tool.name)).not.toContain(
+        'github__list_pulls',
+      );
+      for (const server of github.servers) {
+        server.registerTool('list_pulls', { description: 'Lists pull requests' }, async () => ({
+          content: [{ type: 'text', text: 'no pulls' }],
+        }));
+      }
+      await expect.poll(() => changes).toEqual(['notifications/tools/list_changed']);
+      expect((await client.listTools()).tools.map((tool) => tool.name)).toContain(
+        'github__list_pulls',
+      );
+      expect(await client.callTool({ name: 'github__list_pulls', arguments: {} })).toEqual({
+        content: [{ type: 'text', text: 'no pulls' }],
+      });
+    });
+
+    it('lists within the deadline when a server never answers tools/list, and says which one', async () => {
+      github.hangLists = true;
+      const client = await portalClient(rootKey());
+      const logs: string[] = [];
+      client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+        logs.push(String(notification.params.data));
+      });
+      const { tools } = await client.listTools();
+      const names = tools.map((tool) => tool.name);
+      expect(names).toContain('linear__search_issues');
+      expect(names).toContain('sentry__get_issue');
+      expect(names.filter((name) => name.startsWith('github__'))).toEqual([]);
+      expect(logs).toEqual([
+        'github: its server did not list its tools within 1500 ms; its last known ones are listed',
+      ]);
+    });
+
+    it('keeps a denied or writing tool out of the list and out of reach (the connection’s policy)', async () => {
+      const patched = await h.call('PATCH', `/api/oauth/connections/${PREFIX}/linear`, {
+        body: { tools: { deny: ['create_*'] } },
+      });
+      expect(patched.status).toBe(200);
+      expect(patched.body.tools).toEqual({ deny: ['create_*'] });
+      expect(patched.body.alias).toBeNull();
+      const client = await portalClient(rootKey());
+      const names = (await client.listTools()).tools.map((tool) => tool.name);
+      expect(names).not.toContain('linear__create_issue');
+      expect(names).toContain('linear__admin');
+      const refused = await client
+        .callTool({ name: 'linear__create_issue', arguments: {} })
+        .catch((e) => e);
+      expect((refused as McpError).code).toBe(-32602);
+      expect((refused as McpError).message).toBe(
+        'MCP error -32602: no tool is named "linear__create_issue"',
+      );
+      expect(linear.methods).not.toContain('tools/call');
+      // Read-only: only the tools annotated readOnlyHint stay.
+      await h.call('PATCH', `/api/oauth/connections/${PREFIX}/linear`, {
+        body: { tools: { read_only: true } },
+      });
+      const readOnly = (await client.listTools()).tools
+        .map((tool) => tool.name)
+        .filter((name) => name.startsWith('linear__'));
+      expect(readOnly).toEqual(['linear__search_issues']);
+    });
+
+    it('names a connection by the alias set on it', async () => {
+      const patched = await h.call('PATCH', `/api/oauth/connections/${PREFIX}/github`, {
+        body: { alias: 'gh' },
+      });
+      expect(patched.status).toBe(200);
+      expect(patched.body.alias).toBe('gh');
+      const taken = await h.call('PATCH', `/api/oauth/connections/${PREFIX}/linear`, {
+        body: { alias: 'gh' },
+      });
+      expect(taken.status).toBe(400);
+      expect(taken.body.error_description).toBe(
+        `"alias": "gh" is already the alias of connection "${PREFIX}/github"`,
+      );
+      const client = await portalClient(rootKey());
+      const names = (await client.listTools()).tools.map((tool) => tool.name);
+      expect(names).toContain('gh__get_repo');
+      expect(names).not.toContain('github__get_repo');
+      const listed = await client.callTool({ name: 'keyway__connections', arguments: {} });
+      expect(listed.structuredContent).toEqual({
+        connections: [
+          {
+            alias: 'gh',
+            connection_id: `${PREFIX}/github`,
+            provider_id: 'acme/github',
+            status: 'active',
+          },
+          {
+            alias: 'linear',
+            connection_id: `${PREFIX}/linear`,
+            provider_id: 'acme/linear',
+            status: 'active',
+          },
+          {
+            alias: 'notion',
+            connection_id: `${PREFIX}/notion`,
+            provider_id: 'acme/notion',
+            status: 'active',
+          },
+          {
+            alias: 'sentry',
+            connection_id: `${PREFIX}/sentry`,
+            provider_id: 'acme/sentry',
+            status: 'active',
+          },
+        ],
+      });
+    });
+
+    it('lists and calls only the tools a token’s globs allow, which a child can narrow but never widen', async () => {
+      const minted = await h.call('POST', '/api/admin/tokens', {
+        body: { name: 'agent', scopes: [PREFIX], tools: ['linear__search_*', 'sentry__*'] },
+      });
+      expect(minted.status).toBe(201);
+      expect(minted.body.tools).toEqual(['linear__search_*', 'sentry__*']);
+      const agent = minted.body.access_token as string;
+      const client = await portalClient(agent);
+      expect((await client.listTools()).tools.map((tool) => tool.name).sort()).toEqual([
+        'linear__search_issues',
+        'sentry__get_issue',
+      ]);
+      const refused = await client
+        .callTool({ name: 'github__get_repo', arguments: {} })
+        .catch((e) => e);
+      expect((refused as McpError).code).toBe(-32602);
+      // A child may narrow, never widen; without globs of its own it inherits its parent's.
+      const wider = await h.call('POST', '/api/admin/tokens', {
+        token: agent,
+        body: { name: 'agent.child', scopes: [PREFIX], tools: ['linear__*'] },
+      });
+      expect(wider.status).toBe(403);
+      expect(wider.body).toEqual({
+        error: 'delegation_denied',
+        error_description:
+          '"tools": "linear__*" is not within the minting token\'s tools (["linear__search_*","sentry__*"])',
+        details: [{ path: 'tools', message: "wider than the minting token's tools" }],
+      });
+      const narrower = await h.call('POST', '/api/admin/tokens', {
+        token: agent,
+        body: { name: 'agent.narrow', scopes: [PREFIX], tools: ['sentry__get_*'] },
+      });
+      expect(narrower.status).toBe(201);
+      const inherited = await h.call('POST', '/api/admin/tokens', {
+        token: agent,
+        body: { name: 'agent.same', scopes: [PREFIX] },
+      });
+      expect(inherited.body.tools).toEqual(['linear__search_*', 'sentry__*']);
+      const child = await portalClient(narrower.body.access_token as string);
+      expect((await child.listTools()).tools.map((tool) => tool.name)).toEqual([
+        'sentry__get_issue',
+      ]);
+    });
+
+    it('relays a server’s sampling request to a client that declared sampling', async () => {
+      const client = await portalClient(rootKey(), { sampling: true });
+      const asked: string[] = [];
+      client.setRequestHandler(CreateMessageRequestSchema, async (request) => {
+        const first = request.params.messages[0]?.content;
+        asked.push(
+          first !== undefined && !Array.isArray(first) && first.type === 'text' ? first.text : '?',
+        );
+        return { role: 'assistant', model: 'test-model', content: { type: 'text', text: '4' } };
+      });
+      expect(await client.callTool({ name: 'linear__ask', arguments: {} })).toEqual({
+        content: [{ type: 'text', text: 'the model said 4' }],
+      });
+      expect(asked).toEqual(['What is 2 + 2?']);
+    });
+
+    it('routes each caller’s progress to that caller only', async () => {
+      const first = await portalClient(rootKey());
+      const second = await portalClient(rootKey());
+      const seen: Record<string, number[]> = { first: [], second: [] };
+      const call = (client: Client, who: 'first' | 'second') =>
+        client.callTool({ name: 'linear__progress', arguments: {} }, undefined, {
+          onprogress: (progress) => seen[who]?.push(progress.progress),
+        });
+      const one = call(first, 'first');
+      const two = call(second, 'second');
+      await expect.poll(() => [seen.first?.length, seen.second?.length]).toEqual([1, 1]);
+      progressGate.open();
+      const [a, b] = await Promise.all([one, two]);
+      expect(seen).toEqual({ first: [1, 2], second: [1, 2] });
+      expect((a.content as { text: string }[])[0]?.text).toMatch(/^done /);
+      expect((b.content as { text: string }[])[0]?.text).toMatch(/^done /);
+      // Each caller's call reached the server with a progress token of its own.
+      expect(a).not.toEqual(b);
+    });
+
+    it('relays a server’s log message to the caller whose session it is', async () => {
+      const client = await portalClient(rootKey());
+      const logs: unknown[] = [];
+      client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+        logs.push(notification.params.data);
+      });
+      expect(await client.callTool({ name: 'linear__tell', arguments: {} })).toEqual({
+        content: [{ type: 'text', text: 'told' }],
+      });
+      await expect.poll(() => logs).toEqual(['linear is telling']);
+    });
+
+    it('starts a connection with keyway__connect and answers its consent URL', async () => {
+      const client = await portalClient(rootKey());
+      const started = await client.callTool({
+        name: 'keyway__connect',
+        arguments: { provider_id: 'acme/linear', name: 'linear-2' },
+      });
+      const content = started.structuredContent as {
+        connection_id: string;
+        authorization_url: string;
+      };
+      expect(content.connection_id).toBe(`${PREFIX}/linear-2`);
+      expect(new URL(content.authorization_url).origin).toBe(linear.origin);
+      const back = new URL(linear.world.consent(content.authorization_url));
+      expect((await h.call('GET', `${back.pathname}${back.search}`, { token: null })).status).toBe(
+        200,
+      );
+      const listed = await client.callTool({ name: 'keyway__connections', arguments: {} });
+      expect(
+        (listed.structuredContent as { connections: { alias: string }[] }).connections.map(
+          (connection) => connection.alias,
+        ),
+      ).toEqual(['github', 'linear', 'linear-2', 'notion', 'sentry']);
+      expect((await client.listTools()).tools.map((tool) => tool.name)).toContain(
+        'linear-2__search_issues',
+      );
+    });
+
+    it('keeps a session to the credential that opened it and to its portal', async () => {
+      const client = await portalClient(rootKey());
+      const sessionId = client.wire.sessionId ?? '';
+      expect(sessionId).toMatch(/^[A-Za-z0-9_-]{32}$/);
+      const alice = await h.mint('alice', [PREFIX]);
+      const stolen = await fetch(`${base}/portal/${PREFIX}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${alice}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-session-id': sessionId,
+          'mcp-protocol-version': '2025-11-25',
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      });
+      expect(stolen.status).toBe(404);
+      expect(await stolen.json()).toEqual({
+        jsonrpc: '2.0',
+        error: { code: -32001, message: 'Session not found' },
+        id: null,
+      });
+      // A credential that does not cover the prefix is refused before any session is read.
+      const bob = await h.mint('bob', ['acme/users/bob']);
+      const outside = await fetch(`${base}/portal/${PREFIX}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bob}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      });
+      expect(outside.status).toBe(403);
+      expect((await outside.json()).error).toBe('insufficient_scope');
+    });
+
+    it('speaks the stateless 2026-07-28 wire to a client pinned to it', async () => {
+      const client = new ModernClient(
+        { name: 'portal-modern-test', version: '2.0.0' },
+        { versionNegotiation: { mode: { pin: '2026-07-28' } } },
+      );
+      clients.push(client);
+      await client.connect(
+        new ModernTransport(new URL(`${base}/portal/${PREFIX}`), {
+          requestInit: { headers: { authorization: `Bearer ${rootKey()}` } },
+        }),
+      );
+      const { tools } = await client.listTools();
+      expect(tools.map((tool) => tool.name)).toContain('linear__search_issues');
+      // The portal's own envelope (2026-07-28) names the portal, never the server behind it.
+      expect(
+        await client.callTool({ name: 'linear__search_issues', arguments: { query: 'modern' } }),
+      ).toEqual({
+        _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'keyway-portal', version: '1' } },
+        content: [{ type: 'text', text: 'linear found: modern' }],
+      });
+      expect(
+        await client.callTool({ name: 'sentry__get_issue', arguments: { id: 'S-2' } }),
+      ).toEqual({
+        _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'keyway-portal', version: '1' } },
+        content: [{ type: 'text', text: 'sentry issue S-2' }],
+      });
+    });
+  },
+);
