@@ -1,0 +1,194 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FixtureServer } from './fixture-server.js';
+import { type Check, SUITES, type SuiteVersion } from './harness.js';
+
+/*
+ * The official MCP conformance suite's server scenarios, run against an MCP server of the
+ * official SDK directly, then against Keyway's portal (docs/api.md §18) over that same
+ * server: what the server does right, the portal must not lose. The scenarios that name a
+ * tool or a prompt by the server's own name cannot pass through a portal, which names them
+ * `<alias>__<name>`; they are listed below, each with the check that says so.
+ */
+
+const here = dirname(fileURLToPath(import.meta.url));
+const require = createRequire(import.meta.url);
+const PREFIX = 'acme/users/conformance';
+const rootKey = 'conformance-portal-root-key-0123456789-abcdef';
+
+/**
+ * Scenarios the server passes and the portal cannot, by design: each names a tool or a
+ * prompt the way the server wrote it (`test_simple_prompt`), where the portal lists
+ * `fixture__test_simple_prompt`.
+ */
+const NAMESPACED: Record<string, string> = {
+  'prompts-get-simple': 'gets the prompt `test_simple_prompt` by its server name',
+  'prompts-get-with-args': 'gets the prompt `test_prompt_with_arguments` by its server name',
+  'completion-complete': 'completes an argument of the prompt `test_prompt_with_arguments`',
+  'tools-call-simple-text': 'calls the tool `test_simple_text` by its server name',
+  'tools-call-error': 'calls the tool `test_error_handling` by its server name',
+};
+
+let directory: string;
+let fixture: FixtureServer;
+let broker: BrokerProcess;
+let proxy: Server;
+let proxyUrl: string;
+
+/** The scenarios a run passed (every check a success, an info or skipped) and failed. */
+interface Outcome {
+  passed: string[];
+  failed: Record<string, string[]>;
+  output: string;
+}
+
+async function runSuite(version: SuiteVersion, url: string): Promise<Outcome> {
+  const cli = join(dirname(require.resolve(`${SUITES[version]}/package.json`)), 'dist', 'index.js');
+  const outputDir = mkdtempSync(join(directory, 'run-'));
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      join(here, '..', 'preload', 'register.mjs'),
+      cli,
+      'server',
+      '--url',
+      url,
+      '--spec-version',
+      '2025-11-25',
+      '--output-dir',
+      outputDir,
+    ],
+    { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  await new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const passed: string[] = [];
+  const failed: Record<string, string[]> = {};
+  const files = existsSync(outputDir)
+    ? (readdirSync(outputDir, { recursive: true }) as string[]).filter((file) =>
+        file.endsWith('checks.json'),
+      )
+    : [];
+  for (const file of files) {
+    // `server-<scenario>-<timestamp>/checks.json`
+    const scenario = dirname(file)
+      .replace(/^server-/, '')
+      .replace(/-\d{4}-\d{2}-\d{2}T.*$/, '');
+    const checks = JSON.parse(readFileSync(join(outputDir, file), 'utf8')) as Check[];
+    const bad = checks.filter((check) => check.status === 'FAILURE' || check.status === 'WARNING');
+    if (bad.length === 0) passed.push(scenario);
+    else failed[scenario] = bad.map((check) => `${check.id}: ${check.description}`);
+  }
+  return { passed: passed.sort(), failed, output };
+}
+
+beforeAll(async () => {
+  directory = mkdtempSync(join(tmpdir(), 'keyway-conformance-portal-'));
+  fixture = new FixtureServer();
+  await fixture.start();
+  broker = await startBrokerProcess({
+    KEYWAY_ROOT_KEY: rootKey,
+    KEYWAY_DATABASE: join(directory, 'keyway.sqlite'),
+    KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
+    KEYWAY_INSPECTOR: 'false',
+    KEYWAY_LOG_LEVEL: 'silent',
+  });
+  const admin = (method: string, path: string, body: unknown) =>
+    fetch(`${broker.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${rootKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  const put = await admin('PUT', '/api/admin/providers/acme/fixture', {
+    template: 'mcp',
+    configuration: { resource_url: `${fixture.origin}/mcp` },
+  });
+  expect(put.status, await put.clone().text()).toBe(201);
+  const started = await admin('POST', '/api/oauth/authorize/acme/fixture', {
+    connection_id: `${PREFIX}/fixture`,
+  });
+  const { authorization_url: consentUrl } = (await started.json()) as {
+    authorization_url: string;
+  };
+  const back = new URL(fixture.world.consent(consentUrl));
+  expect((await fetch(`${broker.url}${back.pathname}${back.search}`)).status).toBe(200);
+  // The suite sends no credential: this hop adds the broker token, as a configured client would.
+  proxy = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const headers: Record<string, string> = { authorization: `Bearer ${rootKey}` };
+      const hop = new Set(['host', 'authorization', 'connection', 'content-length', 'keep-alive']);
+      for (const [name, value] of Object.entries(req.headers)) {
+        if (typeof value === 'string' && !hop.has(name)) {
+          headers[name] = value;
+        }
+      }
+      const body = Buffer.concat(chunks);
+      fetch(`${broker.url}/portal/${PREFIX}`, {
+        method: req.method ?? 'GET',
+        headers,
+        ...(body.length > 0 ? { body } : {}),
+      })
+        .then((response) => {
+          const answered = Object.fromEntries(response.headers);
+          delete answered['transfer-encoding'];
+          delete answered.connection;
+          res.writeHead(response.status, answered);
+          if (response.body === null) {
+            res.end();
+            return;
+          }
+          // The suite closes streams it is done with: the hop ends its side too.
+          const body = Readable.fromWeb(response.body as never);
+          body.on('error', () => res.destroy());
+          res.on('close', () => body.destroy());
+          body.pipe(res);
+        })
+        .catch(() => res.destroy());
+    });
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  proxyUrl = `http://127.0.0.1:${(proxy.address() as { port: number }).port}/mcp`;
+}, 120_000);
+
+afterAll(async () => {
+  proxy?.closeAllConnections();
+  proxy?.close();
+  await broker?.stop();
+  await fixture?.stop();
+  rmSync(directory, { recursive: true, force: true });
+});
+
+describe.each(Object.keys(SUITES) as SuiteVersion[])(
+  'MCP conformance suite %s, server scenarios (2025-11-25) through the portal',
+  (version) => {
+    it('passes through the portal every scenario the server passes, but those that name the server’s own tools and prompts', {
+      timeout: 240_000,
+    }, async () => {
+      const direct = await runSuite(version, `${fixture.origin}/open/mcp`);
+      const portal = await runSuite(version, proxyUrl);
+      // The server itself passes the scenarios the fixture was written for.
+      expect(direct.passed, direct.output).toEqual(expect.arrayContaining(Object.keys(NAMESPACED)));
+      const lost = direct.passed.filter((scenario) => !portal.passed.includes(scenario));
+      expect(lost.sort(), JSON.stringify(portal.failed, null, 2)).toEqual(
+        Object.keys(NAMESPACED).sort(),
+      );
+      console.log(
+        `conformance ${version}: ${direct.passed.length} scenarios pass directly, ` +
+          `${portal.passed.length} through the portal: ${portal.passed.join(', ')}`,
+      );
+    });
+  },
+);
