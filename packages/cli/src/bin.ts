@@ -60,6 +60,11 @@ Starts the Keyway broker. Environment:
                     {email} when verified, {preferred_username}: one segment each)
   KEYWAY_SIGN_IN_ACCESS_TTL  an MCP client's access token lifetime, at most 1h (default 1h)
   KEYWAY_SIGN_IN_GRANT_TTL   a grant's lifetime, its refresh tokens' (default 30d)
+  KEYWAY_AUDIT_TOOL_CALLS    on: every tool called through the portal (/portal/<prefix>)
+                    is a tool.called event, never its arguments or result (default off)
+  KEYWAY_PORTAL_LIST_DEADLINE_MS  how long a portal's lists wait for its slowest server
+                    (default 5000)
+  KEYWAY_PORTAL_MAX_SESSIONS  portal sessions open at once (default 10000)
   KEYWAY_HEADERS_TIMEOUT_MS     time to receive request headers (default 10000)
   KEYWAY_REQUEST_TIMEOUT_MS     time to receive a whole request (default 30000)
   KEYWAY_KEEP_ALIVE_TIMEOUT_MS  idle keep-alive connection lifetime (default 5000)

@@ -84,6 +84,9 @@ export const SERVE_VARIABLES: readonly string[] = [
   'KEYWAY_SIGN_IN_NAMESPACE',
   'KEYWAY_SIGN_IN_ACCESS_TTL',
   'KEYWAY_SIGN_IN_GRANT_TTL',
+  'KEYWAY_AUDIT_TOOL_CALLS',
+  'KEYWAY_PORTAL_LIST_DEADLINE_MS',
+  'KEYWAY_PORTAL_MAX_SESSIONS',
   'KEYWAY_LOG_LEVEL',
   'KEYWAY_METRICS_PORT',
   'KEYWAY_METRICS_HOST',
@@ -169,6 +172,8 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
     options.assertionSources = parseAssertionSources(env.KEYWAY_ASSERTION_SOURCES);
   const signIn = signInFromEnv(env);
   if (signIn !== undefined) options.signIn = signIn;
+  const portal = portalFromEnv(env);
+  if (portal !== undefined) options.portal = portal;
   const limits: Partial<ServerLimits> = {};
   for (const [key, name, min, max] of LIMIT_VARIABLES) {
     const value = integerVariable(env, name, min, max);
@@ -318,6 +323,28 @@ function webhookFromEnv(
     .map((type) => type.trim())
     .filter((type) => type !== '');
   return { url, secret, ...(types === undefined || types.length === 0 ? {} : { types }) };
+}
+
+/**
+ * The portal (docs/api.md §18) from `KEYWAY_AUDIT_TOOL_CALLS` (`on` records `tool.called`
+ * events), `KEYWAY_PORTAL_LIST_DEADLINE_MS` and `KEYWAY_PORTAL_MAX_SESSIONS`; `undefined`
+ * when none is set.
+ */
+function portalFromEnv(env: Record<string, string | undefined>): ServeOptions['portal'] {
+  const portal: NonNullable<ServeOptions['portal']> = {};
+  const audit = env.KEYWAY_AUDIT_TOOL_CALLS;
+  if (audit !== undefined && audit !== '') {
+    const value = audit.toLowerCase();
+    if (!['on', 'off', 'true', 'false'].includes(value)) {
+      throw new TypeError('KEYWAY_AUDIT_TOOL_CALLS must be "on" or "off"');
+    }
+    portal.auditToolCalls = value === 'on' || value === 'true';
+  }
+  const deadline = integerVariable(env, 'KEYWAY_PORTAL_LIST_DEADLINE_MS', 100, 60_000);
+  if (deadline !== undefined) portal.listDeadlineMs = deadline;
+  const sessions = integerVariable(env, 'KEYWAY_PORTAL_MAX_SESSIONS', 1, 1_000_000);
+  if (sessions !== undefined) portal.maxSessions = sessions;
+  return Object.keys(portal).length === 0 ? undefined : portal;
 }
 
 /** The variable of each option of `createBroker` that `keyway serve` takes from one. */

@@ -132,6 +132,11 @@ export interface ServeOptions {
    * variables. Default off.
    */
   signIn?: BrokerConfig['signIn'];
+  /**
+   * The portal (docs/api.md §18): `KEYWAY_AUDIT_TOOL_CALLS`, `KEYWAY_PORTAL_LIST_DEADLINE_MS`,
+   * `KEYWAY_PORTAL_MAX_SESSIONS`. Default: its defaults, calls not recorded.
+   */
+  portal?: BrokerConfig['portal'];
   /** Days audit events are kept (`KEYWAY_AUDIT_RETENTION_DAYS`). Default 90. */
   auditRetentionDays?: number;
   /**
@@ -491,6 +496,7 @@ function brokerConfig(
       : { auditRetentionDays: options.auditRetentionDays }),
     ...(options.gateway === undefined ? {} : { gateway: options.gateway }),
     ...(options.signIn === undefined ? {} : { signIn: options.signIn }),
+    ...(options.portal === undefined ? {} : { portal: options.portal }),
     ...(options.assertionSources === undefined
       ? {}
       : { assertionSources: options.assertionSources }),

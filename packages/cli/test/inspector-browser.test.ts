@@ -255,6 +255,54 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       .toContain('echo — Echoes its text');
     expect(await connection.textContent()).toContain('Server inspector-mcp 3.1.4');
 
+    // What the portal reads of it: an alias and a tool policy, saved with PATCH.
+    const settings = page.getByRole('form', { name: 'Portal settings of acme/users/alice/demo' });
+    expect(await settings.getByRole('button', { name: /^Copy Portal URL/ }).textContent()).toBe(
+      'Copy Portal URL (every MCP connection of its parent path)',
+    );
+    await settings.getByLabel(/^Alias/).fill('demo-server');
+    await settings.getByLabel(/^Deny these tools/).fill('admin delete_*');
+    await settings.getByLabel(/^Read-only/).check();
+    await settings.getByRole('button', { name: 'Save portal settings' }).click();
+    await expect
+      .poll(() => page.locator('#status').textContent())
+      .toBe('Connection acme/users/alice/demo is active.');
+    const updated = await callApi(
+      keyway.url,
+      ROOT_KEY,
+      'GET',
+      '/api/oauth/connections/acme/users/alice/demo',
+    );
+    expect([updated.body.alias, updated.body.tools]).toEqual([
+      'demo-server',
+      { deny: ['admin', 'delete_*'], read_only: true },
+    ]);
+    // An alias the API refuses is said next to the form, naming the field.
+    await settings.getByLabel(/^Alias/).fill('has__two');
+    await settings.getByRole('button', { name: 'Save portal settings' }).click();
+    await expect.poll(() => settings.locator('.error').first().textContent()).toContain('alias');
+    // The browser logs the refused request: that one, and only that one, is expected.
+    const refusal =
+      'Failed to load resource: the server responded with a status of 400 (Bad Request)';
+    expect(errors).toEqual([refusal]);
+    errors.length = 0;
+    await settings.getByLabel(/^Alias/).fill('');
+    await settings.getByLabel(/^Deny these tools/).fill('');
+    await settings.getByLabel(/^Read-only/).uncheck();
+    await settings.getByRole('button', { name: 'Save portal settings' }).click();
+    await expect
+      .poll(async () => {
+        const read = await callApi(
+          keyway.url,
+          ROOT_KEY,
+          'GET',
+          '/api/oauth/connections/acme/users/alice/demo',
+        );
+        return [read.body.alias, read.body.tools];
+      })
+      .toEqual([null, null]);
+    expect(await accessibilityFindings(page)).toEqual([]);
+
     await connection.getByRole('button', { name: 'Refresh now' }).click();
     await expect
       .poll(() => connection.locator('.note').textContent())

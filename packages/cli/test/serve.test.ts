@@ -314,6 +314,26 @@ describe('serveOptionsFromEnv()', () => {
     expect(() => serveOptionsFromEnv({ KEYWAY_HEADERS_TIMEOUT_MS: '1e4' })).toThrow(TypeError);
   });
 
+  it('reads the portal’s settings from KEYWAY_AUDIT_TOOL_CALLS and KEYWAY_PORTAL_*, naming what is wrong', () => {
+    expect(serveOptionsFromEnv({ KEYWAY_AUDIT_TOOL_CALLS: 'on' })).toEqual({
+      portal: { auditToolCalls: true },
+    });
+    expect(
+      serveOptionsFromEnv({
+        KEYWAY_AUDIT_TOOL_CALLS: 'off',
+        KEYWAY_PORTAL_LIST_DEADLINE_MS: '2000',
+        KEYWAY_PORTAL_MAX_SESSIONS: '500',
+      }),
+    ).toEqual({ portal: { auditToolCalls: false, listDeadlineMs: 2000, maxSessions: 500 } });
+    expect(serveOptionsFromEnv({})).toEqual({});
+    expect(() => serveOptionsFromEnv({ KEYWAY_AUDIT_TOOL_CALLS: 'yes' })).toThrow(
+      'KEYWAY_AUDIT_TOOL_CALLS must be "on" or "off"',
+    );
+    expect(() => serveOptionsFromEnv({ KEYWAY_PORTAL_LIST_DEADLINE_MS: '50' })).toThrow(
+      'KEYWAY_PORTAL_LIST_DEADLINE_MS must be an integer from 100 to 60000, not "50"',
+    );
+  });
+
   it('reads sign-in for MCP clients from KEYWAY_SIGN_IN and its companions, naming what is wrong', () => {
     expect(serveOptionsFromEnv({ KEYWAY_SIGN_IN: 'token' })).toEqual({
       signIn: { methods: ['token'] },

@@ -6,6 +6,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, base, describe, encodePath, type Json } from './api.js';
 import { onConsent, startAuthorization } from './consent.js';
+import { PortalSettings, type ToolPolicy } from './portal-settings.js';
 import {
   Badge,
   Copyable,
@@ -32,6 +33,9 @@ export interface ConnectionView {
   authorized_at: string | null;
   last_refreshed_at: string | null;
   error: { code: string; description: string } | null;
+  /** The alias set for the portal, or `null` (its last path segment). */
+  alias: string | null;
+  tools: ToolPolicy | null;
 }
 
 /** The first and last four characters of a token: enough to tell two apart. */
@@ -254,6 +258,14 @@ export function ConnectionPanel(props: {
         </button>
       </div>
       {note !== null && <p class="note">{note}</p>}
+      {template !== 'oauth2' && (
+        <PortalSettings
+          connectionId={view.connection_id}
+          alias={view.alias}
+          tools={view.tools}
+          onSaved={() => void load()}
+        />
+      )}
       {view.token_response !== null && (
         <JsonView label="Token response (tokens withheld)" value={view.token_response} />
       )}

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { parseMetrics, sampleOf } from '@keyway/test-support/prometheus';
 import {
   Client as ModernClient,
   StreamableHTTPClientTransport as ModernTransport,
@@ -16,6 +17,7 @@ import {
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z as zod } from 'zod';
 import { z } from 'zod/v3';
+import { createMetrics } from '../src/metrics/index.js';
 import { toNodeHandler } from '../src/node/index.js';
 import { connectThroughConsent, Harness, START, storageFactories } from './harness.js';
 import { PortalUpstream } from './portal-upstream.js';
@@ -139,7 +141,7 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
         baseUrl: base,
         providerManagement: true,
         allowedHosts: ['127.0.0.1'],
-        portal: { listDeadlineMs: 1500 },
+        portal: { listDeadlineMs: 1500, auditToolCalls: true },
       });
       keyway.on('request', (req, res) => toNodeHandler(h.handler)(req, res));
       for (const [name, upstream] of Object.entries(upstreams)) {
@@ -236,6 +238,89 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
       await client.close();
       const all = received.join('\n');
       expect(secrets().filter((secret) => all.includes(secret))).toEqual([]);
+    });
+
+    it('records each call of a server’s tool as tool.called, never its arguments or its result, and counts it', async () => {
+      const metrics = createMetrics({ processMetrics: false });
+      const old = h.broker;
+      Object.assign(h.extra, { observe: metrics.observe });
+      h.rebuild(rootKey());
+      // The first broker's sessions end; its storage is the new one's too.
+      await old.portal.close();
+      const client = await portalClient(rootKey());
+      await client.callTool({ name: 'linear__search_issues', arguments: { query: 'secret plan' } });
+      linear.stepUp.set('admin', 'admin');
+      await client.callTool({ name: 'linear__admin', arguments: {} }).catch(() => {});
+      await client.callTool({ name: 'keyway__connections', arguments: {} });
+      const audit = await h.call('GET', '/api/admin/audit?type=tool.called');
+      expect(audit.status).toBe(200);
+      const events = (
+        audit.body.items as { actor: string; resource: string; data: Record<string, unknown> }[]
+      )
+        .map(({ actor, resource, data }) => ({
+          actor,
+          resource,
+          data: { ...data, duration_ms: typeof data.duration_ms },
+        }))
+        .reverse();
+      expect(events).toEqual([
+        {
+          actor: 'root',
+          resource: `${PREFIX}/linear`,
+          data: { tool: 'search_issues', alias: 'linear', outcome: 'ok', duration_ms: 'number' },
+        },
+        {
+          actor: 'root',
+          resource: `${PREFIX}/linear`,
+          data: {
+            tool: 'admin',
+            alias: 'linear',
+            outcome: 'consent_required',
+            duration_ms: 'number',
+          },
+        },
+      ]);
+      expect(audit.text).not.toContain('secret plan');
+      expect(audit.text).not.toContain('linear found');
+      const families = async () => parseMetrics(await metrics.text());
+      const calls = async (outcome: string) =>
+        sampleOf(await families(), 'keyway_portal_tool_calls_total', { alias: 'linear', outcome });
+      expect(await calls('ok')).toBe(1);
+      expect(await calls('consent_required')).toBe(1);
+      expect(sampleOf(await families(), 'keyway_portal_open_sessions', {})).toBe(1);
+      await client.wire.terminateSession();
+      await expect
+        .poll(async () => sampleOf(await families(), 'keyway_portal_open_sessions', {}))
+        .toBe(0);
+    });
+
+    it('answers a failure of its own storage with a generic internal error, told to the operator only', async () => {
+      const told: unknown[] = [];
+      let failing = false;
+      const storage = new Proxy(h.storage, {
+        get(target, property, receiver) {
+          if (property === 'listConnections' && failing) {
+            return () =>
+              Promise.reject(new Error('connect postgres://keyway:hunter2@db.internal failed'));
+          }
+          return Reflect.get(target, property, receiver);
+        },
+      });
+      const old = h.broker;
+      Object.assign(h.extra, { storage, onBackgroundError: (error: unknown) => told.push(error) });
+      h.rebuild(rootKey());
+      await old.portal.close();
+      const client = await portalClient(rootKey());
+      failing = true;
+      const refused = await client.listTools().catch((e) => e);
+      expect((refused as McpError).code).toBe(-32603);
+      expect((refused as McpError).message).toBe(
+        'MCP error -32603: the portal failed to handle the request',
+      );
+      expect(told.map((error) => (error as Error).message)).toEqual([
+        'connect postgres://keyway:hunter2@db.internal failed',
+      ]);
+      failing = false;
     });
 
     it('answers a step-up with a URL elicitation (-32042) whose consent asks for the scope the server named', async () => {

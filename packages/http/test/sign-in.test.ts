@@ -31,6 +31,45 @@ describe('sign-in for MCP clients over HTTP', () => {
   const raw = (h: Harness, path: string, init: RequestInit = {}) =>
     h.handler(new Request(`${BASE}${path}`, init));
 
+  /**
+   * A client registered, its user signed in at the pages with a broker token and approving:
+   * the client id, the consent page's answer and the approval's.
+   */
+  async function approvedWith(h: Harness, resource: string, token: string) {
+    const registered = await h.call('POST', '/oauth/register', {
+      token: null,
+      body: { redirect_uris: ['http://127.0.0.1/callback'] },
+    });
+    const clientId = registered.body.client_id as string;
+    const query = new URLSearchParams({
+      response_type: 'code',
+      client_id: clientId,
+      redirect_uri: 'http://127.0.0.1:8123/callback',
+      state: 's1',
+      code_challenge: CHALLENGE,
+      code_challenge_method: 'S256',
+      resource,
+    });
+    const first = await raw(h, `/oauth/authorize?${query}`);
+    const cookie = (first.headers.get('set-cookie') ?? '').split(';')[0] as string;
+    const post = (fields: Record<string, string>) =>
+      raw(h, '/oauth/authorize', {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
+        body: new URLSearchParams(fields).toString(),
+      });
+    const handleOf = async (response: Response) =>
+      (await response.text()).match(/name="request" value="([^"]+)"/)?.[1] ?? '';
+    const consent = await post({ request: await handleOf(first), action: 'token', token });
+    const consentStatus = consent.status;
+    const approved = await post({
+      request: await handleOf(consent),
+      action: 'consent',
+      decision: 'approve',
+    });
+    return { clientId, consentStatus, approved };
+  }
+
   it('serves both metadata documents at the origin’s root, for a base path too', async () => {
     const h = harness();
     const metadata = await raw(h, '/.well-known/oauth-authorization-server');
@@ -185,38 +224,13 @@ describe('sign-in for MCP clients over HTTP', () => {
 
   it('walks the pages with the cookie, redirects with 303, and answers the token endpoint as RFC 6749 says', async () => {
     const h = harness();
-    const registered = await h.call('POST', '/oauth/register', {
-      token: null,
-      body: { redirect_uris: ['http://127.0.0.1/callback'] },
-    });
-    const clientId = registered.body.client_id as string;
-    const query = new URLSearchParams({
-      response_type: 'code',
-      client_id: clientId,
-      redirect_uri: 'http://127.0.0.1:8123/callback',
-      state: 's1',
-      code_challenge: CHALLENGE,
-      code_challenge_method: 'S256',
-      resource: `${BASE}/mcp/acme/users/alice/linear`,
-    });
-    const first = await raw(h, `/oauth/authorize?${query}`);
-    const cookie = (first.headers.get('set-cookie') ?? '').split(';')[0] as string;
-    const post = (fields: Record<string, string>) =>
-      raw(h, '/oauth/authorize', {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
-        body: new URLSearchParams(fields).toString(),
-      });
-    const handleOf = async (response: Response) =>
-      (await response.text()).match(/name="request" value="([^"]+)"/)?.[1] ?? '';
     const alice = await h.mint('alice', ['acme/users/alice']);
-    const consent = await post({ request: await handleOf(first), action: 'token', token: alice });
-    expect(consent.status).toBe(200);
-    const approved = await post({
-      request: await handleOf(consent),
-      action: 'consent',
-      decision: 'approve',
-    });
+    const { clientId, consentStatus, approved } = await approvedWith(
+      h,
+      `${BASE}/mcp/acme/users/alice/linear`,
+      alice,
+    );
+    expect(consentStatus).toBe(200);
     expect(approved.status).toBe(303);
     const location = new URL(approved.headers.get('location') ?? '');
     expect(location.searchParams.get('iss')).toBe(BASE);
@@ -314,6 +328,90 @@ describe('sign-in for MCP clients over HTTP', () => {
       items: [],
       next_cursor: null,
     });
+  });
+
+  it('signs a client in to a portal: its token works there and nowhere else, with the tools of the token that signed in', async () => {
+    const h = harness();
+    const portal = `${BASE}/portal/acme/users/alice`;
+    // Without a credential, the portal's challenge names the portal's own metadata.
+    const challenged = await raw(h, '/portal/acme/users/alice', { method: 'POST' });
+    expect(challenged.status).toBe(401);
+    expect(challenged.headers.get('www-authenticate')).toBe(
+      `Bearer realm="keyway", resource_metadata="${BASE}/.well-known/oauth-protected-resource/portal/acme/users/alice"`,
+    );
+    const metadata = await raw(h, '/.well-known/oauth-protected-resource/portal/acme/users/alice');
+    expect(await metadata.json()).toEqual({
+      resource: portal,
+      authorization_servers: [BASE],
+      bearer_methods_supported: ['header'],
+    });
+    const minted = await h.call('POST', '/api/admin/tokens', {
+      body: { name: 'alice', scopes: ['acme/users/alice'], tools: ['linear__*'] },
+    });
+    const { clientId, consentStatus, approved } = await approvedWith(
+      h,
+      portal,
+      minted.body.access_token as string,
+    );
+    expect(consentStatus).toBe(200);
+    const location = new URL(approved.headers.get('location') ?? '');
+    const answer = await raw(h, '/oauth/token', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'authorization_code',
+        code: location.searchParams.get('code') ?? '',
+        redirect_uri: 'http://127.0.0.1:8123/callback',
+        client_id: clientId,
+        code_verifier: VERIFIER,
+      }).toString(),
+    });
+    expect(answer.status).toBe(200);
+    const { access_token: accessToken } = (await answer.json()) as { access_token: string };
+    const initialize = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-11-25',
+        capabilities: {},
+        clientInfo: { name: 't', version: '1' },
+      },
+    });
+    const at = (path: string) =>
+      raw(h, path, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${accessToken}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: initialize,
+      });
+    const opened = await at('/portal/acme/users/alice');
+    expect(opened.status).toBe(200);
+    expect(opened.headers.get('mcp-session-id')).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    // Another portal, a connection's endpoint below it, the API: another resource each.
+    for (const path of [
+      '/portal/acme/users',
+      '/mcp/acme/users/alice/linear',
+      '/api/admin/tokens',
+    ]) {
+      const refused = path.startsWith('/api')
+        ? await raw(h, path, { headers: { authorization: `Bearer ${accessToken}` } })
+        : await at(path);
+      expect(refused.status, path).toBe(401);
+      expect((await refused.json()).error_description, path).toBe(
+        'the token is for another resource',
+      );
+    }
+    // The grant's tokens carry the globs of the token that signed in.
+    const tokens = await h.call('GET', '/api/admin/tokens?limit=50');
+    const delegated = (tokens.body.items as { name: string; tools?: string[] }[]).filter((token) =>
+      token.name.startsWith('alice.signin-'),
+    );
+    expect(delegated.length).toBe(2);
+    expect(delegated.map((token) => token.tools)).toEqual([['linear__*'], ['linear__*']]);
   });
 
   it('lists and revokes grants for the root key and the token that signed in, nobody else', async () => {

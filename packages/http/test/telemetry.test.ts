@@ -228,6 +228,8 @@ describe('metrics and spans over the whole connect flow', () => {
       ['keyway_http_request_duration_seconds', 'HISTOGRAM'],
       ['keyway_http_requests_total', 'COUNTER'],
       ['keyway_outbound_requests_total', 'COUNTER'],
+      ['keyway_portal_open_sessions', 'GAUGE'],
+      ['keyway_portal_tool_calls_total', 'COUNTER'],
       ['keyway_rate_limited_total', 'COUNTER'],
       ['keyway_refreshes_total', 'COUNTER'],
       ['keyway_token_checks_total', 'COUNTER'],

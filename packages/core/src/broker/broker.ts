@@ -280,6 +280,7 @@ export function createBroker(config: BrokerConfig): Broker {
     observe: resolved.observe,
     now: resolved.now,
     randomBytes: resolved.randomBytes,
+    onError: resolved.onBackgroundError,
   });
 
   async function purgeExpired(): Promise<number> {

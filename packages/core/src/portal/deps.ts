@@ -25,4 +25,6 @@ export interface PortalDeps {
   observe: Observer;
   now: () => number;
   randomBytes: (length: number) => Uint8Array;
+  /** Told of an error no caller may see (a storage failure): the caller gets a generic one. */
+  onError: (error: unknown) => void;
 }

@@ -198,6 +198,7 @@ export class PortalHub {
     outcome: string,
     durationMs: number,
   ): void {
+    this.deps.observe({ kind: 'portal_call', alias: connection.alias, outcome });
     if (!this.deps.settings.auditToolCalls) return;
     this.deps.events
       .append({

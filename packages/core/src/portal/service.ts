@@ -151,6 +151,7 @@ export class Portal {
       onsessioninitialized: (id) => {
         this.#legacy.set(id, { session: opened, transport, owner: ownerOf(caller.principal) });
         this.#hub.sessions.add(opened);
+        this.#deps.observe({ kind: 'portal_sessions', open: this.#legacy.size });
       },
       onsessionclosed: (id) => this.#end(id),
     });
@@ -222,6 +223,7 @@ export class Portal {
     if (entry === undefined) return;
     this.#legacy.delete(id);
     this.#hub.sessions.delete(entry.session);
+    this.#deps.observe({ kind: 'portal_sessions', open: this.#legacy.size });
     await entry.session.upstreams.closeAll();
   }
 

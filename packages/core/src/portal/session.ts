@@ -1,7 +1,10 @@
 import type { CallToolResult, Client } from '@modelcontextprotocol/client';
 import {
+  type HandlerResultTypeMap,
   ProtocolError,
   ProtocolErrorCode,
+  type RequestMethod,
+  type RequestTypeMap,
   Server,
   type ServerContext,
   UriTemplate,
@@ -55,6 +58,24 @@ function paged<K extends string, T>(
   if (page === null) throw invalidParams('the cursor is not one this portal gave');
   const next = page.nextCursor === undefined ? {} : { nextCursor: page.nextCursor };
   return { [key]: page.page, ...next } as Record<K, T[]> & { nextCursor?: string };
+}
+
+/**
+ * What a handler's error becomes for the caller: an error the caller may read (a JSON-RPC
+ * error of the portal's, a URL elicitation, a Keyway error's own words) as it is; any other
+ * (a storage failure) told to the operator and answered as a generic internal error, so
+ * nothing of Keyway's insides reaches the caller.
+ */
+function callerError(error: unknown, onError: (error: unknown) => void): Error {
+  if (error instanceof ProtocolError) return error;
+  if (isKeywayError(error) && error.code !== 'internal_error') {
+    return new ProtocolError(ProtocolErrorCode.InvalidRequest, error.message);
+  }
+  onError(error);
+  return new ProtocolError(
+    ProtocolErrorCode.InternalError,
+    'the portal failed to handle the request',
+  );
 }
 
 /** Whether an error means the connection needs its user (consent, or a step-up). */
@@ -123,8 +144,23 @@ export class PortalSession implements PortalSessionLike {
     return connections;
   }
 
+  /** Sets a request handler whose errors reach the caller as {@link callerError} words them. */
+  #handle<M extends RequestMethod>(
+    method: M,
+    handler: (request: RequestTypeMap[M], ctx: ServerContext) => Promise<HandlerResultTypeMap[M]>,
+  ): void {
+    const { onError } = this.#hub.deps;
+    this.server.setRequestHandler(method, async (request, ctx) => {
+      try {
+        return await handler(request, ctx);
+      } catch (error) {
+        throw callerError(error, onError);
+      }
+    });
+  }
+
   #handlers(): void {
-    const server = this.server;
+    const server = { setRequestHandler: this.#handle.bind(this) };
     server.setRequestHandler('tools/list', async (request, ctx) => {
       const { tools } = toolView(this.caller.principal, await this.#gather('tools', ctx));
       const builtIn = BUILT_IN_TOOLS.filter((tool) => this.#hub.callerMay(this, tool.name));

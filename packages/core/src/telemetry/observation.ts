@@ -56,6 +56,14 @@ export type Observation =
       outcome: string;
     }
   | { kind: 'gateway_streams' /** Upstream requests of the gateway open now. */; open: number }
+  | {
+      kind: 'portal_call';
+      /** The connection's alias in the portal (docs/api.md §18). */
+      alias: string;
+      /** `ok`, `tool_error`, `consent_required`, `error`. */
+      outcome: string;
+    }
+  | { kind: 'portal_sessions' /** Portal sessions open now (2025-11-25 wire). */; open: number }
   /** A provider was deleted: series labelled with its id may go. */
   | { kind: 'provider_deleted'; provider: string };
 

@@ -74,8 +74,10 @@ const UNMATCHED = 'unmatched';
  *   status class (`2xx`) or the failure (`timeout`, `blocked_address`, …);
  * - `keyway_rate_limited_total{limit}`: `auth`, `mint`, `discover`;
  * - `keyway_gateway_requests_total{provider,outcome}` and `keyway_gateway_open_streams`;
+ * - `keyway_portal_tool_calls_total{alias,outcome}` (`ok`, `tool_error`,
+ *   `consent_required`, `error`) and `keyway_portal_open_sessions`;
  *
- * A `provider` label takes at most `maxLabelValues` values per metric (then `other`), and a
+ * A `provider` or `alias` label takes at most `maxLabelValues` values per metric (then `other`), and a
  * deleted provider's series go with it: tenants who create providers cannot grow the
  * exposition without bound.
  *
@@ -142,6 +144,17 @@ export function createMetrics(options: MetricsOptions = {}): KeywayMetrics {
     registers,
   });
 
+  const portalCalls = counter(
+    'keyway_portal_tool_calls_total',
+    'Tools called through the portal, by connection alias and outcome: ok, tool_error, consent_required, error.',
+    ['alias', 'outcome'],
+  );
+  const portalSessions = new Gauge({
+    name: 'keyway_portal_open_sessions',
+    help: 'Portal sessions open now (the stateful 2025-11-25 wire).',
+    registers,
+  });
+
   const max = options.maxLabelValues ?? 100;
   if (!Number.isInteger(max) || max < 1)
     throw new TypeError('"maxLabelValues" must be a positive integer');
@@ -153,6 +166,7 @@ export function createMetrics(options: MetricsOptions = {}): KeywayMetrics {
     BoundedLabel,
     BoundedLabel,
   ];
+  const portalAlias = new BoundedLabel(max);
   /** Removes every series of a deleted provider, and frees its label value. */
   const forgetProvider = async (provider: string) => {
     for (const { counter, label } of byProvider) {
@@ -193,6 +207,15 @@ export function createMetrics(options: MetricsOptions = {}): KeywayMetrics {
           return;
         case 'gateway_streams':
           streams.set(observation.open);
+          return;
+        case 'portal_call':
+          portalCalls.inc({
+            alias: portalAlias.of(observation.alias),
+            outcome: observation.outcome,
+          });
+          return;
+        case 'portal_sessions':
+          portalSessions.set(observation.open);
           return;
         case 'provider_deleted':
           void forgetProvider(observation.provider);
