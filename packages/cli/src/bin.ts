@@ -64,6 +64,8 @@ Starts the Keyway broker. Environment:
                     is a tool.called event, never its arguments or result (default off)
   KEYWAY_PORTAL_LIST_DEADLINE_MS  how long a portal's lists wait for its slowest server
                     (default 5000)
+  KEYWAY_PORTAL_LIST_CACHE_MS  how long a server's lists are kept when it says nothing of
+                    a change (default 300000; 0: asked on every list)
   KEYWAY_PORTAL_MAX_SESSIONS  portal sessions open at once (default 10000)
   KEYWAY_HEADERS_TIMEOUT_MS     time to receive request headers (default 10000)
   KEYWAY_REQUEST_TIMEOUT_MS     time to receive a whole request (default 30000)

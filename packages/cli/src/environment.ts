@@ -86,6 +86,7 @@ export const SERVE_VARIABLES: readonly string[] = [
   'KEYWAY_SIGN_IN_GRANT_TTL',
   'KEYWAY_AUDIT_TOOL_CALLS',
   'KEYWAY_PORTAL_LIST_DEADLINE_MS',
+  'KEYWAY_PORTAL_LIST_CACHE_MS',
   'KEYWAY_PORTAL_MAX_SESSIONS',
   'KEYWAY_LOG_LEVEL',
   'KEYWAY_METRICS_PORT',
@@ -327,7 +328,8 @@ function webhookFromEnv(
 
 /**
  * The portal (docs/api.md §18) from `KEYWAY_AUDIT_TOOL_CALLS` (`on` records `tool.called`
- * events), `KEYWAY_PORTAL_LIST_DEADLINE_MS` and `KEYWAY_PORTAL_MAX_SESSIONS`; `undefined`
+ * events), `KEYWAY_PORTAL_LIST_DEADLINE_MS`, `KEYWAY_PORTAL_LIST_CACHE_MS` and
+ * `KEYWAY_PORTAL_MAX_SESSIONS`; `undefined`
  * when none is set.
  */
 function portalFromEnv(env: Record<string, string | undefined>): ServeOptions['portal'] {
@@ -342,6 +344,8 @@ function portalFromEnv(env: Record<string, string | undefined>): ServeOptions['p
   }
   const deadline = integerVariable(env, 'KEYWAY_PORTAL_LIST_DEADLINE_MS', 100, 60_000);
   if (deadline !== undefined) portal.listDeadlineMs = deadline;
+  const cache = integerVariable(env, 'KEYWAY_PORTAL_LIST_CACHE_MS', 0, 86_400_000);
+  if (cache !== undefined) portal.listCacheMs = cache;
   const sessions = integerVariable(env, 'KEYWAY_PORTAL_MAX_SESSIONS', 1, 1_000_000);
   if (sessions !== undefined) portal.maxSessions = sessions;
   return Object.keys(portal).length === 0 ? undefined : portal;

@@ -322,9 +322,12 @@ describe('serveOptionsFromEnv()', () => {
       serveOptionsFromEnv({
         KEYWAY_AUDIT_TOOL_CALLS: 'off',
         KEYWAY_PORTAL_LIST_DEADLINE_MS: '2000',
+        KEYWAY_PORTAL_LIST_CACHE_MS: '0',
         KEYWAY_PORTAL_MAX_SESSIONS: '500',
       }),
-    ).toEqual({ portal: { auditToolCalls: false, listDeadlineMs: 2000, maxSessions: 500 } });
+    ).toEqual({
+      portal: { auditToolCalls: false, listDeadlineMs: 2000, listCacheMs: 0, maxSessions: 500 },
+    });
     expect(serveOptionsFromEnv({})).toEqual({});
     expect(() => serveOptionsFromEnv({ KEYWAY_AUDIT_TOOL_CALLS: 'yes' })).toThrow(
       'KEYWAY_AUDIT_TOOL_CALLS must be "on" or "off"',

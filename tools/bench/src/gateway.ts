@@ -10,7 +10,7 @@ import { startBrokerProcess } from '@keyway/test-support/processes';
 import { createTestBroker, createTestWorld } from '@keyway/testing';
 import { activeConnection, ROOT_KEY } from './fixtures.js';
 import { median } from './measure.js';
-import { benchDir, type Load, load, memoryOf, pickLoad } from './processes.js';
+import { benchDir, type Load, load, memoryOf, pickLoad, sleep } from './processes.js';
 
 const CONNECTION = 'acme/alice/demo';
 const CALL = JSON.stringify({
@@ -155,8 +155,6 @@ function openStream(url: string, headers: Record<string, string>): Promise<Incom
     outgoing.end();
   });
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * The MCP gateway over loopback: `keyway serve` on SQLite in front of the official

@@ -8,6 +8,7 @@ import { startPostgres, startTestPostgres } from '@keyway/test-support/postgres'
 import { benchGateway } from './gateway.js';
 import { benchHandOuts } from './hand-outs.js';
 import { benchHandler } from './handler.js';
+import { benchPortal } from './portal.js';
 import { benchPrefixList } from './prefix-list.js';
 import { benchRefreshStorm } from './refresh-storm.js';
 import { type Report, writeReport } from './report.js';
@@ -34,6 +35,16 @@ const STORM = smoke ? { callers: 10, storms: 1 } : { callers: 50, storms: 3 };
 const HAND_OUTS = smoke
   ? { callers: 32, perCaller: 5, rounds: 1 }
   : { callers: 32, perCaller: 200, rounds: 5 };
+const PORTAL = smoke
+  ? { connections: 3, listDelayMs: 5, calls: 20, rounds: 1, sessions: 20, sessionConnections: 2 }
+  : {
+      connections: 10,
+      listDelayMs: 20,
+      calls: 200,
+      rounds: 3,
+      sessions: 1_000,
+      sessionConnections: 5,
+    };
 const GATEWAY = smoke
   ? { calls: 50, rounds: 1, connections: 8, seconds: 1, streams: 50, slowSeconds: 1 }
   : { calls: 2_000, rounds: 3, connections: 32, seconds: 5, streams: 1_000, slowSeconds: 5 };
@@ -100,6 +111,10 @@ try {
   log(
     `gateway: tools/call ${gateway.roundTrip.gateway.toFixed(0)} µs through it, ${gateway.roundTrip.direct.toFixed(0)} µs direct; ${gateway.idle.streams} idle streams +${((gateway.idle.after - gateway.idle.before) / 1024 / 1024).toFixed(1)} MiB`,
   );
+  const portal = await benchPortal(PORTAL);
+  log(
+    `portal: tools/list of ${portal.connections} ${portal.list.portal.toFixed(0)} µs against ${portal.list.direct.toFixed(0)} µs of one; tools/call ${portal.call.portal.toFixed(0)} µs against ${portal.call.gateway.toFixed(0)} µs through the gateway; ${portal.idle.sessions} idle sessions +${((portal.idle.after - portal.idle.before) / 1024 / 1024).toFixed(1)} MiB`,
+  );
   const worstBodies = await benchWorstBodies({ budget: BUDGET });
   const slowest = worstBodies.reduce((a, b) => (b.answerMs > a.answerMs ? b : a));
   log(
@@ -117,6 +132,7 @@ try {
     handOuts,
     since,
     gateway,
+    portal,
     worstBodies,
     loopback: LOOPBACK,
   };

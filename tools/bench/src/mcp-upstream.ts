@@ -4,7 +4,8 @@
 // writes 64 KiB events as fast as the socket takes them (the gateway's backpressure is what
 // slows it), and counts what it wrote (`GET /written`). A second listener is the floor of a
 // proxy hop: a bare node:http reverse proxy to the first, which swaps in a fixed token
-// (`hop.ts`; proxy-hop.ts runs the same in a process of its own).
+// (`hop.ts`; proxy-hop.ts runs the same in a process of its own). `LIST_DELAY_MS` makes
+// `tools/list` take that long, as a remote server's would.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
@@ -13,10 +14,15 @@ import { proxyHop } from './hop.js';
 
 const EVENT = `data: ${'x'.repeat(64 * 1024 - 8)}\n\n`;
 let written = 0;
+/** A remote server's answer time for `tools/list` (`LIST_DELAY_MS`, the portal's bench). */
+const listDelay = Number(process.env.LIST_DELAY_MS ?? '0');
 
 async function call(req: IncomingMessage, res: ServerResponse): Promise<void> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
+  if (listDelay > 0 && Buffer.concat(chunks).includes('"tools/list"')) {
+    await new Promise((resolve) => setTimeout(resolve, listDelay));
+  }
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (typeof value === 'string') headers.set(name, value);

@@ -82,3 +82,6 @@ export function memoryOf(pid: number): { rss: number; peak: number } {
     Number(status.match(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm'))?.[1]) * 1024;
   return { rss: field('VmRSS'), peak: field('VmHWM') };
 }
+
+/** Resolves after `ms` milliseconds. */
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

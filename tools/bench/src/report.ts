@@ -3,6 +3,7 @@ import { cpus, totalmem } from 'node:os';
 import type { GatewayResult } from './gateway.js';
 import type { HandOutResult } from './hand-outs.js';
 import type { Compared } from './measure.js';
+import type { PortalResult } from './portal.js';
 import type { PrefixListRow } from './prefix-list.js';
 import type { Load } from './processes.js';
 import type { StormResult } from './refresh-storm.js';
@@ -23,6 +24,7 @@ export interface Report {
   handOuts: HandOutResult;
   since: SinceResult;
   gateway: GatewayResult;
+  portal: PortalResult;
   worstBodies: WorstBodyRow[];
   loopback: ServeOptions;
 }
@@ -281,6 +283,29 @@ export function writeReport(report: Report, file: string | null): string {
     '',
   );
 
+  const { portal } = report;
+  const listRatio = portal.list.portal / portal.list.fanOut;
+  const callRatio = portal.call.portal / portal.call.gateway;
+  const perSession = (portal.idle.after - portal.idle.before) / portal.idle.sessions / 1024;
+  push(
+    '## Portal',
+    '',
+    `\`keyway serve\` on SQLite in front of the same MCP server, reached through ${portal.connections} connections of one portal`,
+    `(docs/api.md §18). The server answers \`tools/list\` in ${portal.listDelayMs} ms, as a remote server would; the portal asks`,
+    'every server on every list here (`KEYWAY_PORTAL_LIST_CACHE_MS=0`: lists not kept), so the fan-out is what is',
+    'measured. Each floor is measured in the same run: the ten servers asked at once directly (a client that asked',
+    'them itself would wait for the slowest; they share one process here, as the portal’s requests to them do), one',
+    'asked alone (shown), and the same `tools/call` through the gateway.',
+    '',
+    '| Request | Floor | Through the portal | Portal / floor |',
+    '| --- | ---: | ---: | ---: |',
+    `| \`tools/list\` of ${portal.connections} servers (median round trip) against the slowest of them asked at once, directly (one alone: ${us(portal.list.direct)} µs) | ${us(portal.list.fanOut)} µs | ${us(portal.list.portal)} µs | ${listRatio.toFixed(2)}× |`,
+    `| \`tools/call\` (median round trip) against the same call through the gateway | ${us(portal.call.gateway)} µs | ${us(portal.call.portal)} µs | ${callRatio.toFixed(2)}× |`,
+    '',
+    `**Idle sessions**: ${int(portal.idle.sessions)} portal sessions, each over ${portal.idle.connections} connections whose servers it listed (so each holds its ${portal.idle.connections} sessions with them), took \`keyway serve\` from ${mib(portal.idle.before)} to ${mib(portal.idle.after)} of resident memory: ${perSession.toFixed(1)} KiB a session.`,
+    '',
+  );
+
   const worst = (rows: Compared[]) => Math.min(...rows.map((row) => row.ratio));
   const inProcess = report.tokenCheck.filter((row) => row.engine !== 'postgres');
   const onPostgres = report.tokenCheck.filter((row) => row.engine === 'postgres');
@@ -316,6 +341,9 @@ export function writeReport(report: Report, file: string | null): string {
     `| Hand-outs grouped against one commit per row of the same code (shown, no goal: a stricter floor, bounded by the commit's share) | ${groupGain.toFixed(1)}× | shown |`,
     `| Gateway adds ≤ 25% to a \`tools/call\` round trip (a bare hop in a process of its own: +${pct(hopAdded)}) | +${pct(added)} | ${verdict(added <= 0.25)} |`,
     `| ${int(gateway.idle.streams)} idle gateway streams cost ≤ 64 KiB each | ${((idleMiB * 1024) / gateway.idle.streams).toFixed(1)} KiB | ${verdict((idleMiB * 1024) / gateway.idle.streams <= 64)} |`,
+    `| Portal \`tools/list\` over ${portal.connections} connections ≤ 1.2× the slowest server’s (asked at once) | ${listRatio.toFixed(2)}× | ${verdict(listRatio <= 1.2)} |`,
+    `| Portal \`tools/call\` ≤ 1.1× the same call through the gateway | ${callRatio.toFixed(2)}× | ${verdict(callRatio <= 1.1)} |`,
+    `| ${int(portal.idle.sessions)} idle portal sessions over ${portal.idle.connections} connections cost ≤ 64 KiB each | ${perSession.toFixed(1)} KiB | ${verdict(perSession <= 64)} |`,
     `| Worst bodies: every answer ≤ 16 KiB and within 10 ms + 3× its \`JSON.parse\` | largest ${int(largestAnswer)} B, slowest ${slowestAnswer.toFixed(1)} ms | ${verdict(worstBodiesOk)} |`,
     '',
     'Run it: `pnpm bench` (about 9 minutes the first time, when it builds the 1M-row tables',

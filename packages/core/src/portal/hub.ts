@@ -13,6 +13,7 @@ import {
 } from './gathering.js';
 import { consentAnswer } from './needs-user.js';
 import { callerAllows } from './policy.js';
+import { UpstreamSessions } from './upstreams.js';
 
 /*
  * What every portal session of a broker shares (docs/api.md §18): the servers' last lists,
@@ -61,10 +62,49 @@ export class PortalHub {
   readonly sessions = new Set<PortalSession>();
   /** Lists being asked for, by connection and kind: one request at a time. */
   readonly #asking = new Map<string, Promise<unknown>>();
+  /**
+   * One session per connection that holds the server's event stream open: where it says
+   * its lists changed. Keyway's own, for every caller, with a principal that covers that
+   * connection alone: nothing it hears goes to a caller but that a list changed, and only
+   * to sessions whose portal holds the connection.
+   */
+  readonly watchers: UpstreamSessions;
 
   constructor(deps: PortalDeps) {
     this.deps = deps;
     this.cache = new ListCache(deps.settings.listCacheMs, deps.now);
+    const refused = async (): Promise<never> => {
+      throw new Error('the portal’s watch of a server takes no request');
+    };
+    this.watchers = new UpstreamSessions({
+      gateway: deps.gateway,
+      // Covers the connection alone: it may use it, never start an authorization with it.
+      principal: (connectionId) => ({
+        kind: 'token',
+        name: 'keyway.portal-watch',
+        scopes: [`${connectionId}/**`],
+        expiresAt: Number.MAX_SAFE_INTEGER,
+      }),
+      listener: {
+        listChanged: (connectionId, kind) => this.listChanged(connectionId, kind),
+        log: () => {},
+        sample: refused,
+        elicit: refused,
+      },
+      capabilities: () => ({ sampling: false, elicitation: null }),
+      now: deps.now,
+      stream: () => true,
+    });
+  }
+
+  /** Watches a connection's server for list changes (once; again after a failure). */
+  watch(connectionId: string): void {
+    this.watchers.open(connectionId).catch(() => {});
+  }
+
+  /** Ends the watches. */
+  close(): Promise<void> {
+    return this.watchers.closeAll();
   }
 
   now(): number {
@@ -140,6 +180,7 @@ export class PortalHub {
     if (asking === undefined) {
       const max = this.deps.settings.maxListItems;
       asking = session.upstreams.open(record.id).then(({ client }) => listOf(client, kind, max));
+      this.watch(record.id);
       this.#asking.set(key, asking);
       // A list that comes after the deadline is still kept, for the next caller.
       asking

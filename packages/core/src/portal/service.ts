@@ -10,7 +10,7 @@ import { toBase64Url } from '../platform/bytes.js';
 import type { PortalCaller } from './caller.js';
 import type { PortalDeps } from './deps.js';
 import { PortalHub } from './hub.js';
-import { PortalSession } from './session.js';
+import { PortalSession, type ToolRoutes } from './session.js';
 import { type UpstreamListener, UpstreamSessions } from './upstreams.js';
 
 /*
@@ -49,10 +49,12 @@ interface LegacyEntry {
   owner: string;
 }
 
-/** A stateless caller's upstream sessions, kept between its requests. */
+/** A stateless caller's upstream sessions and last tool lists, kept between its requests. */
 interface Pool {
   caller: PortalCaller;
   upstreams: UpstreamSessions;
+  /** By portal prefix. */
+  routes: Map<string, ToolRoutes>;
 }
 
 /**
@@ -76,7 +78,13 @@ export class Portal {
       (context) => {
         const caller = (context.authInfo?.extra as { caller?: PortalCaller } | undefined)?.caller;
         if (caller === undefined) throw new Error('a portal request without its caller');
-        return new PortalSession(this.#hub, caller, this.#pool(caller).upstreams).server;
+        const pool = this.#pool(caller);
+        let routes = pool.routes.get(caller.prefix);
+        if (routes === undefined) {
+          routes = { tools: null };
+          pool.routes.set(caller.prefix, routes);
+        }
+        return new PortalSession(this.#hub, caller, pool.upstreams, routes).server;
       },
       { legacy: 'reject' },
     );
@@ -143,6 +151,11 @@ export class Portal {
         };
       },
       now: this.#deps.now,
+      // The server's own stream only where a server's request may have to reach the caller.
+      stream: () => {
+        const declared = session?.server.getClientCapabilities();
+        return declared?.sampling !== undefined || declared?.elicitation !== undefined;
+      },
     });
     session = new PortalSession(this.#hub, caller, upstreams);
     const opened = session;
@@ -210,8 +223,9 @@ export class Portal {
         },
         capabilities: () => ({ sampling: false, elicitation: null }),
         now: this.#deps.now,
+        stream: () => false,
       });
-      pool = { caller: kept, upstreams };
+      pool = { caller: kept, upstreams, routes: new Map() };
       this.#pools.set(key, pool);
     }
     pool.caller.principal = caller.principal;
@@ -242,6 +256,7 @@ export class Portal {
       await pool.upstreams.closeIdle(before);
       if (pool.upstreams.size === 0) this.#pools.delete(key);
     }
+    await this.#hub.watchers.closeIdle(before);
   }
 
   /** Ends every session and stops the sweep. */
@@ -254,6 +269,7 @@ export class Portal {
     }
     for (const pool of this.#pools.values()) await pool.upstreams.closeAll();
     this.#pools.clear();
+    await this.#hub.close();
     await this.#modern.close();
   }
 }

@@ -1,4 +1,4 @@
-import type { CallToolResult, Client } from '@modelcontextprotocol/client';
+import type { CallToolResult, Client, Tool } from '@modelcontextprotocol/client';
 import {
   type HandlerResultTypeMap,
   ProtocolError,
@@ -11,6 +11,7 @@ import {
   UrlElicitationRequiredError,
 } from '@modelcontextprotocol/server';
 import { isKeywayError } from '../contract/errors.js';
+import { connectionState } from '../storage/states.js';
 import { InsufficientScopeError } from '../upstream/connection-fetch.js';
 import { BUILT_IN_TOOLS, builtInCall } from './built-ins.js';
 import type { PortalCaller, PortalSessionLike } from './caller.js';
@@ -18,12 +19,14 @@ import {
   type Gathered,
   pageOf,
   promptView,
+  type Route,
   resourceView,
   templateView,
   toolView,
 } from './exposure.js';
 import type { ListKind, PortalConnection } from './gathering.js';
 import type { PortalHub } from './hub.js';
+import { connectionAllows } from './policy.js';
 import type { UpstreamSessions } from './upstreams.js';
 
 /*
@@ -111,6 +114,11 @@ function forwarded<T extends { _meta?: Record<string, unknown> }>(params: T): T 
   return (Object.keys(meta).length === 0 ? rest : { ...rest, _meta: meta }) as T;
 }
 
+/** Where a caller's last tool list led (see {@link PortalSession}). */
+export interface ToolRoutes {
+  tools: Map<string, Route<Tool>> | null;
+}
+
 /** A portal session: the SDK server a transport is connected to, and its upstreams. */
 export class PortalSession implements PortalSessionLike {
   readonly server: Server;
@@ -121,10 +129,23 @@ export class PortalSession implements PortalSessionLike {
   usedAt: number;
   readonly #hub: PortalHub;
 
-  constructor(hub: PortalHub, caller: PortalCaller, upstreams: UpstreamSessions) {
+  /**
+   * Where the caller's last tool list led, by portal name: a call is routed from it (one
+   * read of the connection, for its status and policy now) without listing every server
+   * again. Shared by a stateless caller's requests.
+   */
+  readonly #routes: ToolRoutes;
+
+  constructor(
+    hub: PortalHub,
+    caller: PortalCaller,
+    upstreams: UpstreamSessions,
+    routes: ToolRoutes = { tools: null },
+  ) {
     this.#hub = hub;
     this.caller = caller;
     this.upstreams = upstreams;
+    this.#routes = routes;
     this.usedAt = hub.now();
     this.server = new Server(PORTAL_INFO, {
       capabilities: CAPABILITIES,
@@ -162,7 +183,8 @@ export class PortalSession implements PortalSessionLike {
   #handlers(): void {
     const server = { setRequestHandler: this.#handle.bind(this) };
     server.setRequestHandler('tools/list', async (request, ctx) => {
-      const { tools } = toolView(this.caller.principal, await this.#gather('tools', ctx));
+      const { tools, routes } = toolView(this.caller.principal, await this.#gather('tools', ctx));
+      this.#routes.tools = routes;
       const builtIn = BUILT_IN_TOOLS.filter((tool) => this.#hub.callerMay(this, tool.name));
       return paged('tools', [...builtIn, ...tools], request.params?.cursor);
     });
@@ -259,6 +281,21 @@ export class PortalSession implements PortalSessionLike {
     return { connection: only, uri };
   }
 
+  /**
+   * The route of a tool the caller's last list named, its connection read again: none
+   * when the connection is gone, was renamed, or its policy now keeps the tool out.
+   */
+  async #knownRoute(name: string): Promise<Route<Tool> | undefined> {
+    const known = this.#routes.tools?.get(name);
+    if (known === undefined) return undefined;
+    const record = await this.#hub.deps.storage.getConnection(known.connection.record.id);
+    if (record === null) return undefined;
+    const now = connectionState(record);
+    if (now.alias !== connectionState(known.connection.record).alias) return undefined;
+    if (!connectionAllows(now.tools, known.item)) return undefined;
+    return { connection: { record, alias: known.connection.alias }, item: known.item };
+  }
+
   async #callTool(
     params: { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> },
     ctx: ServerContext,
@@ -269,8 +306,12 @@ export class PortalSession implements PortalSessionLike {
     }
     const builtIn = BUILT_IN_TOOLS.find((tool) => tool.name === name);
     if (builtIn !== undefined) return builtInCall(this.#hub, this, name, params.arguments ?? {});
-    const { routes } = toolView(this.caller.principal, await this.#gather('tools', ctx));
-    const route = routes.get(name);
+    let route = await this.#knownRoute(name);
+    if (route === undefined) {
+      const { routes } = toolView(this.caller.principal, await this.#gather('tools', ctx));
+      this.#routes.tools = routes;
+      route = routes.get(name);
+    }
     if (route === undefined) throw invalidParams(`no tool is named ${JSON.stringify(name)}`);
     const { connection, item } = route;
     const started = this.#hub.now();

@@ -63,25 +63,35 @@ function placeholderUrl(connectionId: string): URL {
 export class UpstreamSessions {
   readonly #sessions = new Map<string, Promise<Upstream>>();
   readonly #gateway: Gateway;
-  readonly #principal: () => Principal;
+  readonly #principal: (connectionId: string) => Principal;
   readonly #listener: UpstreamListener;
   readonly #capabilities: () => RelayedCapabilities;
   readonly #now: () => number;
+  readonly #stream: () => boolean;
 
   constructor(options: {
     gateway: Gateway;
-    /** The caller, as it authenticated last (a sign-in token rotates). */
-    principal: () => Principal;
+    /** Who sends: the caller, as it authenticated last (a sign-in token rotates). */
+    principal: (connectionId: string) => Principal;
     listener: UpstreamListener;
     /** Read when a session opens: the caller declared its capabilities by then. */
     capabilities: () => RelayedCapabilities;
     now: () => number;
+    /**
+     * Whether each session opens the server's own event stream (`GET`), where a server
+     * says what is not an answer to a request: that its lists changed (the portal keeps one
+     * such stream per connection for every caller, `PortalHub.watch`), and the sampling or
+     * elicitation requests a server sends outside a request's own stream. Read when a
+     * session opens: a caller that declared neither capability needs none.
+     */
+    stream: () => boolean;
   }) {
     this.#gateway = options.gateway;
     this.#principal = options.principal;
     this.#listener = options.listener;
     this.#capabilities = options.capabilities;
     this.#now = options.now;
+    this.#stream = options.stream;
   }
 
   /** How many upstream sessions are open. */
@@ -112,11 +122,14 @@ export class UpstreamSessions {
     let failure: unknown;
     const gateway = this.#gateway;
     const principal = this.#principal;
+    const stream = this.#stream();
     const fetch = async (input: string | URL | Request, init?: RequestInit) => {
       const request = new Request(input, init);
+      // No event stream of its own: answered as a server that offers none would answer.
+      if (!stream && request.method === 'GET') return new Response(null, { status: 405 });
       try {
         failure = undefined;
-        return await gateway.mcp(principal(), connectionId, request);
+        return await gateway.mcp(principal(connectionId), connectionId, request);
       } catch (error) {
         failure = error;
         throw error;
