@@ -58,6 +58,8 @@ async function callbackServer(): Promise<{
   const server: Server = createHttpServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     res.writeHead(200, { 'content-type': 'text/plain' }).end('You can close this page.');
+    // What the browser asks besides (its favicon) is no callback.
+    if (url.pathname !== '/callback') return;
     const waiter = waiting.shift();
     if (waiter) waiter(url);
     else arrived.push(url);
@@ -194,7 +196,12 @@ describe.each(engines)('MCP clients sign in to keyway serve by URL alone ($name)
   });
 
   /** The user at the pages: pastes the token, checks what the page says, allows. */
-  async function playUser(url: URL, token: string, screenshot?: string): Promise<void> {
+  async function playUser(
+    url: URL,
+    token: string,
+    screenshot?: string,
+    endpoint = 'acme/users/alice/linear',
+  ): Promise<void> {
     const page = await (
       await browser.newContext({ viewport: { width: 800, height: 900 } })
     ).newPage();
@@ -205,7 +212,7 @@ describe.each(engines)('MCP clients sign in to keyway serve by URL alone ($name)
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('button', { name: 'Allow' }).waitFor();
     expect(await page.title()).toBe('Allow Keyway E2E Client?');
-    expect(await page.locator('dl').textContent()).toContain('acme/users/alice/linear');
+    expect(await page.locator('dl').textContent()).toContain(endpoint);
     expect(await accessibilityFindings(page)).toEqual([]);
     if (screenshot !== undefined)
       await page.screenshot({ path: join(shots, screenshot), fullPage: true });
@@ -214,9 +221,9 @@ describe.each(engines)('MCP clients sign in to keyway serve by URL alone ($name)
     await page.context().close();
   }
 
-  /** Connects the SDK's client to an endpoint, signing in when it asks. */
-  async function connect(provider: Provider, endpoint: string): Promise<Client> {
-    const url = new URL(`${keyway.url}/mcp/${endpoint}`);
+  /** Connects the SDK's client to an endpoint (`mcp/…` by default), signing in when it asks. */
+  async function connect(provider: Provider, endpoint: string, kind = 'mcp'): Promise<Client> {
+    const url = new URL(`${keyway.url}/${kind}/${endpoint}`);
     const attempt = async () => {
       const client = new Client({ name: 'sign-in-e2e', version: '1.0.0' });
       await client.connect(new StreamableHTTPClientTransport(url, { authProvider: provider }));
@@ -331,6 +338,53 @@ describe.each(engines)('MCP clients sign in to keyway serve by URL alone ($name)
       `Bearer realm="keyway", resource_metadata="${keyway.url}/.well-known/oauth-protected-resource/mcp/acme/users/alice/linear", error="invalid_token"`,
     );
   }, 120_000);
+  it('adds the portal of its user’s path and signs in once: every connection there, its tools by alias', async () => {
+    const provider = new Provider(callback.url, (url) =>
+      playUser(url, alice, undefined, 'portal/acme/users/alice'),
+    );
+    const client = await connect(provider, 'acme/users/alice', 'portal');
+    const opened = provider.opened[0] as URL;
+    expect(opened.searchParams.get('resource')).toBe(`${keyway.url}/portal/acme/users/alice`);
+    const { tools } = await client.listTools();
+    expect(tools.map((tool) => tool.name)).toContain('linear__echo');
+    const answer = await client.callTool({
+      name: 'linear__echo',
+      arguments: { text: 'through the portal' },
+    });
+    expect(answer.content).toEqual([{ type: 'text', text: '{"text":"through the portal"}' }]);
+    const token = (provider.saved as OAuthTokens).access_token;
+    expect(world.world.secrets().some((secret) => JSON.stringify(provider).includes(secret))).toBe(
+      false,
+    );
+    // Bob's connection is not in Alice's portal; her portal's token opens nothing else.
+    expect(tools.map((tool) => tool.name).filter((name) => !name.startsWith('keyway__'))).toEqual(
+      tools.map((tool) => tool.name).filter((name) => name.startsWith('linear__')),
+    );
+    for (const path of [
+      '/mcp/acme/users/alice/linear',
+      '/portal/acme/users',
+      '/api/admin/tokens',
+    ]) {
+      const refused = await fetch(`${keyway.url}${path}`, {
+        method: path.startsWith('/api') ? 'GET' : 'POST',
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: path.startsWith('/api') ? null : '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+      });
+      expect(refused.status, path).toBe(401);
+    }
+    const grants = await callApi(keyway.url, ROOT_KEY, 'GET', '/api/admin/grants');
+    expect(
+      grants.body.items.map((grant: { endpoint: string; user: string }) => [
+        grant.endpoint,
+        grant.user,
+      ]),
+    ).toContainEqual(['portal/acme/users/alice', 'alice']);
+    await client.close();
+  });
 });
 
 describe('an MCP client whose client_id is its metadata document, served over https', () => {
