@@ -47,6 +47,8 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
     let keyway: Server;
     let base: string;
     let progressGate = gate();
+    /** The `wait` tool: when a call reached it, and the cancellations it saw. */
+    let waiting = { started: () => {}, cancelled: [] as string[] };
     const clients: { close(): Promise<void> }[] = [];
     const received: string[] = [];
 
@@ -91,6 +93,16 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
         });
         const text = answer.content.type === 'text' ? answer.content.text : '?';
         return { content: [{ type: 'text', text: `the model said ${text}` }] };
+      });
+      server.registerTool('wait', { description: 'Waits until cancelled' }, async (extra) => {
+        waiting.started();
+        await new Promise<void>((resolve) => {
+          extra.signal.addEventListener('abort', () => {
+            waiting.cancelled.push(String(extra.signal.reason ?? 'aborted'));
+            resolve();
+          });
+        });
+        return { content: [{ type: 'text', text: 'cancelled' }] };
       });
       server.registerTool('tell', { description: 'Logs, then answers' }, async (extra) => {
         await extra.sendNotification({
@@ -214,6 +226,7 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
         'linear__progress',
         'linear__search_issues',
         'linear__tell',
+        'linear__wait',
         'notion__search',
         'sentry__get_issue',
       ]);
@@ -569,6 +582,23 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
       expect((b.content as { text: string }[])[0]?.text).toMatch(/^done /);
       // Each caller's call reached the server with a progress token of its own.
       expect(a).not.toEqual(b);
+    });
+
+    it('cancels the server’s call when its caller cancels', async () => {
+      const client = await portalClient(rootKey());
+      let reached!: () => void;
+      const started = new Promise<void>((resolve) => {
+        reached = resolve;
+      });
+      waiting = { started: () => reached(), cancelled: [] };
+      const controller = new AbortController();
+      const call = client
+        .callTool({ name: 'linear__wait', arguments: {} }, undefined, { signal: controller.signal })
+        .catch((error: Error) => `${error.name}: ${error.message}`);
+      await started;
+      controller.abort('the user stopped it');
+      expect(await call).toBe('McpError: MCP error -32001: the user stopped it');
+      await expect.poll(() => waiting.cancelled.length).toBe(1);
     });
 
     it('relays a server’s log message to the caller whose session it is', async () => {
