@@ -37,7 +37,7 @@ describe('portal names: <alias>__<name>, at most 64 characters of [A-Za-z0-9_-],
   it('names a connection by its alias, its last segment, or — when two would meet — its path below the prefix', () => {
     const aliases = aliasesOf(
       [
-        ['acme/users/alice/work/linear', undefined],
+        ['acme/users/alice/office/linear', undefined],
         ['acme/users/alice/home/linear', undefined],
         ['acme/users/alice/notion', undefined],
         ['acme/users/alice/github', 'gh'],
@@ -46,7 +46,7 @@ describe('portal names: <alias>__<name>, at most 64 characters of [A-Za-z0-9_-],
       ],
       'acme/users/alice',
     );
-    expect(aliases.get('acme/users/alice/work/linear')).toBe('work_linear');
+    expect(aliases.get('acme/users/alice/office/linear')).toBe('office_linear');
     expect(aliases.get('acme/users/alice/home/linear')).toBe('home_linear');
     expect(aliases.get('acme/users/alice/notion')).toBe('notion');
     expect(aliases.get('acme/users/alice/github')).toBe('gh');
@@ -57,11 +57,11 @@ describe('portal names: <alias>__<name>, at most 64 characters of [A-Za-z0-9_-],
     const reversed = aliasesOf(
       [
         ['acme/users/alice/home/linear', undefined],
-        ['acme/users/alice/work/linear', undefined],
+        ['acme/users/alice/office/linear', undefined],
       ],
       'acme/users/alice',
     );
-    expect(reversed.get('acme/users/alice/work/linear')).toBe('work_linear');
+    expect(reversed.get('acme/users/alice/office/linear')).toBe('office_linear');
   });
 
   it('keeps a resource URI unless two connections list it', () => {
