@@ -1,14 +1,11 @@
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { launchChromium } from '@keyway/test-support/browser';
 import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Check, SUITES } from './harness.js';
+import { type Check, runSuiteCli } from './harness.js';
 
 /*
  * The official MCP conformance suite's authorization-server scenarios, run against Keyway
@@ -18,8 +15,6 @@ import { type Check, SUITES } from './harness.js';
  * latest release has none yet.
  */
 
-const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(import.meta.url);
 const SUITE = '0.2.0-alpha.12';
 
 /** A free loopback port, for the suite's callback server. */
@@ -60,44 +55,20 @@ async function runScenario(
   args: string[],
   play?: (authorizationUrl: string) => Promise<void>,
 ): Promise<{ exitCode: number; checks: Check[]; output: string }> {
-  const cli = join(dirname(require.resolve(`${SUITES[SUITE]}/package.json`)), 'dist', 'index.js');
   const outputDir = mkdtempSync(join(directory, 'run-'));
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      join(here, '..', 'preload', 'register.mjs'),
-      cli,
-      'authorization',
-      '--url',
-      broker.url,
-      '--output-dir',
-      outputDir,
-      ...args,
-    ],
-    { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let output = '';
   let played: Promise<void> | undefined;
-  const watch = (chunk: string) => {
-    output += chunk;
-    const url = output.match(/^(https?:\/\/\S+\/oauth\/authorize\?\S+)$/m)?.[1];
-    if (url !== undefined && played === undefined && play !== undefined) played = play(url);
-  };
-  child.stdout.setEncoding('utf8').on('data', watch);
-  child.stderr.setEncoding('utf8').on('data', watch);
-  const exitCode = await new Promise<number>((resolve) =>
-    child.once('exit', (code) => resolve(code ?? 1)),
+  const run = await runSuiteCli(
+    SUITE,
+    ['authorization', '--url', broker.url, ...args],
+    outputDir,
+    (output) => {
+      const url = output.match(/^(https?:\/\/\S+\/oauth\/authorize\?\S+)$/m)?.[1];
+      if (url !== undefined && played === undefined && play !== undefined) played = play(url);
+    },
   );
   await played;
-  const files = existsSync(outputDir)
-    ? (readdirSync(outputDir, { recursive: true }) as string[]).filter((file) =>
-        file.endsWith('checks.json'),
-      )
-    : [];
-  const checks = files.flatMap(
-    (file) => JSON.parse(readFileSync(join(outputDir, file), 'utf8')) as Check[],
-  );
+  const { exitCode, output } = run;
+  const checks = run.checks.flatMap(([, recorded]) => recorded);
   return { exitCode, checks, output };
 }
 

@@ -168,3 +168,45 @@ function readChecks(directory: string): Check[] {
     (file) => JSON.parse(readFileSync(join(directory, file), 'utf8')) as Check[],
   );
 }
+
+/**
+ * Runs the suite's CLI (`authorization`, `server`, … and its arguments) with its results in
+ * `outputDir`, `watch` told of everything it prints: its exit code, its output, and the
+ * checks it recorded by result file (`<scenario dir>/checks.json`).
+ */
+export async function runSuiteCli(
+  version: SuiteVersion,
+  args: string[],
+  outputDir: string,
+  watch: (output: string) => void = () => {},
+): Promise<{ exitCode: number; output: string; checks: [file: string, checks: Check[]][] }> {
+  const cli = join(dirname(require.resolve(`${SUITES[version]}/package.json`)), 'dist', 'index.js');
+  const child = spawn(
+    process.execPath,
+    ['--import', join(root, 'preload', 'register.mjs'), cli, ...args, '--output-dir', outputDir],
+    { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  const heard = (chunk: string) => {
+    output += chunk;
+    watch(output);
+  };
+  child.stdout.setEncoding('utf8').on('data', heard);
+  child.stderr.setEncoding('utf8').on('data', heard);
+  const exitCode = await new Promise<number>((resolve) =>
+    child.once('exit', (code) => resolve(code ?? 1)),
+  );
+  const files = existsSync(outputDir)
+    ? (readdirSync(outputDir, { recursive: true }) as string[]).filter((file) =>
+        file.endsWith('checks.json'),
+      )
+    : [];
+  const checks = files.map(
+    (file) =>
+      [file, JSON.parse(readFileSync(join(outputDir, file), 'utf8')) as Check[]] as [
+        string,
+        Check[],
+      ],
+  );
+  return { exitCode, output, checks };
+}

@@ -1,15 +1,12 @@
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FixtureServer } from './fixture-server.js';
-import { type Check, SUITES, type SuiteVersion } from './harness.js';
+import { runSuiteCli, SUITES, type SuiteVersion } from './harness.js';
 
 /*
  * The official MCP conformance suite's server scenarios, run against an MCP server of the
@@ -19,8 +16,6 @@ import { type Check, SUITES, type SuiteVersion } from './harness.js';
  * `<alias>__<name>`; they are listed below, each with the check that says so.
  */
 
-const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(import.meta.url);
 const PREFIX = 'acme/users/conformance';
 const rootKey = 'conformance-portal-root-key-0123456789-abcdef';
 
@@ -51,46 +46,24 @@ interface Outcome {
 }
 
 async function runSuite(version: SuiteVersion, url: string): Promise<Outcome> {
-  const cli = join(dirname(require.resolve(`${SUITES[version]}/package.json`)), 'dist', 'index.js');
   const outputDir = mkdtempSync(join(directory, 'run-'));
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      join(here, '..', 'preload', 'register.mjs'),
-      cli,
-      'server',
-      '--url',
-      url,
-      '--spec-version',
-      '2025-11-25',
-      '--output-dir',
-      outputDir,
-    ],
-    { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+  const run = await runSuiteCli(
+    version,
+    ['server', '--url', url, '--spec-version', '2025-11-25'],
+    outputDir,
   );
-  let output = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  await new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const passed: string[] = [];
   const failed: Record<string, string[]> = {};
-  const files = existsSync(outputDir)
-    ? (readdirSync(outputDir, { recursive: true }) as string[]).filter((file) =>
-        file.endsWith('checks.json'),
-      )
-    : [];
-  for (const file of files) {
+  for (const [file, checks] of run.checks) {
     // `server-<scenario>-<timestamp>/checks.json`
     const scenario = dirname(file)
       .replace(/^server-/, '')
       .replace(/-\d{4}-\d{2}-\d{2}T.*$/, '');
-    const checks = JSON.parse(readFileSync(join(outputDir, file), 'utf8')) as Check[];
     const bad = checks.filter((check) => check.status === 'FAILURE' || check.status === 'WARNING');
     if (bad.length === 0) passed.push(scenario);
     else failed[scenario] = bad.map((check) => `${check.id}: ${check.description}`);
   }
-  return { passed: passed.sort(), failed, output };
+  return { passed: passed.sort(), failed, output: run.output };
 }
 
 beforeAll(async () => {
