@@ -1,6 +1,7 @@
 import { type Broker, KeywayError, type Principal, resourcePathFromUrl } from '@keyway/core';
 import type { Incoming } from './incoming.js';
 import { openApiDocument } from './openapi.js';
+import { foreignOriginBody, originAllowed } from './origin.js';
 import {
   bearerOf,
   clientAddressOf,
@@ -147,6 +148,9 @@ const DOCUMENT_HEADERS = {
   'access-control-allow-origin': '*',
 };
 
+/** A JSON-RPC refusal of an MCP endpoint's own. */
+const RPC_HEADERS = { 'content-type': 'application/json', 'cache-control': 'no-store' };
+
 /**
  * The well-known documents of sign-in for MCP clients (docs/api.md §17), which sit at the
  * origin's root whatever the base path: the authorization server's metadata (RFC 8414 §3)
@@ -278,6 +282,16 @@ export function createHandler(
       const method = incoming.method.toUpperCase() as Method;
       const chosen = found.find(({ route }) => route.method === method);
       seen.route = (chosen ?? found[0])?.route ?? null;
+      // An MCP endpoint refuses a browser page of another origin before anything else.
+      if (found[0]?.route.audience !== undefined) {
+        const origin = incoming.header('origin');
+        if (
+          origin !== null &&
+          !originAllowed(origin, current.baseUrl ?? new URL(incoming.request().url).origin)
+        ) {
+          return { status: 403, headers: RPC_HEADERS, body: foreignOriginBody(origin) };
+        }
+      }
 
       // Precedence (docs/api.md §1.2): authentication, then route and method, then the body.
       // Public routes take no credential (a browser or an authorization server calls them).

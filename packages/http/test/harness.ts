@@ -26,6 +26,20 @@ export const ROOT_KEY = 'test-root-key-0123456789-abcdefghijklmnop';
 export const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
 export const START = Date.UTC(2026, 10, 21, 9, 30, 0, 0);
 
+/** An MCP `initialize` request of the 2025-11-25 wire, from a client of that name. */
+export function initializeMessage(client: string, id = 1) {
+  return {
+    jsonrpc: '2.0',
+    id,
+    method: 'initialize',
+    params: {
+      protocolVersion: '2025-11-25',
+      capabilities: {},
+      clientInfo: { name: client, version: '1' },
+    },
+  };
+}
+
 /**
  * An authorization server's own redirect URI at a deployment (docs/api.md §5 "Mix-up defense"):
  * `{base}/api/oauth/callback/` and 22 base64url characters of SHA-256 over the issuer.

@@ -10,7 +10,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
 import { OPERATIONS, openApiDocument } from '../src/openapi.js';
-import { Harness, type Reply, START } from './harness.js';
+import { Harness, initializeMessage, type Reply, START } from './harness.js';
 
 const committed = fileURLToPath(new URL('../../../docs/openapi.json', import.meta.url));
 const reference = fileURLToPath(new URL('../../../docs/api.md', import.meta.url));
@@ -311,16 +311,7 @@ describe('real answers of every route against the document', () => {
     expect(patched.status).toBe(200);
     await call('PATCH', '/api/oauth/connections/acme/nobody', { body: { alias: 'x' } });
     // The portal: its MCP server's session (opened, its stream, ended) and its refusals.
-    const initialize = {
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: {
-        protocolVersion: '2025-11-25',
-        capabilities: {},
-        clientInfo: { name: 'openapi-test', version: '1' },
-      },
-    };
+    const initialize = initializeMessage('openapi-test');
     const opened = await call('POST', '/portal/acme/alice', { body: initialize, headers: accept });
     expect(opened.status).toBe(200);
     const session = {

@@ -23,6 +23,8 @@ export class PortalUpstream {
   world!: TestWorld;
   /** Every JSON-RPC method `/mcp` received, in order. */
   readonly methods: string[] = [];
+  /** How many event streams (`GET /mcp`) were asked for. */
+  streams = 0;
   /** A tool that needs a scope the token lacks: answered `403 insufficient_scope`. */
   readonly stepUp = new Map<string, string>();
   /** `tools/list` is never answered while set (the request is held open). */
@@ -55,6 +57,7 @@ export class PortalUpstream {
   /** Listens on loopback with a new world; what a previous test set is forgotten. */
   async start(options: Partial<TestWorldOptions> = {}, now: () => number): Promise<void> {
     this.methods.length = 0;
+    this.streams = 0;
     this.stepUp.clear();
     this.hangLists = false;
     this.servers.length = 0;
@@ -100,6 +103,7 @@ export class PortalUpstream {
         .end('{"error":"invalid_token"}');
       return;
     }
+    if (req.method === 'GET') this.streams += 1;
     const message =
       body === '' ? null : (JSON.parse(body) as { method?: string; params?: { name?: string } });
     if (message?.method !== undefined) this.methods.push(message.method);

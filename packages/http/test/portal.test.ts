@@ -8,12 +8,17 @@ import {
 } from '@modelcontextprotocol/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
   CreateMessageRequestSchema,
   LoggingMessageNotificationSchema,
   McpError,
+  ResourceUpdatedNotificationSchema,
+  SubscribeRequestSchema,
   ToolListChangedNotificationSchema,
+  UnsubscribeRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { inputRequired, inputResponse } from '@modelcontextprotocol/server';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z as zod } from 'zod';
 import { z } from 'zod/v3';
@@ -51,6 +56,33 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
     let waiting = { started: () => {}, cancelled: [] as string[] };
     const clients: { close(): Promise<void> }[] = [];
     const received: string[] = [];
+    /** The servers' sessions subscribed to a resource, by server name. */
+    const subscribers = new Map<string, { server: McpServer; uri: string }[]>();
+
+    /**
+     * A resource both Notion and GitHub list under one URI (`memo://today`), whose every
+     * subscription the server keeps, to say when it changes.
+     */
+    function memo(server: McpServer, name: string): void {
+      server.server.registerCapabilities({ resources: { subscribe: true } });
+      server.registerResource('memo', 'memo://today', { mimeType: 'text/plain' }, async (uri) => ({
+        contents: [{ uri: uri.href, mimeType: 'text/plain', text: `${name}'s memo` }],
+      }));
+      server.server.setRequestHandler(SubscribeRequestSchema, async (request) => {
+        const list = subscribers.get(name) ?? [];
+        list.push({ server, uri: request.params.uri });
+        subscribers.set(name, list);
+        return {};
+      });
+      server.server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
+        const list = subscribers.get(name) ?? [];
+        subscribers.set(
+          name,
+          list.filter((entry) => entry.server !== server || entry.uri !== request.params.uri),
+        );
+        return {};
+      });
+    }
 
     // Linear: a step-up tool, a read-only and a writing tool, progress, sampling.
     const linear = new PortalUpstream((server) => {
@@ -117,12 +149,14 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
       server.registerTool('search', { description: 'Searches pages' }, async () => ({
         content: [{ type: 'text', text: 'notion pages' }],
       }));
+      memo(server, 'notion');
     });
     // GitHub: its tool list changes mid-session.
     const github = new PortalUpstream((server) => {
       server.registerTool('get_repo', { description: 'Reads a repository' }, async () => ({
         content: [{ type: 'text', text: 'keyway-dev/keyway' }],
       }));
+      memo(server, 'github');
     });
     // Sentry: the stateless 2026-07-28 wire (the v2 SDK).
     const sentry = new PortalUpstream(
@@ -133,6 +167,36 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
           { description: 'Reads an issue', inputSchema: zod.object({ id: zod.string() }) },
           async ({ id }) => ({ content: [{ type: 'text', text: `sentry issue ${id}` }] }),
         );
+        // Asks the client's model through an `input_required` result, with a request state.
+        server.registerTool(
+          'summarize',
+          { description: 'Summarizes with the client’s model' },
+          async (ctx) => {
+            const answer = inputResponse(ctx.mcpReq.inputResponses, 'model');
+            if (answer.kind !== 'sampling') {
+              return inputRequired({
+                inputRequests: {
+                  model: inputRequired.createMessage({
+                    messages: [{ role: 'user', content: { type: 'text', text: 'Summarize S-1' } }],
+                    maxTokens: 20,
+                  }),
+                },
+                requestState: 'sentry-round-1',
+              });
+            }
+            const text = answer.result.content;
+            return {
+              content: [
+                {
+                  type: 'text',
+                  text: `summary: ${!Array.isArray(text) && text.type === 'text' ? text.text : '?'} (${String(
+                    ctx.mcpReq.requestState(),
+                  )})`,
+                },
+              ],
+            };
+          },
+        );
       },
     );
     const upstreams = { linear, notion, github, sentry };
@@ -140,6 +204,7 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
     beforeEach(async () => {
       progressGate = gate();
       received.length = 0;
+      subscribers.clear();
       const now = () => h?.now ?? START;
       await linear.start({}, now);
       await notion.start({ issueRefreshTokens: false }, now);
@@ -229,6 +294,7 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
         'linear__wait',
         'notion__search',
         'sentry__get_issue',
+        'sentry__summarize',
       ]);
       expect(tools.find((tool) => tool.name === 'linear__search_issues')?.annotations).toEqual({
         readOnlyHint: true,
@@ -410,6 +476,54 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
       });
     });
 
+    it('lists a URI two servers share as two resources, reads each from its server, and relays a subscribed change', async () => {
+      const client = await portalClient(rootKey());
+      const { resources } = await client.listResources();
+      const notionMemo = `keyway-portal://notion/${encodeURIComponent('memo://today')}`;
+      const githubMemo = `keyway-portal://github/${encodeURIComponent('memo://today')}`;
+      expect(resources.map((resource) => resource.uri).sort()).toEqual([githubMemo, notionMemo]);
+      expect(await client.readResource({ uri: notionMemo })).toEqual({
+        contents: [{ uri: 'memo://today', mimeType: 'text/plain', text: "notion's memo" }],
+      });
+      expect(await client.readResource({ uri: githubMemo })).toEqual({
+        contents: [{ uri: 'memo://today', mimeType: 'text/plain', text: "github's memo" }],
+      });
+      // A URI no server lists, in a portal of several: the portal's own -32602, naming it.
+      const unknown = await client
+        .readResource({ uri: 'memo://nowhere' })
+        .catch((error: McpError) => error);
+      expect(unknown).toBeInstanceOf(McpError);
+      expect([(unknown as McpError).code, (unknown as McpError).data]).toEqual([
+        -32602,
+        { uri: 'memo://nowhere' },
+      ]);
+
+      const updates: string[] = [];
+      client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+        updates.push(notification.params.uri);
+      });
+      // The caller's session with Notion has no event stream yet (none was needed).
+      const streams = notion.streams;
+      expect(await client.subscribeResource({ uri: notionMemo })).toEqual({});
+      // The portal opens it for the server's change notices.
+      await expect.poll(() => notion.streams).toBe(streams + 1);
+      // The server was asked under its own URI, by the caller's session only.
+      expect(subscribers.get('notion')?.map((entry) => entry.uri)).toEqual(['memo://today']);
+      expect(subscribers.get('github')).toBeUndefined();
+      const [subscribed] = subscribers.get('notion') ?? [];
+      await subscribed?.server.server.sendResourceUpdated({ uri: 'memo://today' });
+      await expect.poll(() => updates).toEqual([notionMemo]);
+      // A change the caller did not subscribe to, or no longer subscribes to, is not relayed.
+      await subscribed?.server.server.sendResourceUpdated({ uri: 'memo://yesterday' });
+      expect(await client.unsubscribeResource({ uri: notionMemo })).toEqual({});
+      expect(subscribers.get('notion')).toEqual([]);
+      await subscribed?.server.server.sendResourceUpdated({ uri: 'memo://today' });
+      // Subscribed again, a change sent after those on the same stream: the only one relayed.
+      expect(await client.subscribeResource({ uri: notionMemo })).toEqual({});
+      await subscribed?.server.server.sendResourceUpdated({ uri: 'memo://today' });
+      await expect.poll(() => updates).toEqual([notionMemo, notionMemo]);
+    });
+
     it('lists within the deadline when a server never answers tools/list, and says which one', async () => {
       github.hangLists = true;
       const client = await portalClient(rootKey());
@@ -515,6 +629,7 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
       expect((await client.listTools()).tools.map((tool) => tool.name).sort()).toEqual([
         'linear__search_issues',
         'sentry__get_issue',
+        'sentry__summarize',
       ]);
       const refused = await client
         .callTool({ name: 'github__get_repo', arguments: {} })
@@ -698,6 +813,59 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
       ).toEqual({
         _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'keyway-portal', version: '1' } },
         content: [{ type: 'text', text: 'sentry issue S-2' }],
+      });
+    });
+
+    it('passes a 2026-07-28 server’s request for input to a caller on that wire, and its answer back', async () => {
+      const modernClient = async (sampling: boolean) => {
+        const client = new ModernClient(
+          { name: 'portal-modern-sampling', version: '2.0.0' },
+          {
+            capabilities: sampling ? { sampling: {} } : {},
+            versionNegotiation: { mode: { pin: '2026-07-28' } },
+          },
+        );
+        clients.push(client);
+        await client.connect(
+          new ModernTransport(new URL(`${base}/portal/${PREFIX}`), {
+            requestInit: { headers: { authorization: `Bearer ${rootKey()}` } },
+          }),
+        );
+        return client;
+      };
+      const client = await modernClient(true);
+      const asked: unknown[] = [];
+      client.setRequestHandler('sampling/createMessage', async (request) => {
+        asked.push(request.params.messages);
+        return {
+          role: 'assistant',
+          model: 'test-model',
+          content: { type: 'text', text: 'all quiet' },
+        };
+      });
+      // The client's SDK answers the portal's `input_required` and retries; the portal sends
+      // the answer and the server's request state back to the server.
+      expect(await client.callTool({ name: 'sentry__summarize', arguments: {} })).toEqual({
+        _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'keyway-portal', version: '1' } },
+        content: [{ type: 'text', text: 'summary: all quiet (sentry-round-1)' }],
+      });
+      expect(asked).toEqual([[{ role: 'user', content: { type: 'text', text: 'Summarize S-1' } }]]);
+      expect(sentry.methods.filter((method) => method === 'tools/call')).toHaveLength(2);
+
+      // Manually: the caller sees the server's request as the server wrote it.
+      const first = await client.callTool(
+        { name: 'sentry__summarize', arguments: {} },
+        { allowInputRequired: true },
+      );
+      expect(first).toMatchObject({
+        resultType: 'input_required',
+        requestState: 'sentry-round-1',
+        inputRequests: {
+          model: {
+            method: 'sampling/createMessage',
+            params: { maxTokens: 20 },
+          },
+        },
       });
     });
   },

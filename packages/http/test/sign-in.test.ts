@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { memoryStorage } from '@keyway/store-memory';
 import { describe, expect, it } from 'vitest';
 import { createHandler } from '../src/index.js';
-import { Harness, harnessPerTest, ROOT_KEY } from './harness.js';
+import { Harness, harnessPerTest, initializeMessage, ROOT_KEY } from './harness.js';
 
 /*
  * Sign-in for MCP clients on the wire (docs/api.md §17): the well-known documents at the
@@ -368,16 +368,7 @@ describe('sign-in for MCP clients over HTTP', () => {
     });
     expect(answer.status).toBe(200);
     const { access_token: accessToken } = (await answer.json()) as { access_token: string };
-    const initialize = JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: {
-        protocolVersion: '2025-11-25',
-        capabilities: {},
-        clientInfo: { name: 't', version: '1' },
-      },
-    });
+    const initialize = JSON.stringify(initializeMessage('t'));
     const at = (path: string) =>
       raw(h, path, {
         method: 'POST',

@@ -4,12 +4,23 @@ import { createTestWorld, type TestWorld } from '@keyway/testing';
 import { completable } from '@modelcontextprotocol/sdk/server/completable.js';
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import {
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import {
+  createMcpHandler,
+  type McpHttpHandler,
+  McpServer as ModernServer,
+  ResourceTemplate as ModernTemplate,
+  completable as modernCompletable,
+} from '@modelcontextprotocol/server';
 import { z } from 'zod';
 
 /*
- * An MCP server of the official SDK (v1, the stateful wire) with the surface the
- * conformance suite's server scenarios read — its resources, prompts, a tool, completion,
- * logging — written here from the scenarios' descriptions. It answers at `/open/mcp`
+ * An MCP server of the official SDK (v1, the stateful wire; or v2, the 2026-07-28 wire)
+ * with the surface the conformance suite's server scenarios read — its resources, prompts,
+ * a tool, completion, logging — written here from the scenarios' descriptions. It answers at `/open/mcp`
  * without a credential (the suite run against it directly) and at `/mcp` with a token of
  * its test world's authorization server (the same server behind Keyway's portal).
  */
@@ -18,30 +29,29 @@ import { z } from 'zod';
 const PIXEL =
   'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
 
-function fixture(): McpServer {
-  const server = new McpServer(
-    { name: 'keyway-conformance-fixture', version: '1.0.0' },
-    { capabilities: { logging: {}, completions: {} } },
-  );
-  server.registerResource(
-    'static-text',
-    'test://static-text',
-    { description: 'A text resource', mimeType: 'text/plain' },
-    async (uri) => ({
-      contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'A static text resource.' }],
-    }),
-  );
-  server.registerResource(
-    'static-binary',
-    'test://static-binary',
-    { description: 'A binary resource', mimeType: 'image/png' },
-    async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'image/png', blob: PIXEL }] }),
-  );
-  server.registerResource(
-    'template',
-    new ResourceTemplate('test://template/{id}/data', { list: undefined }),
-    { description: 'Data by id', mimeType: 'application/json' },
-    async (uri, { id }) => ({
+/** What both servers offer, as data: each registers it with its own SDK's classes. */
+const SURFACE = {
+  info: { name: 'keyway-conformance-fixture', version: '1.0.0' },
+  resources: [
+    {
+      name: 'static-text',
+      uri: 'test://static-text',
+      meta: { description: 'A text resource', mimeType: 'text/plain' },
+      read: (uri: URL) => ({
+        contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'A static text resource.' }],
+      }),
+    },
+    {
+      name: 'static-binary',
+      uri: 'test://static-binary',
+      meta: { description: 'A binary resource', mimeType: 'image/png' },
+      read: (uri: URL) => ({ contents: [{ uri: uri.href, mimeType: 'image/png', blob: PIXEL }] }),
+    },
+  ],
+  template: {
+    uri: 'test://template/{id}/data',
+    meta: { description: 'Data by id', mimeType: 'application/json' },
+    read: (uri: URL, id: unknown) => ({
       contents: [
         {
           uri: uri.href,
@@ -50,41 +60,142 @@ function fixture(): McpServer {
         },
       ],
     }),
-  );
+  },
+  simplePrompt: () => ({
+    messages: [
+      {
+        role: 'user' as const,
+        content: { type: 'text' as const, text: 'This is a simple prompt.' },
+      },
+    ],
+  }),
+  promptWithArguments: ({ arg1, arg2 }: { arg1: string; arg2: string }) => ({
+    messages: [
+      {
+        role: 'user' as const,
+        content: {
+          type: 'text' as const,
+          text: `Prompt with arguments: arg1='${arg1}', arg2='${arg2}'`,
+        },
+      },
+    ],
+  }),
+  complete: (value: string) => ['paris', 'park', 'party'].filter((word) => word.startsWith(value)),
+  tools: [
+    {
+      name: 'test_simple_text',
+      description: 'Answers a text',
+      call: () => ({
+        content: [{ type: 'text' as const, text: 'This is a simple text response for testing.' }],
+      }),
+    },
+    {
+      name: 'test_error_handling',
+      description: 'Answers a tool error',
+      call: () => ({
+        isError: true,
+        content: [
+          { type: 'text' as const, text: 'This tool intentionally returns an error for testing' },
+        ],
+      }),
+    },
+  ],
+};
+
+/** What the two SDKs' servers share, for {@link registerCommon}. */
+interface Registrar {
+  registerResource(
+    name: string,
+    uri: string,
+    meta: object,
+    read: (uri: URL) => Promise<ReturnType<(typeof SURFACE.resources)[number]['read']>>,
+  ): unknown;
+  registerPrompt(
+    name: string,
+    config: { description: string },
+    get: () => Promise<ReturnType<typeof SURFACE.simplePrompt>>,
+  ): unknown;
+  registerTool(
+    name: string,
+    config: { description: string },
+    call: () => Promise<ReturnType<(typeof SURFACE.tools)[number]['call']>>,
+  ): unknown;
+}
+
+/** The static resources, the prompt without arguments and the tools, on either server. */
+function registerCommon(server: Registrar): void {
+  for (const { name, uri, meta, read } of SURFACE.resources) {
+    server.registerResource(name, uri, meta, async (href) => read(href));
+  }
   server.registerPrompt(
     'test_simple_prompt',
     { description: 'A prompt without arguments' },
-    async () => ({
-      messages: [{ role: 'user', content: { type: 'text', text: 'This is a simple prompt.' } }],
-    }),
+    async () => SURFACE.simplePrompt(),
+  );
+  for (const { name, description, call } of SURFACE.tools) {
+    server.registerTool(name, { description }, async () => call());
+  }
+}
+
+/** The v1 server (the stateful 2025 wire), with resource subscriptions. */
+function fixture(): McpServer {
+  const server = new McpServer(SURFACE.info, {
+    capabilities: { logging: {}, completions: {}, resources: { subscribe: true } },
+  });
+  // Subscriptions are tracked by the SDK's transport session; the answer is `{}`.
+  const subscribed = new Set<string>();
+  server.server.setRequestHandler(SubscribeRequestSchema, async (request) => {
+    subscribed.add(request.params.uri);
+    return {};
+  });
+  server.server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
+    subscribed.delete(request.params.uri);
+    return {};
+  });
+  registerCommon(server);
+  const { template } = SURFACE;
+  server.registerResource(
+    'template',
+    new ResourceTemplate(template.uri, { list: undefined }),
+    template.meta,
+    async (uri, { id }) => template.read(uri, id),
   );
   server.registerPrompt(
     'test_prompt_with_arguments',
     {
       description: 'A prompt with two arguments',
-      argsSchema: {
-        arg1: completable(z.string(), (value) =>
-          ['paris', 'park', 'party'].filter((word) => word.startsWith(value)),
-        ),
-        arg2: z.string(),
-      },
+      argsSchema: { arg1: completable(z.string(), SURFACE.complete), arg2: z.string() },
     },
-    async ({ arg1, arg2 }) => ({
-      messages: [
-        {
-          role: 'user',
-          content: { type: 'text', text: `Prompt with arguments: arg1='${arg1}', arg2='${arg2}'` },
-        },
-      ],
-    }),
+    async (args) => SURFACE.promptWithArguments(args),
   );
-  server.registerTool('test_simple_text', { description: 'Answers a text' }, async () => ({
-    content: [{ type: 'text', text: 'This is a simple text response for testing.' }],
-  }));
-  server.registerTool('test_error_handling', { description: 'Answers a tool error' }, async () => ({
-    isError: true,
-    content: [{ type: 'text', text: 'This tool intentionally returns an error for testing' }],
-  }));
+  return server;
+}
+
+/**
+ * The same surface on a server of the SDK's v2 (`@modelcontextprotocol/server`), which
+ * speaks the stateless 2026-07-28 wire (and the 2025 wire statelessly).
+ */
+function modernFixture(): ModernServer {
+  const server = new ModernServer(SURFACE.info, { capabilities: { logging: {}, completions: {} } });
+  registerCommon(server);
+  const { template } = SURFACE;
+  server.registerResource(
+    'template',
+    new ModernTemplate(template.uri, { list: undefined }),
+    template.meta,
+    async (uri, { id }) => template.read(uri, id),
+  );
+  server.registerPrompt(
+    'test_prompt_with_arguments',
+    {
+      description: 'A prompt with two arguments',
+      argsSchema: z.object({
+        arg1: modernCompletable(z.string(), SURFACE.complete),
+        arg2: z.string(),
+      }),
+    },
+    async (args) => SURFACE.promptWithArguments(args),
+  );
   return server;
 }
 
@@ -98,6 +209,12 @@ export class FixtureServer {
   origin!: string;
   world!: TestWorld;
   readonly #sessions = new Map<string, WebStandardStreamableHTTPServerTransport>();
+  readonly #modern: McpHttpHandler | null;
+
+  /** @param modern Whether it is the v2 server (the 2026-07-28 wire) rather than v1. */
+  constructor(modern = false) {
+    this.#modern = modern ? createMcpHandler(() => modernFixture()) : null;
+  }
 
   async start(): Promise<void> {
     this.server = createServer((req, res) => {
@@ -111,7 +228,31 @@ export class FixtureServer {
     });
   }
 
+  #rebindingProtection() {
+    const { host } = new URL(this.origin);
+    const port = host.split(':')[1];
+    const hosts = [host, `localhost:${port}`];
+    return {
+      enableDnsRebindingProtection: true,
+      allowedHosts: hosts,
+      allowedOrigins: hosts.map((name) => `http://${name}`),
+    };
+  }
+
+  /** What the v1 transport's rebinding protection checks, for the v2 handler (which has none). */
+  #ownHostAndOrigin(request: Request): boolean {
+    const { allowedHosts, allowedOrigins } = this.#rebindingProtection();
+    const host = request.headers.get('host');
+    const origin = request.headers.get('origin');
+    return (
+      host !== null &&
+      allowedHosts.includes(host) &&
+      (origin === null || allowedOrigins.includes(origin))
+    );
+  }
+
   async stop(): Promise<void> {
+    await this.#modern?.close();
     for (const transport of this.#sessions.values()) await transport.close();
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
@@ -136,9 +277,9 @@ export class FixtureServer {
     });
     let response: Response;
     if (path === '/open/mcp') {
-      response = await this.#mcp(request);
+      response = await this.#mcp(request, true);
     } else if (path === '/mcp' && this.world.isValidAccessToken(bearer(req))) {
-      response = await this.#mcp(request);
+      response = await this.#mcp(request, false);
     } else {
       response = await this.world.fetch(request);
     }
@@ -156,7 +297,20 @@ export class FixtureServer {
     res.end();
   }
 
-  async #mcp(request: Request): Promise<Response> {
+  /**
+   * @param open Whether this is the endpoint without a credential, which (on loopback, as
+   *   the MCP transport requires) checks that `Host` and `Origin` name this server.
+   */
+  async #mcp(request: Request, open: boolean): Promise<Response> {
+    if (this.#modern !== null) {
+      if (open && !this.#ownHostAndOrigin(request)) {
+        return Response.json(
+          { jsonrpc: '2.0', error: { code: -32000, message: 'Invalid Host or Origin' }, id: null },
+          { status: 403 },
+        );
+      }
+      return this.#modern.fetch(request);
+    }
     const id = request.headers.get('mcp-session-id');
     if (id !== null) {
       const transport = this.#sessions.get(id);
@@ -177,6 +331,7 @@ export class FixtureServer {
         onsessionclosed: (sessionId) => {
           this.#sessions.delete(sessionId);
         },
+        ...(open ? this.#rebindingProtection() : {}),
       });
     await fixture().connect(transport);
     return transport.handleRequest(request);

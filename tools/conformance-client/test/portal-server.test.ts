@@ -17,6 +17,8 @@ import { runSuiteCli, SUITES, type SuiteVersion } from './harness.js';
  */
 
 const PREFIX = 'acme/users/conformance';
+/** The portal over the v2 server, run with the 2026-07-28 scenarios. */
+const MODERN_PREFIX = 'acme/users/conformance-2026';
 const rootKey = 'conformance-portal-root-key-0123456789-abcdef';
 
 /**
@@ -32,8 +34,44 @@ const NAMESPACED: Record<string, string> = {
   'tools-call-error': 'calls the tool `test_error_handling` by its server name',
 };
 
+/** Scenarios the portal must pass on its own account, named so that none goes unnoticed. */
+const THROUGH = [
+  'resources-list',
+  'resources-read-text',
+  'resources-read-binary',
+  'resources-templates-read',
+  'resources-subscribe',
+  'resources-unsubscribe',
+  'prompts-list',
+  'tools-list',
+  'logging-set-level',
+  'ping',
+  // The portal's own check of `Origin`, through a hop that is the broker's public address.
+  'dns-rebinding-protection',
+];
+
+/** The same for the 2026-07-28 scenarios (the suite's 0.2 line only has them). */
+const THROUGH_2026 = [
+  'server-sse-multiple-streams',
+  'resources-list',
+  'resources-read-text',
+  'resources-read-binary',
+  'resources-templates-read',
+  'sep-2164-resource-not-found',
+  'prompts-list',
+  'tools-list',
+  // Caching hints (SEP-2549) of the portal's own lists and reads.
+  'caching',
+  // `Mcp-Method` / `Mcp-Name` checked against the portal's names (SEP-2243).
+  'http-header-validation',
+  'input-required-result-unsupported-methods',
+  'input-required-result-validate-input',
+  'dns-rebinding-protection',
+];
+
 let directory: string;
 let fixture: FixtureServer;
+let modern: FixtureServer;
 let broker: BrokerProcess;
 let proxy: Server;
 let proxyUrl: string;
@@ -45,11 +83,17 @@ interface Outcome {
   output: string;
 }
 
-async function runSuite(version: SuiteVersion, url: string): Promise<Outcome> {
+async function runSuite(
+  version: SuiteVersion,
+  url: string,
+  spec: '2025-11-25' | '2026-07-28' = '2025-11-25',
+): Promise<Outcome> {
   const outputDir = mkdtempSync(join(directory, 'run-'));
+  // The 2026-07-28 scenarios are the suite's pending and draft ones still: all of them.
+  const suite = spec === '2026-07-28' ? ['--suite', 'all'] : [];
   const run = await runSuiteCli(
     version,
-    ['server', '--url', url, '--spec-version', '2025-11-25'],
+    ['server', '--url', url, '--spec-version', spec, ...suite],
     outputDir,
   );
   const passed: string[] = [];
@@ -70,32 +114,8 @@ beforeAll(async () => {
   directory = mkdtempSync(join(tmpdir(), 'keyway-conformance-portal-'));
   fixture = new FixtureServer();
   await fixture.start();
-  broker = await startBrokerProcess({
-    KEYWAY_ROOT_KEY: rootKey,
-    KEYWAY_DATABASE: join(directory, 'keyway.sqlite'),
-    KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
-    KEYWAY_INSPECTOR: 'false',
-    KEYWAY_LOG_LEVEL: 'silent',
-  });
-  const admin = (method: string, path: string, body: unknown) =>
-    fetch(`${broker.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${rootKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-  const put = await admin('PUT', '/api/admin/providers/acme/fixture', {
-    template: 'mcp',
-    configuration: { resource_url: `${fixture.origin}/mcp` },
-  });
-  expect(put.status, await put.clone().text()).toBe(201);
-  const started = await admin('POST', '/api/oauth/authorize/acme/fixture', {
-    connection_id: `${PREFIX}/fixture`,
-  });
-  const { authorization_url: consentUrl } = (await started.json()) as {
-    authorization_url: string;
-  };
-  const back = new URL(fixture.world.consent(consentUrl));
-  expect((await fetch(`${broker.url}${back.pathname}${back.search}`)).status).toBe(200);
+  modern = new FixtureServer(true);
+  await modern.start();
   // The suite sends no credential: this hop adds the broker token, as a configured client would.
   proxy = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -109,7 +129,8 @@ beforeAll(async () => {
         }
       }
       const body = Buffer.concat(chunks);
-      fetch(`${broker.url}/portal/${PREFIX}`, {
+      const prefix = (req.url ?? '').startsWith('/modern/') ? MODERN_PREFIX : PREFIX;
+      fetch(`${broker.url}/portal/${prefix}`, {
         method: req.method ?? 'GET',
         headers,
         ...(body.length > 0 ? { body } : {}),
@@ -134,6 +155,40 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   proxyUrl = `http://127.0.0.1:${(proxy.address() as { port: number }).port}/mcp`;
+  broker = await startBrokerProcess({
+    KEYWAY_ROOT_KEY: rootKey,
+    KEYWAY_DATABASE: join(directory, 'keyway.sqlite'),
+    KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
+    // The hop is the broker's public address, as a reverse proxy's would be: a browser
+    // page may call its MCP endpoints from that origin only.
+    KEYWAY_BASE_URL: new URL(proxyUrl).origin,
+    KEYWAY_INSPECTOR: 'false',
+    KEYWAY_LOG_LEVEL: 'silent',
+  });
+  const admin = (method: string, path: string, body: unknown) =>
+    fetch(`${broker.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${rootKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  for (const [name, server, prefix] of [
+    ['fixture', fixture, PREFIX],
+    ['fixture-2026', modern, MODERN_PREFIX],
+  ] as const) {
+    const put = await admin('PUT', `/api/admin/providers/acme/${name}`, {
+      template: 'mcp',
+      configuration: { resource_url: `${server.origin}/mcp` },
+    });
+    expect(put.status, await put.clone().text()).toBe(201);
+    const started = await admin('POST', `/api/oauth/authorize/acme/${name}`, {
+      connection_id: `${prefix}/fixture`,
+    });
+    const { authorization_url: consentUrl } = (await started.json()) as {
+      authorization_url: string;
+    };
+    const back = new URL(server.world.consent(consentUrl));
+    expect((await fetch(`${broker.url}${back.pathname}${back.search}`)).status).toBe(200);
+  }
 }, 120_000);
 
 afterAll(async () => {
@@ -141,8 +196,38 @@ afterAll(async () => {
   proxy?.close();
   await broker?.stop();
   await fixture?.stop();
+  await modern?.stop();
   rmSync(directory, { recursive: true, force: true });
 });
+
+/**
+ * Runs the suite against the server, then against the portal over it: the portal loses
+ * exactly the scenarios that name the server's tools and prompts, and passes those named.
+ */
+async function compare(
+  version: SuiteVersion,
+  urls: { direct: string; portal: string },
+  through: string[],
+  spec: '2025-11-25' | '2026-07-28',
+): Promise<void> {
+  const direct = await runSuite(version, urls.direct, spec);
+  const portal = await runSuite(version, urls.portal, spec);
+  // The server itself passes the scenarios the fixture was written for.
+  expect(direct.passed, direct.output).toEqual(
+    expect.arrayContaining([...Object.keys(NAMESPACED), ...through]),
+  );
+  expect(portal.passed, JSON.stringify(portal.failed, null, 2)).toEqual(
+    expect.arrayContaining(through),
+  );
+  const lost = direct.passed.filter((scenario) => !portal.passed.includes(scenario));
+  expect(lost.sort(), JSON.stringify(portal.failed, null, 2)).toEqual(
+    Object.keys(NAMESPACED).sort(),
+  );
+  console.log(
+    `conformance ${version} (${spec}): ${direct.passed.length} scenarios pass directly, ` +
+      `${portal.passed.length} through the portal: ${portal.passed.join(', ')}`,
+  );
+}
 
 describe.each(Object.keys(SUITES) as SuiteVersion[])(
   'MCP conformance suite %s, server scenarios (2025-11-25) through the portal',
@@ -150,18 +235,25 @@ describe.each(Object.keys(SUITES) as SuiteVersion[])(
     it('passes through the portal every scenario the server passes, but those that name the server’s own tools and prompts', {
       timeout: 240_000,
     }, async () => {
-      const direct = await runSuite(version, `${fixture.origin}/open/mcp`);
-      const portal = await runSuite(version, proxyUrl);
-      // The server itself passes the scenarios the fixture was written for.
-      expect(direct.passed, direct.output).toEqual(expect.arrayContaining(Object.keys(NAMESPACED)));
-      const lost = direct.passed.filter((scenario) => !portal.passed.includes(scenario));
-      expect(lost.sort(), JSON.stringify(portal.failed, null, 2)).toEqual(
-        Object.keys(NAMESPACED).sort(),
-      );
-      console.log(
-        `conformance ${version}: ${direct.passed.length} scenarios pass directly, ` +
-          `${portal.passed.length} through the portal: ${portal.passed.join(', ')}`,
+      await compare(
+        version,
+        { direct: `${fixture.origin}/open/mcp`, portal: proxyUrl },
+        THROUGH,
+        '2025-11-25',
       );
     });
   },
 );
+
+describe('MCP conformance suite 0.2, server scenarios of 2026-07-28 through the portal (v2 server)', () => {
+  it('passes through the portal every scenario the server passes, but those that name the server’s own tools and prompts', {
+    timeout: 240_000,
+  }, async () => {
+    await compare(
+      '0.2.0-alpha.12',
+      { direct: `${modern.origin}/open/mcp`, portal: proxyUrl.replace('/mcp', '/modern/mcp') },
+      THROUGH_2026,
+      '2026-07-28',
+    );
+  });
+});

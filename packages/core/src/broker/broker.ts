@@ -56,6 +56,11 @@ export interface Broker {
   /** The portal (docs/api.md §18): one MCP endpoint for a namespace's connections. */
   readonly portal: Portal;
   /**
+   * The public base URL the broker was configured with (no trailing slash), or `null`. Its
+   * origin is the one a browser may call the MCP endpoints from (DNS rebinding protection).
+   */
+  readonly baseUrl: string | null;
+  /**
    * The client-ID metadata document of this deployment (served at
    * `GET /api/oauth/client-metadata.json`), or `null` without a `baseUrl`.
    */
@@ -320,6 +325,7 @@ export function createBroker(config: BrokerConfig): Broker {
     events: eventService,
     signIn,
     portal,
+    baseUrl: resolved.baseUrl,
     clientMetadataDocument() {
       return resolved.profile === null ? null : clientMetadataDocument(resolved.profile);
     },

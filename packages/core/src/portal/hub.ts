@@ -87,6 +87,7 @@ export class PortalHub {
       }),
       listener: {
         listChanged: (connectionId, kind) => this.listChanged(connectionId, kind),
+        updated: () => {},
         log: () => {},
         sample: refused,
         elicit: refused,

@@ -84,7 +84,7 @@ export class Portal {
           routes = { tools: null };
           pool.routes.set(caller.prefix, routes);
         }
-        return new PortalSession(this.#hub, caller, pool.upstreams, routes).server;
+        return new PortalSession(this.#hub, caller, pool.upstreams, routes, true).server;
       },
       { legacy: 'reject' },
     );
@@ -179,6 +179,7 @@ export class Portal {
     const hub = this.#hub;
     return {
       listChanged: (connectionId, kind) => hub.listChanged(connectionId, kind),
+      updated: (connectionId, uri) => session()?.updated(connectionId, uri),
       log: (_connectionId, params) => {
         session()
           ?.server.notification({ method: 'notifications/message', params })
@@ -213,6 +214,7 @@ export class Portal {
         principal: () => kept.principal,
         listener: {
           listChanged: (connectionId, kind) => this.#hub.listChanged(connectionId, kind),
+          updated: () => {},
           log: () => {},
           sample: async () => {
             throw new Error('the portal relays no sampling on the stateless wire');

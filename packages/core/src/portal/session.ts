@@ -1,6 +1,7 @@
 import type { CallToolResult, Client, Tool } from '@modelcontextprotocol/client';
 import {
   type HandlerResultTypeMap,
+  isInputRequiredResult,
   ProtocolError,
   ProtocolErrorCode,
   type RequestMethod,
@@ -27,7 +28,7 @@ import {
 import type { ListKind, PortalConnection } from './gathering.js';
 import type { PortalHub } from './hub.js';
 import { connectionAllows } from './policy.js';
-import type { UpstreamSessions } from './upstreams.js';
+import type { Upstream, UpstreamSessions } from './upstreams.js';
 
 /*
  * One caller's portal (docs/api.md §18): an MCP server of the official SDK whose handlers
@@ -41,7 +42,7 @@ export const PORTAL_INFO = { name: 'keyway-portal', version: '1' };
 const CAPABILITIES = {
   tools: { listChanged: true },
   prompts: { listChanged: true },
-  resources: { listChanged: true },
+  resources: { listChanged: true, subscribe: true },
   completions: {},
   logging: {},
 };
@@ -105,12 +106,24 @@ function ownEnvelope<T>(result: T): T {
 
 /**
  * A caller's request as the portal sends it on: without the caller's progress token (the
- * portal's client sets its own, and relays the server's progress under the caller's).
+ * portal's client sets its own, and relays the server's progress under the caller's); on
+ * the 2026-07-28 wire with the input responses and request state of a retried request,
+ * which the SDK lifted out of the caller's params, for the server that asked for them.
  */
-function forwarded<T extends { _meta?: Record<string, unknown> }>(params: T): T {
-  if (params._meta?.progressToken === undefined) return params;
-  const { progressToken: _, ...meta } = params._meta;
-  const { _meta: __, ...rest } = params;
+function forwarded<T extends { _meta?: Record<string, unknown> }>(
+  params: T,
+  ctx?: ServerContext,
+): T {
+  const inputResponses = ctx?.mcpReq.inputResponses;
+  const requestState = ctx?.mcpReq.requestState<string>();
+  const retried = {
+    ...params,
+    ...(inputResponses === undefined ? {} : { inputResponses }),
+    ...(typeof requestState === 'string' ? { requestState } : {}),
+  };
+  if (retried._meta?.progressToken === undefined) return retried;
+  const { progressToken: _, ...meta } = retried._meta;
+  const { _meta: __, ...rest } = retried;
   return (Object.keys(meta).length === 0 ? rest : { ...rest, _meta: meta }) as T;
 }
 
@@ -127,6 +140,8 @@ export class PortalSession implements PortalSessionLike {
   /** The calls in flight, by connection: where a server's sampling request goes. */
   readonly inflight = new Map<string, ServerContext[]>();
   usedAt: number;
+  /** The caller's subscriptions: by connection, the server's URI → the portal's. */
+  readonly #subscribed = new Map<string, Map<string, string>>();
   readonly #hub: PortalHub;
 
   /**
@@ -136,16 +151,25 @@ export class PortalSession implements PortalSessionLike {
    */
   readonly #routes: ToolRoutes;
 
+  /**
+   * Whether the caller speaks the 2026-07-28 wire: a server's request for input (sampling,
+   * elicitation, roots) then reaches it as the server wrote it, an `input_required` result
+   * it answers by retrying the request with its responses, which go back to that server.
+   */
+  readonly #stateless: boolean;
+
   constructor(
     hub: PortalHub,
     caller: PortalCaller,
     upstreams: UpstreamSessions,
     routes: ToolRoutes = { tools: null },
+    stateless = false,
   ) {
     this.#hub = hub;
     this.caller = caller;
     this.upstreams = upstreams;
     this.#routes = routes;
+    this.#stateless = stateless;
     this.usedAt = hub.now();
     this.server = new Server(PORTAL_INFO, {
       capabilities: CAPABILITIES,
@@ -216,13 +240,36 @@ export class PortalSession implements PortalSessionLike {
       if (route === undefined)
         throw invalidParams(`no prompt is named ${JSON.stringify(request.params.name)}`);
       return this.#upstream(route.connection, ctx, (client, options) =>
-        client.getPrompt(forwarded({ ...request.params, name: route.item.name }), options),
+        client.getPrompt(forwarded({ ...request.params, name: route.item.name }, ctx), options),
       );
     });
     server.setRequestHandler('resources/read', async (request, ctx) => {
       const { connection, uri } = await this.#resourceRoute(request.params.uri, ctx);
       return this.#upstream(connection, ctx, (client, options) =>
-        client.readResource(forwarded({ ...request.params, uri }), options),
+        client.readResource(forwarded({ ...request.params, uri }, ctx), options),
+      );
+    });
+    server.setRequestHandler('resources/subscribe', async (request, ctx) => {
+      const { connection, uri } = await this.#resourceRoute(request.params.uri, ctx);
+      const result = await this.#upstream(connection, ctx, (client, options) =>
+        client.subscribeResource(forwarded({ ...request.params, uri }), options),
+      );
+      // Where the server will say the resource changed: opened now, not waited for (a
+      // server may send a stream's headers only with its first event).
+      this.#open(connection.record.id)
+        .then((upstream) => upstream.listen())
+        .catch(() => {});
+      const id = connection.record.id;
+      const mine = this.#subscribed.get(id) ?? new Map<string, string>();
+      mine.set(uri, request.params.uri);
+      this.#subscribed.set(id, mine);
+      return result;
+    });
+    server.setRequestHandler('resources/unsubscribe', async (request, ctx) => {
+      const { connection, uri } = await this.#resourceRoute(request.params.uri, ctx);
+      this.#subscribed.get(connection.record.id)?.delete(uri);
+      return this.#upstream(connection, ctx, (client, options) =>
+        client.unsubscribeResource(forwarded({ ...request.params, uri }), options),
       );
     });
     server.setRequestHandler('completion/complete', async (request, ctx) => {
@@ -247,8 +294,32 @@ export class PortalSession implements PortalSessionLike {
   }
 
   /**
+   * This caller's session with a connection's server: on the 2026-07-28 wire, one that
+   * declares to the server what the caller declared in this request.
+   */
+  #open(connectionId: string): Promise<Upstream> {
+    if (!this.#stateless) return this.upstreams.open(connectionId);
+    const declared = this.server.getClientCapabilities();
+    return this.upstreams.open(connectionId, {
+      sampling: declared?.sampling !== undefined,
+      elicitation: declared?.elicitation ?? null,
+    });
+  }
+
+  /**
+   * Tells the caller that a resource it subscribed to changed, under the URI it subscribed
+   * with; a change it did not subscribe to is not its business.
+   */
+  updated(connectionId: string, uri: string): void {
+    const own = this.#subscribed.get(connectionId)?.get(uri);
+    if (own === undefined) return;
+    this.server.sendResourceUpdated({ uri: own }).catch(() => {});
+  }
+
+  /**
    * The connection a resource URI leads to: the one that listed it, else the one template
-   * that matches it.
+   * that matches it, else — in a portal of one connection — that one, so that its server
+   * answers (or refuses) a URI it does not list, as it would without the portal.
    */
   async #resourceRoute(
     uri: string,
@@ -260,13 +331,17 @@ export class PortalSession implements PortalSessionLike {
       if (route !== undefined) return { connection: route.connection, uri: route.item.uri };
     }
     const matching = new Set<PortalConnection>();
-    for (const { connection, items } of await this.#gather('templates', ctx)) {
+    const templates = await this.#gather('templates', ctx);
+    for (const { connection, items } of templates) {
       for (const item of items) {
         const matches = template
           ? item.uriTemplate === uri
           : new UriTemplate(item.uriTemplate).match(uri) !== null;
         if (matches) matching.add(connection);
       }
+    }
+    if (matching.size === 0 && templates.length === 1 && templates[0] !== undefined) {
+      return { connection: templates[0].connection, uri };
     }
     const [only, ...others] = matching;
     if (only === undefined || others.length > 0) {
@@ -318,9 +393,13 @@ export class PortalSession implements PortalSessionLike {
     let outcome = 'error';
     try {
       const result = await this.#upstream(connection, ctx, (client, options) =>
-        client.callTool(forwarded({ ...params, name: item.name }), options),
+        client.callTool(forwarded({ ...params, name: item.name }, ctx), options),
       );
-      outcome = result.isError === true ? 'tool_error' : 'ok';
+      outcome = isInputRequiredResult(result)
+        ? 'input_required'
+        : result.isError === true
+          ? 'tool_error'
+          : 'ok';
       return result as CallToolResult;
     } catch (error) {
       outcome = error instanceof UrlElicitationRequiredError ? 'consent_required' : 'error';
@@ -353,6 +432,8 @@ export class PortalSession implements PortalSessionLike {
     const progressToken = ctx.mcpReq._meta?.progressToken;
     const options = {
       signal: ctx.mcpReq.signal,
+      // A server's `input_required` is the caller's to answer (the 2026-07-28 wire).
+      ...(this.#stateless ? { allowInputRequired: true } : {}),
       ...(progressToken === undefined
         ? {}
         : {
@@ -372,7 +453,7 @@ export class PortalSession implements PortalSessionLike {
     this.inflight.set(id, stack);
     let failure: unknown;
     try {
-      const upstream = await this.upstreams.open(id);
+      const upstream = await this.#open(id);
       try {
         return ownEnvelope(await send(upstream.client, options));
       } catch (error) {

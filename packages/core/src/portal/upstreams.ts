@@ -25,6 +25,8 @@ import type { Gateway } from '../upstream/gateway.js';
 export interface UpstreamListener {
   /** A server's list changed (`notifications/<kind>/list_changed`). */
   listChanged(connectionId: string, kind: 'tools' | 'prompts' | 'resources'): void;
+  /** A resource the caller subscribed to changed (`notifications/resources/updated`). */
+  updated(connectionId: string, uri: string): void;
   /** A server's log message (`notifications/message`), for the caller. */
   log(connectionId: string, params: LoggingMessageNotification['params']): void;
   /** A server's sampling request, relayed to the caller. */
@@ -49,6 +51,12 @@ export interface Upstream {
   failure(): unknown;
   /** When it was last used (epoch ms). */
   usedAt: number;
+  /**
+   * Opens the server's own event stream if the session has none yet (where a server says
+   * that a subscribed resource changed); a server that offers none answers `405`, and
+   * nothing more is asked of it.
+   */
+  listen(): Promise<void>;
 }
 
 /** The address an upstream client is given: never fetched, the gateway is its fetch. */
@@ -74,7 +82,10 @@ export class UpstreamSessions {
     /** Who sends: the caller, as it authenticated last (a sign-in token rotates). */
     principal: (connectionId: string) => Principal;
     listener: UpstreamListener;
-    /** Read when a session opens: the caller declared its capabilities by then. */
+    /**
+     * Read when a session opens, unless the request names them: the caller declared its
+     * capabilities by then.
+     */
     capabilities: () => RelayedCapabilities;
     now: () => number;
     /**
@@ -102,14 +113,22 @@ export class UpstreamSessions {
   /**
    * The session with a connection's server, opened (initialize, or the 2026-07-28
    * discovery) on first need. A failed opening is forgotten, so the next call tries again.
+   *
+   * @param declared What the caller declared in this request (the 2026-07-28 wire, where
+   *   each request says it): a session of its own per set of capabilities, which declares
+   *   as much to the server. Without it, the capabilities the sessions were made with.
    */
-  open(connectionId: string): Promise<Upstream> {
-    let session = this.#sessions.get(connectionId);
+  open(connectionId: string, declared?: RelayedCapabilities): Promise<Upstream> {
+    const key =
+      declared === undefined
+        ? connectionId
+        : `${connectionId}|${declared.sampling ? 's' : ''}|${JSON.stringify(declared.elicitation)}`;
+    let session = this.#sessions.get(key);
     if (session === undefined) {
-      session = this.#connect(connectionId);
-      this.#sessions.set(connectionId, session);
+      session = this.#connect(connectionId, declared ?? this.#capabilities());
+      this.#sessions.set(key, session);
       session.catch(() => {
-        if (this.#sessions.get(connectionId) === session) this.#sessions.delete(connectionId);
+        if (this.#sessions.get(key) === session) this.#sessions.delete(key);
       });
     }
     return session.then((upstream) => {
@@ -118,11 +137,11 @@ export class UpstreamSessions {
     });
   }
 
-  async #connect(connectionId: string): Promise<Upstream> {
+  async #connect(connectionId: string, declared: RelayedCapabilities): Promise<Upstream> {
     let failure: unknown;
     const gateway = this.#gateway;
     const principal = this.#principal;
-    const stream = this.#stream();
+    let stream = this.#stream();
     const fetch = async (input: string | URL | Request, init?: RequestInit) => {
       const request = new Request(input, init);
       // No event stream of its own: answered as a server that offers none would answer.
@@ -135,7 +154,7 @@ export class UpstreamSessions {
         throw error;
       }
     };
-    const { sampling, elicitation } = this.#capabilities();
+    const { sampling, elicitation } = declared;
     const client = new Client(
       { name: 'keyway-portal', version: '1' },
       {
@@ -153,6 +172,9 @@ export class UpstreamSessions {
         listener.listChanged(connectionId, kind),
       );
     }
+    client.setNotificationHandler('notifications/resources/updated', (notification) =>
+      listener.updated(connectionId, notification.params.uri),
+    );
     client.setNotificationHandler('notifications/message', (notification) =>
       listener.log(connectionId, notification.params),
     );
@@ -173,7 +195,13 @@ export class UpstreamSessions {
       await client.close().catch(() => {});
       throw failure ?? error;
     }
-    return { client, failure: () => failure, usedAt: this.#now() };
+    const listen = async () => {
+      if (stream) return;
+      stream = true;
+      // The stream a session opens after its handshake, opened now (no event to resume).
+      await transport.resumeStream('');
+    };
+    return { client, failure: () => failure, usedAt: this.#now(), listen };
   }
 
   /** Closes the sessions not used since `before` (epoch ms). */

@@ -60,7 +60,7 @@ export type Observation =
       kind: 'portal_call';
       /** The connection's alias in the portal (docs/api.md §18). */
       alias: string;
-      /** `ok`, `tool_error`, `consent_required`, `error`. */
+      /** `ok`, `tool_error`, `input_required`, `consent_required`, `error`. */
       outcome: string;
     }
   | { kind: 'portal_sessions' /** Portal sessions open now (2025-11-25 wire). */; open: number }

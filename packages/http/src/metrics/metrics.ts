@@ -74,7 +74,7 @@ const UNMATCHED = 'unmatched';
  *   status class (`2xx`) or the failure (`timeout`, `blocked_address`, …);
  * - `keyway_rate_limited_total{limit}`: `auth`, `mint`, `discover`;
  * - `keyway_gateway_requests_total{provider,outcome}` and `keyway_gateway_open_streams`;
- * - `keyway_portal_tool_calls_total{alias,outcome}` (`ok`, `tool_error`,
+ * - `keyway_portal_tool_calls_total{alias,outcome}` (`ok`, `tool_error`, `input_required`,
  *   `consent_required`, `error`) and `keyway_portal_open_sessions`;
  *
  * A `provider` or `alias` label takes at most `maxLabelValues` values per metric (then `other`), and a
@@ -146,7 +146,8 @@ export function createMetrics(options: MetricsOptions = {}): KeywayMetrics {
 
   const portalCalls = counter(
     'keyway_portal_tool_calls_total',
-    'Tools called through the portal, by connection alias and outcome: ok, tool_error, consent_required, error.',
+    'Tools called through the portal, by connection alias and outcome: ok, tool_error, input_required, ' +
+      'consent_required, error.',
     ['alias', 'outcome'],
   );
   const portalSessions = new Gauge({

@@ -3,6 +3,7 @@ import { RELAYED } from '@keyway/core/outbound';
 import type { Reply } from '../responses.js';
 import {
   endpointAudience,
+  FOREIGN_ORIGIN,
   type Method,
   type Route,
   type RouteContext,
@@ -46,6 +47,7 @@ const gatewayRoute = (method: Method, id: string, summary: string, ok: string): 
   },
   ok: { 200: { description: ok, schema: null } },
   errors: GATEWAY_ERRORS,
+  rpcErrors: FOREIGN_ORIGIN,
   handle: forward,
 });
 

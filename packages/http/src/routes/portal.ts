@@ -2,6 +2,7 @@ import { type KeywayErrorCode, resourcePathFromUrl } from '@keyway/core';
 import type { Reply } from '../responses.js';
 import {
   endpointAudience,
+  FOREIGN_ORIGIN,
   type Method,
   type Route,
   type RouteContext,
@@ -32,6 +33,7 @@ async function serve({ broker, principal, param, incoming }: RouteContext): Prom
 }
 
 const SESSION_ERRORS: Record<number, string> = {
+  ...FOREIGN_ORIGIN,
   400: 'a message the MCP transport refuses (no session yet, not JSON-RPC)',
   404: 'the session is unknown, ended, or another credential’s (`Session not found`)',
   406: 'the `Accept` header leaves out a media type the transport answers with',

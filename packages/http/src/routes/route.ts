@@ -104,6 +104,11 @@ export function endpointAudience(kind: 'mcp' | 'portal'): (param: string) => str
   };
 }
 
+/** The refusal every MCP endpoint (§13, §18) documents: DNS rebinding protection. */
+export const FOREIGN_ORIGIN = {
+  403: 'the `Origin` header names another origin than the broker’s (DNS rebinding protection)',
+};
+
 const RESOURCE_PATH =
   'A resource path (docs/api.md §2): slash-delimited segments, sent as they are in the URL path.';
 
