@@ -15,6 +15,7 @@ await bundleBench({
     join(here, 'src', 'reference-server.ts'),
     join(here, 'src', 'mcp-upstream.ts'),
     join(here, 'src', 'proxy-hop.ts'),
+    join(here, 'src', 'sdk-relay.ts'),
   ],
   outdir,
 });

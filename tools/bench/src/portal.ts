@@ -47,8 +47,12 @@ export interface PortalResult {
    * once directly (the slowest of them is the answer: the floor), the portal over all.
    */
   list: { direct: number; fanOut: number; portal: number };
-  /** Median microseconds of one `tools/call`: through the gateway, through the portal. */
-  call: { gateway: number; portal: number };
+  /**
+   * Median microseconds of one `tools/call`: to the server directly, through the gateway,
+   * through a relay of the SDK's own server and client in a process of its own (no
+   * gateway: the floor of any portal built on the SDK), through the portal.
+   */
+  call: { direct: number; gateway: number; relay: number; portal: number };
   /** `keyway serve`'s resident memory with the idle sessions open, against before, bytes. */
   idle: { sessions: number; connections: number; before: number; after: number };
 }
@@ -151,6 +155,12 @@ export async function benchPortal(options: PortalOptions): Promise<PortalResult>
       'acme/alice/s0',
     );
     await seeding.close();
+    const relay = await startServerProcess(process.execPath, ['.build/sdk-relay.js'], {
+      cwd: benchDir,
+      env: { UPSTREAM: `${upstream.base}/mcp`, TOKEN: upstreamToken },
+      listening: /listening on (http:\/\/127\.0\.0\.1:\d+)/,
+    });
+    stops.push(() => relay.stop());
 
     const keyway = await startBrokerProcess({
       KEYWAY_ROOT_KEY: ROOT_KEY,
@@ -177,6 +187,7 @@ export async function benchPortal(options: PortalOptions): Promise<PortalResult>
     const directSession = await initialize(direct, `Bearer ${upstreamToken}`);
     const portalSession = await initialize(portal, root);
     const gatewaySession = await initialize(gateway, root);
+    const relaySession = await initialize(`${relay.base}/mcp`, root);
     const sides = {
       listDirect: () => rpc(direct, `Bearer ${upstreamToken}`, list, directSession, '"echo"'),
       // What a client that asked the servers itself would wait for: all at once, the slowest.
@@ -188,7 +199,10 @@ export async function benchPortal(options: PortalOptions): Promise<PortalResult>
         ),
       listPortal: () =>
         rpc(portal, root, list, portalSession, `"s${options.connections - 1}__echo"`),
+      callDirect: () =>
+        rpc(direct, `Bearer ${upstreamToken}`, call('echo'), directSession, 'hello'),
       callGateway: () => rpc(gateway, root, call('echo'), gatewaySession, 'hello'),
+      callRelay: () => rpc(`${relay.base}/mcp`, root, call('echo'), relaySession, 'hello'),
       callPortal: () => rpc(portal, root, call('s0__echo'), portalSession, 'hello'),
     };
     // Warm every path (the portal's sessions with the servers open here), then alternate.
@@ -197,7 +211,9 @@ export async function benchPortal(options: PortalOptions): Promise<PortalResult>
       listDirect: [],
       listFanOut: [],
       listPortal: [],
+      callDirect: [],
       callGateway: [],
+      callRelay: [],
       callPortal: [],
     } as Record<keyof typeof sides, number[]>;
     for (let round = 0; round < options.rounds; round++) {
@@ -233,7 +249,12 @@ export async function benchPortal(options: PortalOptions): Promise<PortalResult>
         fanOut: median(rounds.listFanOut),
         portal: median(rounds.listPortal),
       },
-      call: { gateway: median(rounds.callGateway), portal: median(rounds.callPortal) },
+      call: {
+        direct: median(rounds.callDirect),
+        gateway: median(rounds.callGateway),
+        relay: median(rounds.callRelay),
+        portal: median(rounds.callPortal),
+      },
       idle: { sessions: options.sessions, connections: options.sessionConnections, before, after },
     };
   } finally {

@@ -286,6 +286,7 @@ export function writeReport(report: Report, file: string | null): string {
   const { portal } = report;
   const listRatio = portal.list.portal / portal.list.fanOut;
   const callRatio = portal.call.portal / portal.call.gateway;
+  const relayRatio = portal.call.portal / portal.call.relay;
   const perSession = (portal.idle.after - portal.idle.before) / portal.idle.sessions / 1024;
   push(
     '## Portal',
@@ -295,12 +296,15 @@ export function writeReport(report: Report, file: string | null): string {
     'every server on every list here (`KEYWAY_PORTAL_LIST_CACHE_MS=0`: lists not kept), so the fan-out is what is',
     'measured. Each floor is measured in the same run: the ten servers asked at once directly (a client that asked',
     'them itself would wait for the slowest; they share one process here, as the portal’s requests to them do), one',
-    'asked alone (shown), and the same `tools/call` through the gateway.',
+    'asked alone (shown), the same `tools/call` directly, through the gateway, and through a relay of the SDK.',
     '',
     '| Request | Floor | Through the portal | Portal / floor |',
     '| --- | ---: | ---: | ---: |',
     `| \`tools/list\` of ${portal.connections} servers (median round trip) against the slowest of them asked at once, directly (one alone: ${us(portal.list.direct)} µs) | ${us(portal.list.fanOut)} µs | ${us(portal.list.portal)} µs | ${listRatio.toFixed(2)}× |`,
     `| \`tools/call\` (median round trip) against the same call through the gateway | ${us(portal.call.gateway)} µs | ${us(portal.call.portal)} µs | ${callRatio.toFixed(2)}× |`,
+    `| \`tools/call\` against a relay of the SDK’s own server and client, in a process of its own, with no gateway (the floor of any portal built on the SDK) | ${us(portal.call.relay)} µs | ${us(portal.call.portal)} µs | ${relayRatio.toFixed(2)}× |`,
+    '',
+    `What each hop adds to the call made directly (${us(portal.call.direct)} µs): the gateway ${us(portal.call.gateway - portal.call.direct)} µs, the SDK relay ${us(portal.call.relay - portal.call.direct)} µs, the portal ${us(portal.call.portal - portal.call.direct)} µs — the SDK's server and client layers on top of the gateway's.`,
     '',
     `**Idle sessions**: ${int(portal.idle.sessions)} portal sessions, each over ${portal.idle.connections} connections whose servers it listed (so each holds its ${portal.idle.connections} sessions with them), took \`keyway serve\` from ${mib(portal.idle.before)} to ${mib(portal.idle.after)} of resident memory: ${perSession.toFixed(1)} KiB a session.`,
     '',

@@ -38,6 +38,46 @@ function rpcError(status: number, code: number, message: string): Response {
   });
 }
 
+/** The largest JSON-RPC message the portal reads (the SDK's own bound). */
+const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+
+/** No message to read: not a `POST` of JSON (the SDK's transport answers it as it does). */
+const NO_MESSAGE = Symbol('no message');
+
+/**
+ * A `POST`'s JSON-RPC message, read once under {@link MAX_MESSAGE_BYTES}; the answer the
+ * SDK's transport would give to a body too large or not JSON; or {@link NO_MESSAGE}.
+ */
+async function messageOf(request: Request): Promise<unknown> {
+  const type = request.headers.get('content-type') ?? '';
+  if (request.method !== 'POST' || request.body === null || !type.includes('application/json')) {
+    return NO_MESSAGE;
+  }
+  const declared = Number(request.headers.get('content-length') ?? '0');
+  const tooLarge = () =>
+    rpcError(413, -32000, `the message is larger than ${MAX_MESSAGE_BYTES} bytes`);
+  if (declared > MAX_MESSAGE_BYTES) return tooLarge();
+  const reader = request.body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_MESSAGE_BYTES) {
+      await reader.cancel().catch(() => {});
+      return tooLarge();
+    }
+    text += decoder.decode(value, { stream: true });
+  }
+  try {
+    return JSON.parse(text + decoder.decode());
+  } catch {
+    return rpcError(400, -32700, 'Parse error: Invalid JSON');
+  }
+}
+
 function live(session: PortalSession | undefined): PortalSession {
   if (session === undefined) throw new Error('the portal session has ended');
   return session;
@@ -109,13 +149,18 @@ export class Portal {
     const path = parseResourcePath(prefix);
     assertCoversPath(principal, path);
     const caller: PortalCaller = { principal, prefix: path };
-    if (!(await isLegacyRequest(request))) {
+    // Read once here, for the wire's classification and then the SDK's transport.
+    const message = await messageOf(request);
+    if (message instanceof Response) return message;
+    const parsedBody = message === NO_MESSAGE ? undefined : message;
+    if (!(await isLegacyRequest(request, parsedBody))) {
       return this.#modern.fetch(request, {
         authInfo: { token: '', clientId: 'keyway-portal', scopes: [], extra: { caller } },
+        parsedBody,
       });
     }
     const id = request.headers.get('mcp-session-id');
-    if (id === null) return this.#start(caller, request);
+    if (id === null) return this.#start(caller, request, parsedBody);
     const entry = this.#legacy.get(id);
     // Another credential's session, or another portal's, is no session to this caller.
     if (
@@ -127,11 +172,11 @@ export class Portal {
     }
     entry.session.caller.principal = principal;
     entry.session.usedAt = this.#deps.now();
-    return entry.transport.handleRequest(request);
+    return entry.transport.handleRequest(request, { parsedBody });
   }
 
   /** A new session (an `initialize`), or the SDK's refusal of what is not one. */
-  async #start(caller: PortalCaller, request: Request): Promise<Response> {
+  async #start(caller: PortalCaller, request: Request, parsedBody: unknown): Promise<Response> {
     if (this.#legacy.size >= this.#deps.settings.maxSessions) {
       await this.sweep();
       if (this.#legacy.size >= this.#deps.settings.maxSessions) {
@@ -169,7 +214,7 @@ export class Portal {
       onsessionclosed: (id) => this.#end(id),
     });
     await session.server.connect(transport);
-    const response = await transport.handleRequest(request);
+    const response = await transport.handleRequest(request, { parsedBody });
     if (transport.sessionId === undefined) await session.server.close().catch(() => {});
     return response;
   }

@@ -12,7 +12,7 @@ import type {
   LoggingMessageNotification,
 } from '@modelcontextprotocol/server';
 import type { Principal } from '../auth/principal.js';
-import type { Gateway } from '../upstream/gateway.js';
+import type { Gateway, GatewayRequest } from '../upstream/gateway.js';
 
 /*
  * The portal's sessions with its servers (docs/api.md §18): one MCP client of the official
@@ -57,6 +57,30 @@ export interface Upstream {
    * nothing more is asked of it.
    */
   listen(): Promise<void>;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * What the SDK's client asks to fetch, as the gateway takes it: no Web `Request`, whose
+ * making follows the client's long-lived abort signal with one more listener per request
+ * (kept until the request is collected: a cost that grows with the session's age).
+ */
+function gatewayRequest(input: string | URL | Request, init: RequestInit = {}): GatewayRequest {
+  if (input instanceof Request) return input;
+  const { body } = init;
+  let bytes: GatewayRequest['body'];
+  if (body === undefined || body === null) bytes = null;
+  else if (typeof body === 'string') bytes = encoder.encode(body);
+  else if (body instanceof Uint8Array || body instanceof ReadableStream) bytes = body;
+  // The SDK's client sends JSON text: anything else is a change to look at, not to guess.
+  else throw new TypeError('the portal forwards text, bytes or a stream as a request body');
+  return {
+    method: init.method ?? 'GET',
+    headers: new Headers(init.headers),
+    body: bytes,
+    ...(init.signal === undefined || init.signal === null ? {} : { signal: init.signal }),
+  };
 }
 
 /** The address an upstream client is given: never fetched, the gateway is its fetch. */
@@ -143,7 +167,7 @@ export class UpstreamSessions {
     const principal = this.#principal;
     let stream = this.#stream();
     const fetch = async (input: string | URL | Request, init?: RequestInit) => {
-      const request = new Request(input, init);
+      const request = gatewayRequest(input, init);
       // No event stream of its own: answered as a server that offers none would answer.
       if (!stream && request.method === 'GET') return new Response(null, { status: 405 });
       try {
