@@ -92,6 +92,7 @@ const LAYERS = [
   'upstream',
   'sign-in',
   'portal',
+  'connect',
   'broker',
   'config',
 ];

@@ -1,6 +1,7 @@
 import { assertCoversPath, type Principal } from '../auth/principal.js';
 import { RateLimiter } from '../auth/rate-limit.js';
 import { parseResourcePath } from '../auth/resource-path.js';
+import { ConnectSessions } from '../connect/service.js';
 import type { ConnectionDeps } from '../connections/deps.js';
 import { ConnectionRecords } from '../connections/records.js';
 import { Refresher } from '../connections/refresh.js';
@@ -55,6 +56,8 @@ export interface Broker {
   readonly signIn: SignInService;
   /** The portal (docs/api.md §18): one MCP endpoint for a namespace's connections. */
   readonly portal: Portal;
+  /** Connect sessions and the hosted connect page's access (docs/api.md §19). */
+  readonly connectSessions: ConnectSessions;
   /**
    * The public base URL the broker was configured with (no trailing slash), or `null`. Its
    * origin is the one a browser may call the MCP endpoints from (DNS rebinding protection).
@@ -288,6 +291,20 @@ export function createBroker(config: BrokerConfig): Broker {
     onError: resolved.onBackgroundError,
   });
 
+  const connectSessions = new ConnectSessions({
+    baseUrl: resolved.baseUrl,
+    allowedRedirects: resolved.allowedRedirects,
+    storage,
+    vault,
+    events,
+    limiter,
+    authorize: (principal, providerId, input) =>
+      connections.authorize(principal, providerId, input),
+    disconnect: (principal, connectionId) => connections.delete(principal, connectionId),
+    now: resolved.now,
+    randomBytes: resolved.randomBytes,
+  });
+
   async function purgeExpired(): Promise<number> {
     let total = 0;
     for (;;) {
@@ -325,6 +342,7 @@ export function createBroker(config: BrokerConfig): Broker {
     events: eventService,
     signIn,
     portal,
+    connectSessions,
     baseUrl: resolved.baseUrl,
     clientMetadataDocument() {
       return resolved.profile === null ? null : clientMetadataDocument(resolved.profile);

@@ -110,6 +110,8 @@ export const EVENT_TYPES = [
   'grant.created',
   'grant.revoked',
   'tool.called',
+  'connect_session.created',
+  'connect_session.completed',
 ] as const;
 
 /**
