@@ -306,7 +306,7 @@ export function writeReport(report: Report, file: string | null): string {
     '',
     `What each hop adds to the call made directly (${us(portal.call.direct)} µs): the gateway ${us(portal.call.gateway - portal.call.direct)} µs, the SDK relay ${us(portal.call.relay - portal.call.direct)} µs, the portal ${us(portal.call.portal - portal.call.direct)} µs — the SDK's server and client layers on top of the gateway's.`,
     '',
-    `**Idle sessions**: ${int(portal.idle.sessions)} portal sessions, each over ${portal.idle.connections} connections whose servers it listed (so each holds its ${portal.idle.connections} sessions with them), opened after ${int(Math.ceil(portal.idle.sessions / 2))} such sessions (unmeasured, so that the heap holds sessions already), took \`keyway serve\` from ${mib(portal.idle.before)} to ${mib(portal.idle.after)} of resident memory: ${perSession.toFixed(1)} KiB a session.`,
+    `**Idle sessions**: ${int(portal.idle.sessions)} portal sessions, each over ${portal.idle.connections} connections whose servers it listed (so each holds its ${portal.idle.connections} sessions with them), opened in a \`keyway serve\` of their own after ${int(Math.ceil(portal.idle.sessions / 2))} such sessions (unmeasured, so that the heap holds sessions already), each figure the least of ten samples a second apart once idle, took \`keyway serve\` from ${mib(portal.idle.before)} to ${mib(portal.idle.after)} of resident memory: ${perSession.toFixed(1)} KiB a session.`,
     '',
   );
 
