@@ -162,16 +162,16 @@ export async function benchPortal(options: PortalOptions): Promise<PortalResult>
     });
     stops.push(() => relay.stop());
 
-    const keyway = await startBrokerProcess({
+    const brokerEnv = {
       KEYWAY_ROOT_KEY: ROOT_KEY,
       KEYWAY_DATABASE: file,
       KEYWAY_LOG_LEVEL: 'silent',
       KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
       KEYWAY_MAX_CONNECTIONS: String(options.sessions + 200),
-      // Every list asks every server: the fan-out is what is measured.
-      KEYWAY_PORTAL_LIST_CACHE_MS: '0',
       KEYWAY_PORTAL_MAX_SESSIONS: String(options.sessions * 2),
-    });
+    };
+    // Every list asks every server: the fan-out is what is measured.
+    const keyway = await startBrokerProcess({ ...brokerEnv, KEYWAY_PORTAL_LIST_CACHE_MS: '0' });
     stops.push(() => keyway.stop());
     const root = `Bearer ${ROOT_KEY}`;
     const direct = `${upstream.base}/mcp`;
@@ -230,14 +230,7 @@ export async function benchPortal(options: PortalOptions): Promise<PortalResult>
     // work above has free heap the sessions would fill unseen. Half as many first,
     // unmeasured, so that the heap already holds sessions when the measure starts.
     await keyway.stop();
-    const idle = await startBrokerProcess({
-      KEYWAY_ROOT_KEY: ROOT_KEY,
-      KEYWAY_DATABASE: file,
-      KEYWAY_LOG_LEVEL: 'silent',
-      KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
-      KEYWAY_MAX_CONNECTIONS: String(options.sessions + 200),
-      KEYWAY_PORTAL_MAX_SESSIONS: String(options.sessions * 2),
-    });
+    const idle = await startBrokerProcess(brokerEnv);
     stops.push(() => idle.stop());
     const pid = idle.child.pid as number;
     const bob = `${idle.url}/portal/acme/bob`;

@@ -2,6 +2,7 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { canonicalizeScopes, setCoversPath } from '../auth/scope.js';
+import { allowedRedirect } from '../connections/authorization.js';
 import { KeywayError } from '../contract/errors.js';
 import { isoTime } from '../contract/time.js';
 import { parseShape } from '../contract/validation.js';
@@ -131,7 +132,10 @@ export class ConnectSessions {
         if (!providers.includes(provider)) providers.push(provider);
       }
     }
-    const redirect = shape.redirect_uri === undefined ? null : this.#redirect(shape.redirect_uri);
+    const redirect =
+      shape.redirect_uri === undefined
+        ? null
+        : allowedRedirect(shape.redirect_uri, deps.allowedRedirects, 'redirect_uri');
     const now = deps.now();
     const id = toBase64Url(deps.randomBytes(12));
     const secret = `${PREFIX}${id}.${toBase64Url(deps.randomBytes(32))}`;
@@ -166,23 +170,6 @@ export class ConnectSessions {
       },
     });
     return { id, url: `${deps.baseUrl}/connect#${secret}`, expires_at: isoTime(entry.expires_at) };
-  }
-
-  #redirect(text: string): string {
-    let url: URL | null;
-    try {
-      url = new URL(text);
-    } catch {
-      url = null;
-    }
-    if (url === null || !this.#deps.allowedRedirects.includes(url.origin) || url.username) {
-      throw new KeywayError(
-        'invalid_redirect',
-        '"redirect_uri" is not within an allowed origin of this deployment (KEYWAY_ALLOWED_REDIRECTS)',
-        { details: [{ path: 'redirect_uri', message: 'not an allowed origin' }] },
-      );
-    }
-    return url.href;
   }
 
   /**
@@ -317,9 +304,11 @@ export class ConnectPage {
     return records.map((record) => record.id);
   }
 
-  /** The connection a provider's authorization starts: `<namespace>/<provider's last segment>`. */
-  async #connectionOf(providerId: string): Promise<string> {
-    const offered = await this.#offered();
+  /**
+   * The connection a provider's authorization starts: `<namespace>/<provider's last
+   * segment>`, or the whole provider id when two offered providers share that segment.
+   */
+  #connectionOf(providerId: string, offered: string[]): string {
     if (!offered.includes(providerId)) {
       throw new KeywayError(
         'not_found',
@@ -339,10 +328,11 @@ export class ConnectPage {
   async view(): Promise<ConnectPageView> {
     const deps = this.#deps;
     const providers: OfferedProvider[] = [];
-    for (const providerId of await this.#offered()) {
+    const offered = await this.#offered();
+    for (const providerId of offered) {
       const record = await deps.storage.getProvider(providerId);
       if (record === null) continue;
-      const connectionId = await this.#connectionOf(providerId);
+      const connectionId = this.#connectionOf(providerId, offered);
       const connection = await deps.storage.getConnection(connectionId);
       providers.push({
         provider_id: providerId,
@@ -395,7 +385,7 @@ export class ConnectPage {
    */
   async start(providerId: string): Promise<{ connection_id: string; authorization_url: string }> {
     const provider = parseResourcePath(providerId, 'provider_id');
-    const connectionId = await this.#connectionOf(provider);
+    const connectionId = this.#connectionOf(provider, await this.#offered());
     const started = await this.#deps.authorize(this.principal, provider, {
       connection_id: connectionId,
       ...(this.#entry.verify ? { verify_user: true } : {}),
@@ -418,6 +408,9 @@ export class ConnectPage {
       );
     }
     const provider = parseResourcePath(providerId, 'provider_id');
-    await this.#deps.disconnect(this.principal, await this.#connectionOf(provider));
+    await this.#deps.disconnect(
+      this.principal,
+      this.#connectionOf(provider, await this.#offered()),
+    );
   }
 }

@@ -40,6 +40,33 @@ import { verifyFlow } from './verification.js';
 import type { ConnectionView } from './view.js';
 
 /**
+ * A URL the browser may be sent back to: one of the deployment's allowed origins
+ * (`KEYWAY_ALLOWED_REDIRECTS`), with no credentials in it. Answers its normalized form.
+ *
+ * @param field The input's field, named in the refusal.
+ * @throws {KeywayError} `invalid_redirect`.
+ * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) `redirect_to`; [docs/api.md §19](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#19-connect-sessions-and-the-hosted-connect-page) `redirect_uri`
+ */
+export function allowedRedirect(text: string, allowed: readonly string[], field: string): string {
+  let url: URL | null;
+  try {
+    url = new URL(text);
+  } catch {
+    url = null;
+  }
+  if (url === null || !allowed.includes(url.origin) || url.username || url.password) {
+    throw new KeywayError(
+      'invalid_redirect',
+      `"${field}" is not an allowed origin of this deployment`,
+      {
+        details: [{ path: field, message: 'not an allowed origin' }],
+      },
+    );
+  }
+  return url.href;
+}
+
+/**
  * The answer of an authorize call (docs/api.md §5).
  *
  * @see [docs/api.md §5](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#5-connections) "Authorize"
@@ -90,28 +117,9 @@ export class AuthorizationFlow {
   }
 
   #redirectTarget(text: string | undefined): string | null {
-    if (text === undefined) return null;
-    let url: URL | null = null;
-    try {
-      url = new URL(text);
-    } catch {
-      url = null;
-    }
-    if (
-      url === null ||
-      !this.#deps.allowedRedirects.includes(url.origin) ||
-      url.username ||
-      url.password
-    ) {
-      throw new KeywayError(
-        'invalid_redirect',
-        '"redirect_to" is not an allowed origin of this deployment',
-        {
-          details: [{ path: 'redirect_to', message: 'not an allowed origin' }],
-        },
-      );
-    }
-    return url.href;
+    return text === undefined
+      ? null
+      : allowedRedirect(text, this.#deps.allowedRedirects, 'redirect_to');
   }
 
   async authorize(
