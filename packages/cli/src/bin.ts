@@ -28,7 +28,10 @@ Starts the Keyway broker. Environment:
   KEYWAY_PROVIDER_MANAGEMENT  true/false: provider endpoints on or off (default true)
   KEYWAY_INSPECTOR  true/false: the inspector page at /inspector (default true)
   KEYWAY_CLIENT_METADATA_URL  the client-ID metadata document URL when hosted elsewhere
-  KEYWAY_ALLOWED_REDIRECTS  comma-separated origins redirect_to may point to
+  KEYWAY_ALLOWED_REDIRECTS  comma-separated origins redirect_to and a connect session's
+                    redirect_uri may point to (the connect page tells these origins)
+  KEYWAY_CONNECT_FRAME_ANCESTORS  comma-separated origins that may frame the connect page
+                    (default none)
   KEYWAY_ALLOWED_HOSTS  comma-separated hosts outbound requests may reach over plain
                     http and on loopback/private addresses (development only)
   KEYWAY_TRUST_PROXY  true: client address from the last X-Forwarded-For entry, scheme

@@ -66,6 +66,7 @@ export const SERVE_VARIABLES: readonly string[] = [
   'KEYWAY_CLIENT_METADATA_URL',
   'KEYWAY_PROVIDER_MANAGEMENT',
   'KEYWAY_INSPECTOR',
+  'KEYWAY_CONNECT_FRAME_ANCESTORS',
   'KEYWAY_TRUST_PROXY',
   'KEYWAY_RATE_LIMITS',
   'KEYWAY_WEBHOOK_URL',
@@ -166,6 +167,9 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
   if (management !== undefined) options.providerManagement = management;
   const inspector = booleanVariable(env, 'KEYWAY_INSPECTOR');
   if (inspector !== undefined) options.inspector = inspector;
+  if (env.KEYWAY_CONNECT_FRAME_ANCESTORS) {
+    options.connectFrameAncestors = listVariable(env.KEYWAY_CONNECT_FRAME_ANCESTORS);
+  }
   const trustProxy = booleanVariable(env, 'KEYWAY_TRUST_PROXY');
   if (trustProxy !== undefined) options.trustProxy = trustProxy;
   if (env.KEYWAY_RATE_LIMITS) options.rateLimits = parseRateLimits(env.KEYWAY_RATE_LIMITS);

@@ -113,6 +113,11 @@ export interface ServeOptions {
   providerManagement?: boolean;
   /** Serves the inspector at `/inspector` (docs/api.md §9). Default true. */
   inspector?: boolean;
+  /**
+   * Origins that may frame the hosted connect page (docs/api.md §19,
+   * `KEYWAY_CONNECT_FRAME_ANCESTORS`). Default none.
+   */
+  connectFrameAncestors?: string[];
   /** Where the client-ID metadata document is hosted, when not at its default URL. */
   clientMetadataUrl?: string;
   /** Origins `redirect_to` may point to. */
@@ -323,6 +328,9 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   }
   const handler = createHandler(broker, {
     inspector: options.inspector ?? true,
+    ...(options.connectFrameAncestors === undefined
+      ? {}
+      : { connectFrameAncestors: options.connectFrameAncestors }),
     onRequest: (record) => {
       serverLogger.request(record);
       metrics?.onRequest(record);

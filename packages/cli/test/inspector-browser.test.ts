@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { accessibilityFindings, launchChromium } from '@keyway/test-support/browser';
@@ -9,7 +8,8 @@ import { startWebhookReceiver } from '@keyway/test-support/webhooks';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningServer, serve } from '../src/index.js';
-import { callApi, close, listen, oidcProvider, serveMcp } from './peers.js';
+import { consentInPopup, startAuthorizedMcp } from './browser-peers.js';
+import { callApi } from './peers.js';
 
 const ROOT_KEY = 'inspector-root-key-0123456789abcdefghijk';
 const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
@@ -25,39 +25,15 @@ const shots = fileURLToPath(
   ),
 );
 
-/** An authorization server (oidc-provider) and an MCP server (the SDK) that trusts it. */
-async function startServers(name: string) {
-  const asServer = createServer();
-  const issuer = await listen(asServer);
-  const mcpServer = createServer();
-  const resourceUrl = `${await listen(mcpServer)}/mcp`;
-  asServer.on(
-    'request',
-    oidcProvider(issuer, () => resourceUrl, {
-      accessTokenTTL: 600,
-      accessTokenFormat: 'jwt',
-    }).callback(),
-  );
-  serveMcp(mcpServer, { issuer, resourceUrl, name, version: '3.1.4', echo: (text) => text });
-  return {
-    issuer,
-    resourceUrl,
-    close: async () => {
-      await close(mcpServer);
-      await close(asServer);
-    },
-  };
-}
-
 describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc-provider', () => {
-  let servers: Awaited<ReturnType<typeof startServers>>;
+  let servers: Awaited<ReturnType<typeof startAuthorizedMcp>>;
   let sink: Awaited<ReturnType<typeof startWebhookReceiver>>;
   let keyway: RunningServer;
   let browser: Browser;
   let base: string;
 
   beforeAll(async () => {
-    servers = await startServers('inspector-mcp');
+    servers = await startAuthorizedMcp('inspector-mcp');
     // A webhook endpoint that keeps failing: its deliveries show in the Webhooks view.
     sink = await startWebhookReceiver({ secret: WEBHOOK_SECRET, status: () => 500 });
     // The inspector is opened at the broker's public base URL: the callback page reports to
@@ -143,26 +119,8 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
   const fits = (page: Page) =>
     page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth);
 
-  /** Signs in and consents in the oidc-provider popup, however many pages it shows. */
-  async function consent(page: Page, start: () => Promise<void>): Promise<void> {
-    const opened = page.context().waitForEvent('page');
-    await start();
-    const popup = await opened;
-    await popup.waitForLoadState();
-    for (let step = 0; step < 6 && !popup.isClosed(); step++) {
-      const login = popup.locator('input[name=login]');
-      if ((await login.count()) > 0) {
-        await login.fill('alice');
-        await popup.locator('input[name=password]').fill('any');
-      }
-      const submit = popup.locator('button[type=submit]');
-      if ((await submit.count()) === 0) break;
-      await submit.first().click();
-      await popup.waitForLoadState().catch(() => {});
-    }
-    // The callback page told the inspector over its BroadcastChannel, then closed itself.
-    await expect.poll(() => popup.isClosed(), { timeout: 10_000 }).toBe(true);
-  }
+  /** Signs in and consents in the oidc-provider popup. */
+  const consent = (page: Page, start: () => Promise<void>) => consentInPopup(page, start);
 
   const panel = (page: Page, id: string) => page.getByRole('region', { name: `Connection ${id}` });
 
@@ -477,7 +435,14 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
       .getByRole('link')
       .allTextContents();
     // Deliveries are the root key's: no Webhooks view.
-    expect(links).toEqual(['Connect', 'Connections', 'Providers', 'Tokens', 'Audit']);
+    expect(links).toEqual([
+      'Connect',
+      'Connections',
+      'Providers',
+      'Tokens',
+      'Connect sessions',
+      'Audit',
+    ]);
     await go(page, 'Tokens');
     await expect
       .poll(() => page.locator('form .hint').first().textContent())
@@ -602,7 +567,7 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
     await shot(page, 'inspector-failure-375.png');
 
     // A refresh the authorization server does not answer keeps the valid token: said so.
-    const gone = await startServers('short-lived');
+    const gone = await startAuthorizedMcp('short-lived');
     await page.getByLabel('MCP server URL').fill(gone.resourceUrl);
     await page.getByLabel('Provider id').fill('inspect/gone');
     await page.getByRole('button', { name: 'Save provider' }).click();

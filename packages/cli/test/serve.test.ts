@@ -278,6 +278,11 @@ describe('serveOptionsFromEnv()', () => {
     expect(serveOptionsFromEnv({ KEYWAY_VAULT_KEYS: 'k1, k2' })).toEqual({
       vaultKeys: ['k1', 'k2'],
     });
+    expect(
+      serveOptionsFromEnv({
+        KEYWAY_CONNECT_FRAME_ANCESTORS: 'https://app.example.com, http://localhost:3000',
+      }),
+    ).toEqual({ connectFrameAncestors: ['https://app.example.com', 'http://localhost:3000'] });
   });
 
   it('reads KEYWAY_TRUST_PROXY, KEYWAY_RATE_LIMITS and the server limits', () => {

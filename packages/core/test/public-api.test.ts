@@ -105,6 +105,20 @@ describe('the root entry of @keyway/core', () => {
     expectTypeOf<z.output<typeof schemas.EventBody>>().toEqualTypeOf<core.KeywayEvent>();
     type DeliveryView = Awaited<ReturnType<Broker['events']['deliveries']>>['items'][number];
     expectTypeOf<z.output<typeof schemas.DeliveryViewBody>>().toEqualTypeOf<DeliveryView>();
+    type Sessions = Broker['connectSessions'];
+    type Page = Awaited<ReturnType<Sessions['open']>>;
+    expectTypeOf<z.output<typeof schemas.CreatedConnectSessionBody>>().toEqualTypeOf<
+      Awaited<ReturnType<Sessions['create']>>
+    >();
+    expectTypeOf<z.output<typeof schemas.ConnectSessionViewBody>>().toEqualTypeOf<
+      Awaited<ReturnType<Sessions['revoke']>>
+    >();
+    expectTypeOf<z.output<typeof schemas.ConnectPageViewBody>>().toEqualTypeOf<
+      Awaited<ReturnType<Page['view']>>
+    >();
+    expectTypeOf<z.output<typeof schemas.ConnectStartedBody>>().toEqualTypeOf<
+      Awaited<ReturnType<Page['start']>>
+    >();
     expect(Object.keys(schemas).length).toBeGreaterThan(20);
   });
 

@@ -1,30 +1,8 @@
 /*
- * Runs on the OAuth callback page: tells the inspector that opened the consent window how
- * the authorization ended, over a BroadcastChannel (which only pages of this origin share:
- * the consent window has no `opener`, so the authorization server's pages cannot reach the
- * inspector), then closes the window. A browser that keeps it open (one that does not count
- * it as opened by a script after the authorization server's pages) gets a button: a click
- * may close what a script alone may not.
+ * Runs on the OAuth callback page of an authorization the inspector started: tells the
+ * inspector how it ended (./report.ts), and closes the window.
  */
-import { CALLBACK_CHANNEL } from './channel.js';
+import { reportOverChannel } from './report.js';
 
 const outcome = document.getElementById('outcome');
-if (outcome !== null) {
-  const channel = new BroadcastChannel(CALLBACK_CHANNEL);
-  channel.postMessage({
-    type: 'keyway-callback',
-    connection_id: outcome.dataset.connection,
-    status: outcome.dataset.status,
-    error: outcome.dataset.error ?? null,
-  });
-  channel.close();
-  window.close();
-  setTimeout(() => {
-    if (window.closed) return;
-    const button = document.createElement('button');
-    button.type = 'button';
-    button.textContent = 'Close this window';
-    button.addEventListener('click', () => window.close());
-    document.body.append(button);
-  }, 500);
-}
+if (outcome !== null) reportOverChannel(outcome);

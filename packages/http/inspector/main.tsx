@@ -9,6 +9,7 @@ import { describe, holdCredential, type Whoami, whoami } from './api.js';
 import { SayContext } from './ui.js';
 import { AuditView } from './views/audit.js';
 import { ConnectView } from './views/connect.js';
+import { ConnectSessionsView } from './views/connect-sessions.js';
 import { ConnectionsView } from './views/connections.js';
 import { GrantsView } from './views/grants.js';
 import { ProvidersView } from './views/providers.js';
@@ -23,6 +24,8 @@ const VIEWS = [
   { id: 'tokens', label: 'Tokens', for: () => true },
   // The grants of MCP clients that signed in (docs/api.md §17), when sign-in is on.
   { id: 'grants', label: 'Grants', for: (who: Whoami) => who.sign_in },
+  // Hosted connect pages handed to end users (docs/api.md §19).
+  { id: 'connect-sessions', label: 'Connect sessions', for: () => true },
   { id: 'audit', label: 'Audit', for: () => true },
   // Deliveries are the root key's to read (docs/api.md §11).
   { id: 'webhooks', label: 'Webhooks', for: (who: Whoami) => who.name === null },
@@ -160,6 +163,8 @@ function App() {
               <TokensView who={who} />
             ) : shown === 'grants' ? (
               <GrantsView />
+            ) : shown === 'connect-sessions' ? (
+              <ConnectSessionsView />
             ) : shown === 'audit' ? (
               <AuditView />
             ) : (

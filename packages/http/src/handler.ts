@@ -53,6 +53,12 @@ export interface HandlerOptions {
    */
   inspector?: boolean;
   /**
+   * Origins that may show the hosted connect page in a frame (docs/api.md §19,
+   * `KEYWAY_CONNECT_FRAME_ANCESTORS`): its `frame-ancestors`. Default none: the page is
+   * never framed.
+   */
+  connectFrameAncestors?: readonly string[];
+  /**
    * Called once per request with its {@link RequestRecord} (route template, status,
    * duration, principal, client address; never a credential or a query): for request logs
    * and metrics (docs/api.md §16). With it, every answer carries `X-Request-Id`. A hook that
@@ -96,6 +102,8 @@ function webIncoming(request: Request, context: unknown): Incoming {
 /** What every request's {@link Context} shares. */
 interface Shared {
   inspector: boolean;
+  connectFrameAncestors: readonly string[];
+  clientAddress: (incoming: Incoming) => string | null;
   document: () => string;
   maxBodyBytes: number;
 }
@@ -110,6 +118,8 @@ interface Shared {
  */
 class Context implements RouteContext {
   readonly inspector: boolean;
+  readonly connectFrameAncestors: readonly string[];
+  readonly clientAddress: () => string | null;
   readonly document: () => string;
   readonly body: () => Promise<unknown>;
   readonly form: () => Promise<URLSearchParams>;
@@ -126,6 +136,8 @@ class Context implements RouteContext {
   ) {
     this.#principal = principal;
     this.inspector = shared.inspector;
+    this.connectFrameAncestors = shared.connectFrameAncestors;
+    this.clientAddress = () => shared.clientAddress(incoming);
     this.document = shared.document;
     this.body = () => readJsonBody(incoming.request(), shared.maxBodyBytes);
     this.form = () => readFormBody(incoming.request(), shared.maxBodyBytes);
@@ -138,6 +150,33 @@ class Context implements RouteContext {
     if (this.#principal === null) throw new Error('a public route has no principal');
     return this.#principal;
   }
+}
+
+/**
+ * The origins of `connectFrameAncestors`, checked: each a bare `https://` origin (`http://`
+ * only for a loopback host), as a CSP `frame-ancestors` source lists it.
+ *
+ * @throws {TypeError} naming the value that is no such origin.
+ */
+function frameAncestorsOf(given: readonly string[] | undefined): readonly string[] {
+  return (given ?? []).map((text) => {
+    let url: URL | null = null;
+    try {
+      url = new URL(text);
+    } catch {}
+    const loopback = url !== null && ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
+    if (
+      url === null ||
+      url.origin !== text.replace(/\/$/, '') ||
+      !(url.protocol === 'https:' || (url.protocol === 'http:' && loopback))
+    ) {
+      throw new TypeError(
+        `connectFrameAncestors: ${JSON.stringify(text.slice(0, 200))} is not an origin like https://app.example.com ` +
+          `(no path; http only on a loopback host)`,
+      );
+    }
+    return url.origin;
+  });
 }
 
 /** A public JSON document: cacheable a few minutes, readable by a browser-based client. */
@@ -250,12 +289,18 @@ export function createHandler(
     return making;
   };
 
-  const shared: Shared = { inspector, document, maxBodyBytes };
-
   /** The client's address, as the option or the runtime gives it. */
   const clientAddressOf = (incoming: Incoming): string | null =>
     (options.clientAddress === undefined ? undefined : options.clientAddress(incoming.request())) ??
     incoming.clientAddress();
+
+  const shared: Shared = {
+    inspector,
+    connectFrameAncestors: frameAncestorsOf(options.connectFrameAncestors),
+    clientAddress: clientAddressOf,
+    document,
+    maxBodyBytes,
+  };
 
   /** Every request's answer, as a {@link Reply}; what it learns on the way goes in `seen`. */
   const answer = async (incoming: Incoming, seen: Seen): Promise<Reply> => {

@@ -112,6 +112,7 @@ describe.each(storageFactories)('connections ($name storage)', (factory) => {
         authorized_at: null,
         last_refreshed_at: null,
         error: null,
+        account: null,
         alias: null,
         tools: null,
       });

@@ -73,34 +73,50 @@ describe('the inspector page (docs/api.md §9)', () => {
   }, 60_000);
 
   it('writes no markup from values: no HTML sink in its sources, no storage of any kind', async () => {
-    const { readdirSync, readFileSync } = await import('node:fs');
-    const { join } = await import('node:path');
-    const source = join(root, 'packages/http/inspector');
-    const files = readdirSync(source, { recursive: true, encoding: 'utf8' }).filter((file) =>
-      /\.tsx?$/.test(file),
-    );
+    const { files, found } = await sinksIn('packages/http/inspector', [
+      ...HTML_SINKS,
+      'sessionStorage',
+    ]);
     expect(files.length).toBeGreaterThan(10);
-    const found: string[] = [];
-    for (const file of files) {
-      const text = readFileSync(join(source, file), 'utf8');
-      for (const sink of [
-        'innerHTML',
-        'outerHTML',
-        'insertAdjacentHTML',
-        'dangerouslySetInnerHTML',
-        'document.write',
-        'localStorage',
-        'sessionStorage',
-        'document.cookie',
-        'indexedDB',
-        'eval(',
-      ]) {
-        if (text.includes(sink)) found.push(`${file}: ${sink}`);
-      }
-    }
+    expect(found).toEqual([]);
+  });
+
+  it('has a connect page that writes no markup from values and keeps its secret in its tab only', async () => {
+    // sessionStorage only: the secret and a consent's outcome stay in this tab.
+    const { files, found } = await sinksIn('packages/http/connect-page', HTML_SINKS);
+    expect(files.sort()).toEqual(['callback.ts', 'main.tsx', 'return.ts', 'strings.ts']);
     expect(found).toEqual([]);
   });
 });
+
+/** What no page's source may hold: markup written from values, storage beyond the tab. */
+const HTML_SINKS = [
+  'innerHTML',
+  'outerHTML',
+  'insertAdjacentHTML',
+  'dangerouslySetInnerHTML',
+  'document.write',
+  'localStorage',
+  'document.cookie',
+  'indexedDB',
+  'eval(',
+];
+
+/** The TypeScript sources below a folder of the repository, and which sinks each holds. */
+async function sinksIn(folder: string, sinks: string[]) {
+  const { readdirSync, readFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const source = join(root, folder);
+  const files = readdirSync(source, { recursive: true, encoding: 'utf8' }).filter((file) =>
+    /\.tsx?$/.test(file),
+  );
+  const found: string[] = [];
+  for (const file of files) {
+    const text = readFileSync(join(source, file), 'utf8');
+    for (const sink of sinks) if (text.includes(sink)) found.push(`${file}: ${sink}`);
+  }
+  return { files, found };
+}
 
 describe('the callback page with the inspector on', () => {
   it('reports the outcome to the opener through a script of this origin, escaped', async () => {

@@ -452,6 +452,28 @@ describe('real answers of every route against the document', () => {
     await call('POST', '/oauth/revoke', form({ token: granted.body.refresh_token }));
     await call('POST', '/oauth/revoke', form({}));
 
+    // Connect sessions: the app's routes, the page and its three calls with the secret.
+    await h.call('PUT', '/api/admin/providers/linear', { body: provider });
+    const connectSession = await call('POST', '/api/admin/connect-sessions', {
+      body: { namespace: 'acme/bob', providers: ['linear'], allow_disconnect: true },
+    });
+    expect(connectSession.status).toBe(201);
+    await call('POST', '/api/admin/connect-sessions', {
+      body: { namespace: 'acme/bob', expires_in: 1 },
+    });
+    await call('GET', '/api/admin/connect-sessions');
+    await call('GET', '/api/admin/connect-sessions?namespace=../x');
+    const secret = { token: new URL(connectSession.body.url).hash.slice(1) };
+    await call('GET', '/connect', { token: null });
+    await call('GET', '/connect/api/session', secret);
+    await call('GET', '/connect/api/session', noToken);
+    await call('POST', '/connect/api/authorize', { ...secret, body: { provider_id: 'linear' } });
+    await call('POST', '/connect/api/authorize', { ...secret, body: { provider_id: 'github' } });
+    await call('DELETE', '/connect/api/providers/linear', secret);
+    await call('DELETE', '/connect/api/providers/github', secret);
+    await call('DELETE', `/api/admin/connect-sessions/${connectSession.body.id}`);
+    await call('DELETE', '/api/admin/connect-sessions/nothing');
+
     // Health: public and detail-free; the status behind a credential.
     expect((await call('GET', '/healthz', { token: null })).body).toEqual({ status: 'ok' });
     expect((await call('GET', '/readyz', { token: null })).body).toEqual({ status: 'ready' });
@@ -466,7 +488,9 @@ describe('real answers of every route against the document', () => {
     // sign-in: packages/cli/test/sign-in.test.ts drives one (oidc-provider).
     const expected = OPERATIONS.flatMap((operation) => [
       ...(operation.id === 'signInUpstreamCallback' ? [] : [`${operation.id} ok`]),
-      ...(['openapi', 'clientMetadataDocument', 'healthz', 'readyz'].includes(operation.id)
+      ...(['openapi', 'clientMetadataDocument', 'healthz', 'readyz', 'connectPage'].includes(
+        operation.id,
+      )
         ? []
         : [`${operation.id} error`]),
     ]).sort();

@@ -215,6 +215,7 @@ describe('the structure of packages/*/src', () => {
     const names = new Set(files.map(({ file }) => file.split('/')[0]));
     expect([...names].sort()).toEqual([
       'cli',
+      'connect',
       'core',
       'http',
       'sql',

@@ -298,8 +298,8 @@ export function createBroker(config: BrokerConfig): Broker {
     vault,
     events,
     limiter,
-    authorize: (principal, providerId, input) =>
-      connections.authorize(principal, providerId, input),
+    authorize: (principal, providerId, input, options) =>
+      connections.authorize(principal, providerId, input, options),
     disconnect: (principal, connectionId) => connections.delete(principal, connectionId),
     now: resolved.now,
     randomBytes: resolved.randomBytes,

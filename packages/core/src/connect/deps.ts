@@ -1,6 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import type { RateLimiter } from '../auth/rate-limit.js';
-import type { AuthorizeResult } from '../connections/authorization.js';
+import type { AuthorizeOptions, AuthorizeResult } from '../connections/authorization.js';
 import type { EventLog } from '../events/log.js';
 import type { Storage } from '../storage/contract.js';
 import type { Vault } from '../vault/vault.js';
@@ -24,7 +24,8 @@ export interface ConnectDeps {
   authorize: (
     principal: Principal,
     providerId: string,
-    input: { connection_id: string; verify_user?: boolean },
+    input: { connection_id: string; verify_user?: boolean; redirect_to?: string },
+    options: AuthorizeOptions,
   ) => Promise<AuthorizeResult>;
   /** Deletes a connection (the connection service's). */
   disconnect: (principal: Principal, connectionId: string) => Promise<void>;

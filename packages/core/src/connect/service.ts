@@ -3,14 +3,15 @@ import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js'
 import { parseResourcePath } from '../auth/resource-path.js';
 import { canonicalizeScopes, setCoversPath } from '../auth/scope.js';
 import { allowedRedirect } from '../connections/authorization.js';
+import { connectionView } from '../connections/view.js';
 import { KeywayError } from '../contract/errors.js';
+import { ConnectSessionBody } from '../contract/schemas.js';
 import { isoTime } from '../contract/time.js';
 import { parseShape } from '../contract/validation.js';
 import { fromBase64Url, timingSafeEqual, toBase64Url, utf8 } from '../platform/bytes.js';
 import { providerState } from '../providers/state.js';
 import type { ConnectDeps } from './deps.js';
 import {
-  ConnectSessionBody,
   type ConnectSessionInput,
   type ConnectSessionView,
   type CreatedConnectSession,
@@ -40,16 +41,27 @@ export interface OfferedProvider {
   connection_id: string;
   /** `null`: never connected. */
   status: 'pending' | 'active' | 'error' | null;
+  /** The account the server said the connection is for; `null` when it said none. */
+  account: string | null;
+  /** The host of the server's consent page: where the user signs in. */
+  signs_in_at: string;
+  /** Why the connection is in `error` (the server's words); `null` otherwise. */
+  error: { code: string; description: string } | null;
 }
 
 /** What the page reads of its session (never a token or a secret). */
 export interface ConnectPageView {
   branding: SessionEntry['branding'];
-  end_user: { name?: string } | null;
+  end_user: { name: string } | null;
   expires_at: string;
   allow_disconnect: boolean;
   /** Where the page sends the user back, or `null` (the page tells its opener). */
   redirect_uri: string | null;
+  /**
+   * The origins the page may tell its opener (a window of the app that opened it) how a
+   * connection ended: `redirect_uri`'s, else those of `KEYWAY_ALLOWED_REDIRECTS`.
+   */
+  opener_origins: string[];
   providers: OfferedProvider[];
 }
 
@@ -136,6 +148,12 @@ export class ConnectSessions {
       shape.redirect_uri === undefined
         ? null
         : allowedRedirect(shape.redirect_uri, deps.allowedRedirects, 'redirect_uri');
+    if (shape.verify === true && redirect === null) {
+      const message = '"verify" needs a "redirect_uri": the app confirms each connection there';
+      throw new KeywayError('invalid_request', message, {
+        details: [{ path: 'redirect_uri', message }],
+      });
+    }
     const now = deps.now();
     const id = toBase64Url(deps.randomBytes(12));
     const secret = `${PREFIX}${id}.${toBase64Url(deps.randomBytes(32))}`;
@@ -150,6 +168,7 @@ export class ConnectSessions {
       allow_disconnect: shape.allow_disconnect ?? false,
       branding: shape.branding ?? {},
       created_by: actorOf(principal),
+      creator: principal.kind === 'token' ? (principal.idHash ?? null) : null,
       scopes: principal.kind === 'root' ? ['**'] : [...principal.scopes],
       created_at: now,
       expires_at: now + (shape.expires_in ?? DEFAULT_EXPIRES_IN) * 1000,
@@ -243,13 +262,20 @@ export class ConnectSessions {
     if (given === null || kept === null || !timingSafeEqual(given, kept)) return null;
     const now = this.#deps.now();
     if (entry.revoked_at !== null || entry.expires_at <= now) return null;
-    // The creator's token deleted, or narrowed away from the namespace: the session ends.
+    // The creator's token deleted, expired or narrowed away from the namespace (not another
+    // token given its name since): the session ends.
     if (entry.created_by !== 'root') {
-      const creator = await this.#deps.storage.findLiveTokenByName(
-        entry.created_by.slice('token:'.length),
-        now,
-      );
-      if (creator === null || !setCoversPath(creator.scopes, entry.namespace)) return null;
+      const creator =
+        entry.creator === null
+          ? await this.#deps.storage.findLiveTokenByName(entry.created_by.slice(6), now)
+          : await this.#deps.storage.findTokenByIdHash(entry.creator);
+      if (
+        creator === null ||
+        creator.expiresAt <= now ||
+        !setCoversPath(creator.scopes, entry.namespace)
+      ) {
+        return null;
+      }
     }
     return entry;
   }
@@ -279,11 +305,13 @@ export class ConnectPage {
     this.#deps = deps;
     this.#entry = entry;
     this.#save = save;
+    // Its authorizations are tied to the creator's token: revoking that ends them too.
     this.principal = {
       kind: 'token',
       name: `connect-session.${entry.id}`,
       scopes: canonicalizeScopes([entry.namespace, ...(entry.providers ?? [])]),
       expiresAt: entry.expires_at,
+      ...(entry.creator === null ? {} : { idHash: entry.creator }),
     };
   }
 
@@ -334,11 +362,19 @@ export class ConnectPage {
       if (record === null) continue;
       const connectionId = this.#connectionOf(providerId, offered);
       const connection = await deps.storage.getConnection(connectionId);
+      const state = providerState(record);
+      const view = connection === null ? null : connectionView(connection, deps.now());
       providers.push({
         provider_id: providerId,
-        label: providerState(record).label,
+        label: state.label,
         connection_id: connectionId,
-        status: connection?.status ?? null,
+        status: view?.status ?? null,
+        account: view?.account ?? null,
+        signs_in_at: new URL(state.authorization_server.authorization_endpoint).host,
+        error:
+          view?.error == null
+            ? null
+            : { code: view.error.code, description: view.error.description },
       });
       const started = this.#entry.started[connectionId];
       if (
@@ -357,6 +393,10 @@ export class ConnectPage {
       expires_at: isoTime(entry.expires_at),
       allow_disconnect: entry.allow_disconnect,
       redirect_uri: entry.redirect_uri,
+      opener_origins:
+        entry.redirect_uri === null
+          ? [...new Set(deps.allowedRedirects.map((allowed) => new URL(allowed).origin))]
+          : [new URL(entry.redirect_uri).origin],
       providers,
     };
   }
@@ -386,10 +426,18 @@ export class ConnectPage {
   async start(providerId: string): Promise<{ connection_id: string; authorization_url: string }> {
     const provider = parseResourcePath(providerId, 'provider_id');
     const connectionId = this.#connectionOf(provider, await this.#offered());
-    const started = await this.#deps.authorize(this.principal, provider, {
-      connection_id: connectionId,
-      ...(this.#entry.verify ? { verify_user: true } : {}),
-    });
+    // With `verify`, the consent comes back to the app, which confirms the user there.
+    const started = await this.#deps.authorize(
+      this.principal,
+      provider,
+      {
+        connection_id: connectionId,
+        ...(this.#entry.verify && this.#entry.redirect_uri !== null
+          ? { verify_user: true, redirect_to: this.#entry.redirect_uri }
+          : {}),
+      },
+      { page: 'connect' },
+    );
     this.#entry.started[connectionId] = this.#deps.now();
     await this.#save(this.#entry);
     return { connection_id: connectionId, authorization_url: started.authorization_url };

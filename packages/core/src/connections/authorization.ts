@@ -91,6 +91,14 @@ export interface CallbackOutcome {
   redirect_to: string | null;
   /** With `verification_required`: the one-time id to confirm with `POST /api/oauth/verify`. */
   flow_id?: string;
+  /** `connect`: a connect page (docs/api.md §19) started it, and listens for how it ended. */
+  page?: 'connect';
+}
+
+/** How an authorization is started, besides its input: what started it. */
+export interface AuthorizeOptions {
+  /** `connect`: a connect page (docs/api.md §19), told how the consent ended. */
+  page?: 'connect';
 }
 
 /**
@@ -126,6 +134,7 @@ export class AuthorizationFlow {
     principal: Principal,
     providerId: string,
     input: AuthorizeInput,
+    options: AuthorizeOptions = {},
   ): Promise<AuthorizeResult> {
     const o = this.#deps;
     const provider = parseResourcePath(providerId);
@@ -209,6 +218,7 @@ export class AuthorizationFlow {
         ...(tokenParams === undefined ? {} : { token_params: tokenParams }),
         ...(providerState.oauth2?.pkce === 'none' ? { pkce: 'none' as const } : {}),
         ...(connection === null ? {} : { connection }),
+        ...(options.page === undefined ? {} : { page: options.page }),
       } satisfies PendingState,
       expiresAt,
       createdAt: now,
@@ -262,6 +272,7 @@ export class AuthorizationFlow {
       error: error === null ? null : connectionFailure(error),
       redirect_to: saved.redirect_to,
       ...(flowId === undefined ? {} : { flow_id: flowId }),
+      ...(saved.page === undefined ? {} : { page: saved.page }),
     });
 
     let tokens: Omit<ConnectionTokens, 'generation'>;

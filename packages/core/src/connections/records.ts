@@ -302,12 +302,12 @@ export class ConnectionRecords {
   /** Writes the tokens of a completed authorization: a new generation, active. */
   async activate(
     id: string,
-    received: Omit<ConnectionTokens, 'generation'> & { answer?: TokenAnswer },
+    received: Omit<ConnectionTokens, 'generation'> & { answer?: TokenAnswer; account?: string },
     requestedScopes: string[],
     actor: string,
     grant?: 'client_credentials' | 'jwt_bearer' | 'enterprise',
   ): Promise<ConnectionRecord | null> {
-    const { answer, ...tokens } = received;
+    const { answer, account, ...tokens } = received;
     const now = this.#deps.now();
     const scopes = tokens.scope.length > 0 ? tokens.scope : requestedScopes;
     // A client that gets its own tokens gets the next one as it got this one.
@@ -344,6 +344,8 @@ export class ConnectionRecords {
             ...(previous.tools === undefined ? {} : { tools: previous.tools }),
             ...(tokens.metadata === undefined ? {} : { metadata: tokens.metadata }),
             ...(answer === undefined ? {} : { token_response: answer }),
+            // The account of this authorization only: another consent may be another account.
+            ...(account === undefined ? {} : { account }),
           } satisfies ConnectionState,
         },
         tokens: { ...tokens, generation },

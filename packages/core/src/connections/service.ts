@@ -18,7 +18,12 @@ import { isoTimeOrNull } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import { type RevocationOutcome, revoke } from '../grants/revocation.js';
 import { connectionState, renewable } from '../storage/states.js';
-import { AuthorizationFlow, type AuthorizeResult, type CallbackOutcome } from './authorization.js';
+import {
+  AuthorizationFlow,
+  type AuthorizeOptions,
+  type AuthorizeResult,
+  type CallbackOutcome,
+} from './authorization.js';
 import type { ConnectionDeps } from './deps.js';
 import { assertExportable, readForHandOut } from './hand-out.js';
 import { updatePortalSettings } from './portal-fields.js';
@@ -90,6 +95,7 @@ export class ConnectionService {
    * at once and the connection's view answered.
    *
    * @param input An {@link AuthorizeInput}, checked here.
+   * @param options What started it: a connect page (docs/api.md §19) is told how it ended.
    * @throws {KeywayError} `invalid_request`, `invalid_path`, `invalid_redirect`,
    *   `insufficient_scope`, `not_found`, `conflict`, `unsupported_authorization_server`
    *   (a stored endpoint that is no longer acceptable).
@@ -99,6 +105,7 @@ export class ConnectionService {
     principal: Principal,
     providerId: string,
     input: AuthorizeInput,
+    options: AuthorizeOptions = {},
   ): Promise<AuthorizeResult> {
     if (await this.#withoutConsent(principal, providerId, input)) {
       throw new KeywayError(
@@ -107,7 +114,7 @@ export class ConnectionService {
           `use connections.start(), which answers the connection`,
       );
     }
-    return this.#flow.authorize(principal, providerId, input);
+    return this.#flow.authorize(principal, providerId, input, options);
   }
 
   /**

@@ -49,6 +49,11 @@ export interface ConnectionView {
    * before the first one, and for connections authorized before it was kept.
    */
   token_response: TokenResponseView | null;
+  /**
+   * The account the server said the connection is for (its ID token's `email`,
+   * `preferred_username` or `name`), a label for people; `null` when it said none.
+   */
+  account: string | null;
   token_expires_at: string | null;
   created_at: string;
   updated_at: string;
@@ -110,6 +115,7 @@ export function connectionView(record: ConnectionRecord, now: number): Connectio
       state.token_response === undefined
         ? null
         : { ...state.token_response, received_at: isoTime(state.token_response.received_at) },
+    account: state.account ?? null,
     token_expires_at: isoTimeOrNull(state.token_expires_at),
     created_at: isoTime(record.createdAt),
     updated_at: isoTime(record.updatedAt),

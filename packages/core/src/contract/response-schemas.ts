@@ -216,6 +216,8 @@ export const ConnectionViewBody = z.object({
   metadata: z.record(z.string(), z.string()),
   /** The last token response without its tokens (the inspector's OAuth debugger). */
   token_response: TokenAnswerSchema.extend({ received_at: time }).nullable(),
+  /** The account the server said the connection is for (a label); `null`: it said none. */
+  account: z.string().nullable(),
   token_expires_at: time.nullable(),
   created_at: time,
   updated_at: time,
@@ -308,4 +310,73 @@ export const DeliveryViewBody = z.object({
   last_status: z.number().int().nullable(),
   last_error: z.string().nullable(),
   created_at: time,
+});
+
+/** The branding of a connect page (docs/api.md §19). */
+const BrandingBody = z.object({
+  name: z.string().optional(),
+  logo_url: z.string().optional(),
+  accent: z.string().optional(),
+});
+
+/** `POST /api/admin/connect-sessions` (docs/api.md §19): the page's URL, its secret once. */
+export const CreatedConnectSessionBody = z.object({
+  id: z.string(),
+  /** `{base}/connect#<secret>`: the secret in the fragment, shown this once. */
+  url: z.string(),
+  expires_at: time,
+});
+
+/** A connect session as the API shows it (docs/api.md §19): never its secret. */
+export const ConnectSessionViewBody = z.object({
+  id: z.string(),
+  namespace: z.string(),
+  /** The offered providers; `null`: every provider the creator covered. */
+  providers: z.array(z.string()).nullable(),
+  end_user: z
+    .object({ id: z.string(), name: z.string().optional(), email: z.string().optional() })
+    .nullable(),
+  redirect_uri: z.string().nullable(),
+  verify: z.boolean(),
+  allow_disconnect: z.boolean(),
+  branding: BrandingBody,
+  created_by: z.string(),
+  created_at: time,
+  expires_at: time,
+  status: z.enum(['active', 'expired', 'revoked']),
+  /** The connections it completed. */
+  completed: z.array(z.string()),
+});
+
+/** `GET /api/admin/connect-sessions`: newest first, at most 500, in one page. */
+export const ConnectSessionListBody = PageOf(ConnectSessionViewBody);
+
+/** What a connect page reads of its session (docs/api.md §19): never a token or a secret. */
+export const ConnectPageViewBody = z.object({
+  branding: BrandingBody,
+  end_user: z.object({ name: z.string() }).nullable(),
+  expires_at: time,
+  allow_disconnect: z.boolean(),
+  redirect_uri: z.string().nullable(),
+  /** The origins the page may tell its opener how a connection ended. */
+  opener_origins: z.array(z.string()),
+  providers: z.array(
+    z.object({
+      provider_id: z.string(),
+      label: z.string(),
+      connection_id: z.string(),
+      status: z.enum(CONNECTION_STATUSES).nullable(),
+      /** The account the server said the connection is for. */
+      account: z.string().nullable(),
+      /** The host of the consent page. */
+      signs_in_at: z.string(),
+      error: z.object({ code: z.string(), description: z.string() }).nullable(),
+    }),
+  ),
+});
+
+/** `POST /connect/api/authorize`: the consent address of the connection it started. */
+export const ConnectStartedBody = z.object({
+  connection_id: z.string(),
+  authorization_url: z.string(),
 });

@@ -339,6 +339,71 @@ export const AuthorizeBody = z.strictObject({
 /** Body of `POST /api/oauth/verify` (docs/api.md §5 user verification). */
 export const VerifyBody = z.strictObject({ flow_id: z.string().min(1).max(200) });
 
+// ─── connect sessions (docs/api.md §19) ─────────────────────────────────────────────────────
+
+/** The longest lifetime of a connect session, seconds (docs/api.md §19). */
+const MAX_CONNECT_SESSION = 86_400;
+
+const connectText = (field: string, max: number) =>
+  z
+    .string({ error: `"${field}" must be a string` })
+    .min(1, { error: `"${field}" must not be empty` })
+    .max(max, { error: `"${field}" must be at most ${max} characters` });
+
+/** A CSS color the page may use as its accent: `#rgb` or `#rrggbb`, nothing to inject. */
+const accent = z
+  .string()
+  .regex(/^#(?:[0-9a-fA-F]{3}){1,2}$/, { error: '"branding.accent" must be a color like #0a7cff' });
+
+/** Body of `POST /api/admin/connect-sessions` (docs/api.md §19). */
+export const ConnectSessionBody = z.strictObject({
+  namespace: z.string({ error: '"namespace" must be a resource path' }),
+  providers: z
+    .array(z.string({ error: '"providers" must be provider ids' }))
+    .min(1, { error: '"providers" must name at least one provider, or be left out' })
+    .max(50, { error: '"providers" may name at most 50 providers' })
+    .optional(),
+  end_user: z
+    .strictObject({
+      id: connectText('end_user.id', 200),
+      name: connectText('end_user.name', 200).optional(),
+      email: connectText('end_user.email', 320).optional(),
+    })
+    .optional(),
+  redirect_uri: z.string({ error: '"redirect_uri" must be a URL' }).optional(),
+  verify: z.boolean({ error: '"verify" must be true or false' }).optional(),
+  allow_disconnect: z.boolean({ error: '"allow_disconnect" must be true or false' }).optional(),
+  expires_in: z
+    .number({ error: '"expires_in" must be a number of seconds' })
+    .int({ error: '"expires_in" must be a whole number of seconds' })
+    .min(60, { error: '"expires_in" must be at least 60 seconds' })
+    .max(MAX_CONNECT_SESSION, {
+      error: `"expires_in" must be at most ${MAX_CONNECT_SESSION} seconds`,
+    })
+    .optional(),
+  branding: z
+    .strictObject({
+      name: connectText('branding.name', 80).optional(),
+      logo_url: z
+        .url({ protocol: /^https$/, error: '"branding.logo_url" must be an https URL' })
+        .max(2000)
+        .optional(),
+      accent: accent.optional(),
+    })
+    .optional(),
+});
+
+/** `GET /api/admin/connect-sessions` (docs/api.md §19). */
+export const ConnectSessionListQuery = z.strictObject({
+  /** Only the sessions of this namespace and below. */
+  namespace: z.string().optional(),
+});
+
+/** Body of `POST /connect/api/authorize` (docs/api.md §19): the page starts a connection. */
+export const ConnectStartBody = z.strictObject({
+  provider_id: z.string({ error: '"provider_id" must be an offered provider id' }),
+});
+
 // ─── secrets (docs/api.md §7) ─────────────────────────────────────────────────────────────────
 
 /** Body of `PUT /api/vault/secrets/<path>`. */

@@ -54,7 +54,11 @@ export interface GrantInput {
 }
 
 /** Tokens a grant obtained, and the token response described (never a token). */
-export type ObtainedTokens = Omit<ConnectionTokens, 'generation'> & { answer?: TokenAnswer };
+export type ObtainedTokens = Omit<ConnectionTokens, 'generation'> & {
+  answer?: TokenAnswer;
+  /** The account the answer's ID token names (a label, never checked): the connection keeps it. */
+  account?: string;
+};
 
 /** One grant: how a connection's tokens are obtained, and renewed. */
 export interface Grant {

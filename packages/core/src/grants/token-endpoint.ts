@@ -1,3 +1,4 @@
+import { decodeJwt } from 'jose';
 import * as oauth from 'oauth4webapi';
 import { OutboundError } from '../outbound/network-failure.js';
 import { editJsonAnswer } from '../outbound/oauth-fetch.js';
@@ -131,6 +132,30 @@ export function describeOAuthFailure(error: unknown): { code: string; descriptio
   return { code: 'server_error', description: 'the authorization server could not be used' };
 }
 
+/** Where the account an ID token names travels from {@link asTokenAnswer} to {@link tokensFrom}. */
+const ACCOUNT = 'keyway_account';
+
+/**
+ * The account an ID token names, for people to read (the connect page's "connected as"):
+ * its `email`, `preferred_username` or `name`. Its payload is read, not verified: the answer
+ * came from the token endpoint over TLS (OpenID Connect Core §3.1.3.7), and the value only
+ * ever labels a connection — nothing is authorized by it. `null` without one.
+ */
+function accountOf(idToken: unknown): string | null {
+  if (typeof idToken !== 'string') return null;
+  let claims: Record<string, unknown>;
+  try {
+    claims = decodeJwt(idToken);
+  } catch {
+    return null;
+  }
+  for (const claim of ['email', 'preferred_username', 'name']) {
+    const value = claims[claim];
+    if (typeof value === 'string' && value !== '' && value.length <= 320) return value;
+  }
+  return null;
+}
+
 /**
  * A token endpoint's answer as RFC 6749 §5 writes it, from what real servers send (docs/api.md
  * §6 item 10): an OAuth error answered with status 200 is an error; a success
@@ -138,7 +163,8 @@ export function describeOAuthFailure(error: unknown): { code: string; descriptio
  * registration answers of the same servers are read as tolerantly); `scope`
  * comma-separated or padded with spaces is one space-separated list; `expires_in` of `0`
  * says nothing about the expiry; an empty `refresh_token` is none. An `id_token` is
- * dropped: Keyway signs nobody in, so it neither checks nor keeps one. Anything else is left
+ * dropped: Keyway signs nobody in, so it neither checks nor keeps one (only the account it
+ * names, as a label). Anything else is left
  * for oauth4webapi to judge (it reads `expires_in` given as a string, and `token_type` in
  * any case).
  */
@@ -158,6 +184,8 @@ export function asTokenAnswer(response: Response): Promise<Response> {
       }
       if (answer.expires_in === 0 || answer.expires_in === '0') delete answer.expires_in;
       if (answer.refresh_token === '' || answer.refresh_token === null) delete answer.refresh_token;
+      const account = accountOf(answer.id_token);
+      if (account !== null) answer[ACCOUNT] = account;
       delete answer.id_token;
     }
     return { body: answer, status };
@@ -174,8 +202,10 @@ export function tokensFrom(
   previous: { refresh_token: string | null; party: OAuthParty; generation?: number },
   now: number,
   grantType: string,
-): ConnectionTokens & { answer: TokenAnswer } {
+): ConnectionTokens & { answer: TokenAnswer; account?: string } {
+  const account = result[ACCOUNT];
   return {
+    ...(typeof account === 'string' ? { account } : {}),
     answer: {
       received_at: now,
       grant_type: grantType,
@@ -183,7 +213,9 @@ export function tokensFrom(
       expires_in: typeof result.expires_in === 'number' ? result.expires_in : null,
       scope: typeof result.scope === 'string' ? result.scope : null,
       refresh_token: typeof result.refresh_token === 'string' ? 'present' : 'absent',
-      fields: Object.keys(result).sort(),
+      fields: Object.keys(result)
+        .filter((field) => field !== ACCOUNT)
+        .sort(),
     },
     access_token: result.access_token,
     token_type: result.token_type,

@@ -263,6 +263,11 @@ export const ConnectionStateSchema = z.object({
   /** The last token response, without its tokens. Absent: none since it was kept. */
   token_response: TokenAnswerSchema.optional(),
   /**
+   * The account the authorization's ID token named (`email`, `preferred_username` or
+   * `name`), a label for people (docs/api.md §19). Absent: the server said none.
+   */
+  account: z.string().optional(),
+  /**
    * The last refresh that failed without ending the connection (the server's error, no
    * answer): the refresh token it concerns (a hash, never the token), what failed, and when
    * one more attempt may be made. Until then no instance presents that token again; every
@@ -360,6 +365,8 @@ export const PendingStateSchema = z.object({
    * perhaps created again) meanwhile is not given this authorization's tokens.
    */
   connection: z.string().optional(),
+  /** `connect`: a connect page started it (docs/api.md §19); its callback page tells it. */
+  page: z.literal('connect').optional(),
 });
 
 /** What a user-verification flow holds until the app confirms it. */

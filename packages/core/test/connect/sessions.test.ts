@@ -18,7 +18,7 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
 
   async function setUp() {
     const events: KeywayEvent[] = [];
-    const linear = createTestWorld({ now: () => spec.now });
+    const linear = createTestWorld({ now: () => spec.now, tokenResponse: { idToken: true } });
     const notion = createTestWorld({
       now: () => spec.now,
       issuer: 'https://auth.notion.example.test',
@@ -149,12 +149,18 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
         label: 'acme/linear',
         connection_id: `${NAMESPACE}/linear`,
         status: null,
+        account: null,
+        signs_in_at: new URL(linear.issuer).host,
+        error: null,
       },
       {
         provider_id: 'acme/notion',
         label: 'acme/notion',
         connection_id: `${NAMESPACE}/notion`,
         status: null,
+        account: null,
+        signs_in_at: 'auth.notion.example.test',
+        error: null,
       },
     ]);
     const started = await page.start('acme/linear');
@@ -166,6 +172,14 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
     spec.now += 1000;
     const view = await page.view();
     expect(view.providers.map((provider) => provider.status)).toEqual(['active', null]);
+    // The account the server's ID token named, as a label.
+    expect(view.providers.map((provider) => provider.account)).toEqual([
+      'alice@example.test',
+      null,
+    ]);
+    expect((await broker.connections.get(ROOT, `${NAMESPACE}/linear`)).account).toBe(
+      'alice@example.test',
+    );
     await page.view();
     const completed = events.filter((event) => event.type === 'connect_session.completed');
     expect(completed.map((event) => [event.actor, event.resource, event.data])).toEqual([
@@ -198,6 +212,8 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
       name: `connect-session.${created.id}`,
       scopes: ['acme/linear/**', `${NAMESPACE}/**`],
       expiresAt: spec.now + 1_800_000,
+      // Its authorizations live as long as the creator's token.
+      idHash: app.kind === 'token' ? app.idHash : 'root',
     });
     // The secret is no broker token.
     const asToken = await refusal(broker.authenticate(secretOf(created.url)));
@@ -244,5 +260,54 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
     expect((await refusal(broker.connectSessions.open(secretOf(third.url)))).code).toBe(
       'invalid_token',
     );
+    // Another token given the same name since does not bring them back.
+    await broker.tokens.mint(ROOT, { name: 'app', scopes: ['acme'], expires_in: 86_400 });
+    expect((await refusal(broker.connectSessions.open(secretOf(third.url)))).code).toBe(
+      'invalid_token',
+    );
+  });
+
+  it('ends a consent in progress with its creator token, and sends a verified one back to the app', async () => {
+    const { broker, app, linear } = await setUp();
+    const verifying = await refusal(
+      broker.connectSessions.create(app, { namespace: NAMESPACE, verify: true }),
+    );
+    expect([verifying.code, verifying.details]).toEqual([
+      'invalid_request',
+      [
+        {
+          path: 'redirect_uri',
+          message: '"verify" needs a "redirect_uri": the app confirms each connection there',
+        },
+      ],
+    ]);
+    const created = await broker.connectSessions.create(app, {
+      namespace: NAMESPACE,
+      providers: ['acme/linear'],
+      verify: true,
+      redirect_uri: 'https://app.example.com/connected',
+    });
+    const page = await broker.connectSessions.open(secretOf(created.url));
+    const started = await page.start('acme/linear');
+    const back = await broker.connections.callback(
+      new URL(linear.consent(started.authorization_url)),
+    );
+    expect([back.status, back.redirect_to, back.page, typeof back.flow_id]).toEqual([
+      'verification_required',
+      'https://app.example.com/connected',
+      'connect',
+      'string',
+    ]);
+    // The app confirms its user; the connection is then active.
+    await broker.connections.verify(app, { flow_id: back.flow_id ?? '' });
+    expect((await page.view()).providers[0]?.status).toBe('active');
+
+    // A consent started by the page, then the app's token deleted: the consent completes nothing.
+    const other = await page.start('acme/linear');
+    await broker.tokens.delete(ROOT, 'app');
+    const late = await broker.connections.callback(
+      new URL(linear.consent(other.authorization_url)),
+    );
+    expect([late.status, late.error?.code]).toEqual(['active', 'invalid_request']);
   });
 });

@@ -1,4 +1,5 @@
 import { EVENT_ROUTES, PROVIDER_ROUTES, TOKEN_ROUTES } from './admin.js';
+import { CONNECT_ASSET_ROUTES, CONNECT_PAGE_ROUTES, CONNECT_SESSION_ROUTES } from './connect.js';
 import { GATEWAY_ROUTES, PROXY_ROUTES } from './gateway.js';
 import { HEALTH_ROUTES } from './health.js';
 import { INSPECTOR_ROUTES } from './inspector.js';
@@ -25,6 +26,8 @@ export const OPERATIONS: readonly Route[] = [
   ...PROXY_ROUTES,
   ...PORTAL_ROUTES,
   ...SIGN_IN_ROUTES,
+  ...CONNECT_SESSION_ROUTES,
+  ...CONNECT_PAGE_ROUTES,
   ...HEALTH_ROUTES,
 ];
 
@@ -71,7 +74,9 @@ export function matchRoutes(
   return found;
 }
 
-/** The routes a handler serves: the contract, and the inspector when it is on. */
+/** The routes a handler serves: the contract, the connect page's assets, and the inspector when it is on. */
 export function routesOf(inspector: boolean): readonly Route[] {
-  return inspector ? [...INSPECTOR_ROUTES, ...OPERATIONS] : OPERATIONS;
+  return inspector
+    ? [...INSPECTOR_ROUTES, ...CONNECT_ASSET_ROUTES, ...OPERATIONS]
+    : [...CONNECT_ASSET_ROUTES, ...OPERATIONS];
 }

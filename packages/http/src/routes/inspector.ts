@@ -1,5 +1,6 @@
 import { KeywayError } from '@keyway/core';
 import { INSPECTOR_ASSETS, INSPECTOR_HTML } from '../inspector-assets.generated.js';
+import type { Reply } from '../responses.js';
 import type { Route } from './route.js';
 
 /* The inspector (docs/api.md §9): its page and its assets, public and left out of the document. */
@@ -18,6 +19,28 @@ const INSPECTOR_PAGE_HEADERS = {
 };
 
 const page = { description: 'The page', schema: null };
+
+/**
+ * One of a page's assets by its content-hashed name: cached for a year, never revalidated.
+ *
+ * @throws {KeywayError} `not_found`.
+ */
+export async function assetReply(
+  assets: Record<string, { type: string; body: string }>,
+  name: string,
+): Promise<Reply> {
+  const asset = Object.hasOwn(assets, name) ? assets[name] : undefined;
+  if (asset === undefined) throw new KeywayError('not_found', 'no such asset');
+  return {
+    status: 200,
+    headers: {
+      'content-type': asset.type,
+      'cache-control': 'public, max-age=31536000, immutable',
+      'x-content-type-options': 'nosniff',
+    },
+    body: asset.body,
+  };
+}
 
 export const INSPECTOR_ROUTES: Route[] = [
   {
@@ -42,19 +65,6 @@ export const INSPECTOR_ROUTES: Route[] = [
     undocumented: true,
     ok: { 200: page },
     errors: ['not_found'],
-    handle: async ({ param }) => {
-      const asset = Object.hasOwn(INSPECTOR_ASSETS, param) ? INSPECTOR_ASSETS[param] : undefined;
-      if (asset === undefined) throw new KeywayError('not_found', 'no such asset');
-      // Named by their content: cached for a year, never revalidated.
-      return {
-        status: 200,
-        headers: {
-          'content-type': asset.type,
-          'cache-control': 'public, max-age=31536000, immutable',
-          'x-content-type-options': 'nosniff',
-        },
-        body: asset.body,
-      };
-    },
+    handle: async ({ param }) => assetReply(INSPECTOR_ASSETS, param),
   },
 ];

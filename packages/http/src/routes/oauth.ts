@@ -6,7 +6,7 @@ import {
   type VerifyInput,
 } from '@keyway/core';
 import { callbackReply, invalidCallbackReply } from '../callback-page.js';
-import { CALLBACK_SCRIPT } from '../inspector-assets.generated.js';
+import { CALLBACK_SCRIPT, CONNECT_CALLBACK_SCRIPT } from '../inspector-assets.generated.js';
 import { json, noContent, PUBLIC_JSON_HEADERS, type Reply } from '../responses.js';
 import { BODY_ERRORS, type Route, type RouteContext, resourcePath } from './route.js';
 
@@ -27,11 +27,21 @@ const CALLBACK_PAGES = {
  */
 async function completeCallback(context: RouteContext, serverKey: string | null): Promise<Reply> {
   try {
+    const outcome = await context.broker.connections.callback(
+      context.incoming.searchParams(),
+      serverKey,
+    );
+    // The page that started the consent hears how it ended: the connect page (always
+    // served), or the inspector when it is on.
+    const script =
+      outcome.page === 'connect'
+        ? `connect/assets/${CONNECT_CALLBACK_SCRIPT}`
+        : context.inspector
+          ? `inspector/assets/${CALLBACK_SCRIPT}`
+          : null;
     return callbackReply(
-      await context.broker.connections.callback(context.incoming.searchParams(), serverKey),
-      context.inspector
-        ? `${serverKey === null ? '' : '../'}../../inspector/assets/${CALLBACK_SCRIPT}`
-        : undefined,
+      outcome,
+      script === null ? undefined : `${serverKey === null ? '' : '../'}../../${script}`,
     );
   } catch (error) {
     if (error instanceof KeywayError && error.code === 'invalid_request') {

@@ -35,6 +35,10 @@ export interface RouteContext {
   query(): Record<string, unknown>;
   /** Whether the inspector is served: the callback page then loads its script. */
   inspector: boolean;
+  /** Origins that may frame the connect page (docs/api.md §19); none by default. */
+  connectFrameAncestors: readonly string[];
+  /** The client's address (for the limit of failed authentications), or `null`. */
+  clientAddress(): string | null;
   /** The OpenAPI document, as text (built once). */
   document(): string;
 }

@@ -149,6 +149,7 @@ export function createAuthorizationServer(world: WorldState) {
       const claims = {
         iss: issuerString,
         sub: 'alice',
+        email: 'alice@example.test',
         aud: tokens.client_id ?? 'client',
         exp: Math.floor(now() / 1000) + 600,
         iat: Math.floor(now() / 1000),

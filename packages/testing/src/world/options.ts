@@ -28,7 +28,7 @@ export interface TokenResponseQuirks {
   scope?: 'space' | 'absent' | 'comma' | 'padded';
   /** An error answered with status 200 and an `error` field. */
   errorsWithStatus200?: boolean;
-  /** An `id_token` (an unsigned JWT) beside the access token. */
+  /** An `id_token` (an unsigned JWT naming `alice`, `alice@example.test`) beside the access token. */
   idToken?: boolean;
 }
 
