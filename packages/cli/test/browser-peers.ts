@@ -42,12 +42,21 @@ export async function consentInPopup(
   const opened = page.context().waitForEvent('page');
   await start();
   const popup = await opened;
-  // A page may open its popup blank and send it on (so that it has no handle back).
-  await popup.waitForURL((url) => url.protocol !== 'about:');
-  await popup.waitForLoadState();
-  if (options.decline === true) {
+  // A page may open its popup blank and send it on (so that it has no handle back); a
+  // server that consents at once may have sent it back, and the popup closed, by now.
+  const arrived = await popup
+    .waitForURL((url) => url.protocol !== 'about:')
+    .then(() => popup.waitForLoadState())
+    .then(
+      () => true,
+      (error: unknown) => {
+        if (popup.isClosed()) return false;
+        throw error;
+      },
+    );
+  if (arrived && options.decline === true) {
     await popup.getByRole('link', { name: '[ Cancel ]' }).click();
-  } else {
+  } else if (arrived) {
     await fillConsent(popup);
   }
   // The callback page told the page that opened it over its BroadcastChannel, then closed.

@@ -3,9 +3,11 @@ import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { toWebRequest, writeWebResponse } from '@keyway/http/node';
 import { accessibilityFindings, launchChromium } from '@keyway/test-support/browser';
 import { freePort } from '@keyway/test-support/examples';
 import { startWebhookReceiver } from '@keyway/test-support/webhooks';
+import { createTestWorld, type TestWorld } from '@keyway/testing';
 import { build } from 'esbuild';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -82,8 +84,41 @@ async function startApp(keyway: () => string, appToken: () => string) {
   return { origin, close: () => close(server) };
 }
 
+/**
+ * The test kit's servers over loopback, with a consent page that approves at once, and a
+ * token endpoint that fails (`server_error`) while `failing.on` is set.
+ */
+async function startFlakyServer() {
+  const failing = { on: true };
+  let world: TestWorld | null = null;
+  const server = createServer((request, response) => {
+    const current = world as TestWorld;
+    const url = new URL(request.url ?? '/', current.issuer);
+    if (url.pathname === '/as/oauth/authorize') {
+      response.writeHead(302, { location: current.consent(url.href) });
+      response.end();
+      return;
+    }
+    if (url.pathname === '/as/oauth/token' && failing.on) {
+      response.writeHead(503, { 'content-type': 'application/json' });
+      response.end(
+        JSON.stringify({
+          error: 'temporarily_unavailable',
+          error_description: 'the token service is down for maintenance',
+        }),
+      );
+      return;
+    }
+    void current.fetch(toWebRequest(request)).then((answer) => writeWebResponse(response, answer));
+  });
+  const origin = await listen(server);
+  world = createTestWorld({ resourceUrl: `${origin}/mcp`, issuer: `${origin}/as` });
+  return { world, failing, close: () => close(server) };
+}
+
 describe('the hosted connect page in a real browser: keyway serve, oidc-provider, an MCP SDK server, an app', () => {
   let servers: Awaited<ReturnType<typeof startAuthorizedMcp>>;
+  let flaky: Awaited<ReturnType<typeof startFlakyServer>>;
   let sink: Awaited<ReturnType<typeof startWebhookReceiver>>;
   let app: Awaited<ReturnType<typeof startApp>>;
   let keyway: RunningServer;
@@ -93,6 +128,7 @@ describe('the hosted connect page in a real browser: keyway serve, oidc-provider
 
   beforeAll(async () => {
     servers = await startAuthorizedMcp('connect-mcp');
+    flaky = await startFlakyServer();
     sink = await startWebhookReceiver({ secret: WEBHOOK_SECRET, status: () => 204 });
     app = await startApp(
       () => base,
@@ -117,9 +153,14 @@ describe('the hosted connect page in a real browser: keyway serve, oidc-provider
       configuration: { resource_url: servers.resourceUrl },
     });
     expect(provider.status).toBe(201);
+    const second = await callApi(base, ROOT_KEY, 'PUT', '/api/admin/providers/flaky', {
+      template: 'mcp',
+      configuration: { resource_url: flaky.world.resourceUrl },
+    });
+    expect(second.status).toBe(201);
     const minted = await callApi(base, ROOT_KEY, 'POST', '/api/admin/tokens', {
       name: 'acme-notes',
-      scopes: ['tenants', 'demo'],
+      scopes: ['tenants', 'demo', 'flaky'],
     });
     appToken = minted.body.access_token;
     browser = await launchChromium();
@@ -132,6 +173,7 @@ describe('the hosted connect page in a real browser: keyway serve, oidc-provider
     await app?.close();
     await sink?.close();
     await servers?.close();
+    await flaky?.close();
   });
 
   async function newPage(width: number): Promise<{ page: Page; errors: string[] }> {
@@ -299,6 +341,26 @@ describe('the hosted connect page in a real browser: keyway serve, oidc-provider
       const refused = await callApi(base, secret, 'GET', path);
       expect([path, refused.status]).toEqual([path, 401]);
     }
+    expect(errors).toEqual([]);
+  });
+
+  it('says the server’s error with its words, and connects on Try again once the server is back', async () => {
+    const created = await session('tenants/erin', { providers: ['flaky'] });
+    const { page, errors } = await newPage(1280);
+    await page.goto(created.url);
+    await expect
+      .poll(() => page.getByRole('button', { name: 'Connect flaky' }).isVisible())
+      .toBe(true);
+    await consentInPopup(page, () => page.getByRole('button', { name: 'Connect flaky' }).click());
+    await expect
+      .poll(() => page.getByRole('status').textContent())
+      .toBe('flaky could not be connected: the authorization server answered HTTP 503Try again');
+    expect(await page.locator('.provider .status').textContent()).toMatch(/^Needs attention: /);
+    expect(await accessibilityFindings(page)).toEqual([]);
+    flaky.failing.on = false;
+    await consentInPopup(page, () => page.getByRole('button', { name: 'Try again' }).click());
+    await expect.poll(() => page.getByRole('status').textContent()).toBe('flaky is connected.');
+    expect(await page.locator('.provider .status').textContent()).toBe('Connected');
     expect(errors).toEqual([]);
   });
 
