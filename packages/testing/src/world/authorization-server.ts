@@ -196,12 +196,16 @@ export function createAuthorizationServer(world: WorldState) {
     };
     // A new refresh token with the code (unless none is issued), and on refresh when rotating.
     if (refresh === null ? !withRefresh : !opt('rotateRefreshTokens', true)) return answer;
-    if (refresh !== null) {
-      const previous = refreshTokens.get(refresh) as { revoked: boolean; used: boolean };
-      previous.revoked = true;
-      previous.used = true;
-    }
     const refreshToken = random('rt_');
+    if (refresh !== null) {
+      const previous = refreshTokens.get(refresh);
+      if (previous !== undefined) {
+        previous.revoked = true;
+        previous.used = true;
+        previous.rotatedAt ??= now();
+        previous.successor = refreshToken;
+      }
+    }
     refreshTokens.set(refreshToken, {
       clientId,
       scope,
@@ -209,6 +213,9 @@ export function createAuthorizationServer(world: WorldState) {
       revoked: false,
       family,
       used: false,
+      issuedAt: now(),
+      rotatedAt: null,
+      successor: null,
     });
     return { ...answer, refresh_token: refreshToken };
   }
@@ -253,8 +260,32 @@ export function createAuthorizationServer(world: WorldState) {
       stats.refreshes++;
       const presented = form.get('refresh_token') ?? '';
       const refresh = refreshTokens.get(presented);
+      const refused = opt('invalidGrantDescription', 'unknown or revoked refresh token');
       if (refresh?.used) {
         stats.refreshTokenReuses++;
+        const grace = opt('refreshTokenReuseGraceSeconds', 0) * 1000;
+        const current =
+          refresh.successor === null ? undefined : refreshTokens.get(refresh.successor);
+        if (
+          grace > 0 &&
+          refresh.rotatedAt !== null &&
+          now() - refresh.rotatedAt < grace &&
+          current !== undefined &&
+          !current.used &&
+          !current.revoked &&
+          refresh.clientId === client.client_id
+        ) {
+          // Within the grace window a rotated token works once more: it rotates again.
+          return tokenAnswer(
+            issueTokens(
+              client.client_id,
+              refresh.scope,
+              refresh.resource,
+              refresh.successor,
+              refresh.family,
+            ),
+          );
+        }
         if (opt('refreshTokenReuse', 'reject') === 'revoke-family') {
           // Replay detected: everything of that grant is revoked (RFC 9700 §4.14.2).
           for (const other of refreshTokens.values())
@@ -262,7 +293,14 @@ export function createAuthorizationServer(world: WorldState) {
         }
       }
       if (refresh === undefined || refresh.revoked || refresh.clientId !== client.client_id) {
-        return tokenError(400, 'invalid_grant', 'unknown or revoked refresh token');
+        return tokenError(400, 'invalid_grant', refused);
+      }
+      const idle = opt('refreshTokenUnusedLifetimeSeconds', 0) * 1000;
+      if (idle > 0 && now() - refresh.issuedAt >= idle) {
+        // Never used within its lifetime: refused at its first use (and from then on).
+        refresh.revoked = true;
+        stats.refreshTokensExpiredUnused++;
+        return tokenError(400, 'invalid_grant', refused);
       }
       if (
         opt('resourceOnRefresh', 'optional') === 'required' &&

@@ -38,6 +38,7 @@ export function createWorldState(initial: TestWorldOptions) {
     clientCredentialsGrants: 0,
     jwtBearerGrants: 0,
     refreshTokenReuses: 0,
+    refreshTokensExpiredUnused: 0,
   };
   const clients = new Map<string, RegisteredClient>();
   const codes = new Map<
@@ -68,6 +69,11 @@ export function createWorldState(initial: TestWorldOptions) {
       family: string;
       /** Used once already (rotated away). */
       used: boolean;
+      /** When it was issued, and when it was rotated away (`null`: still current). */
+      issuedAt: number;
+      rotatedAt: number | null;
+      /** The refresh token its rotation issued: what a reuse within the grace window gets. */
+      successor: string | null;
     }
   >();
   /** Secrets seen in requests: PKCE verifiers and states. */

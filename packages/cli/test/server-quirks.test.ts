@@ -1,0 +1,196 @@
+import { createServer } from 'node:http';
+import { createTestDatabase } from '@keyway/test-support/postgres';
+import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
+import type { TestWorldOptions } from '@keyway/testing';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { callApi, close, listen, serveWorld } from './peers.js';
+
+/*
+ * The refresh behaviours of the servers people use (the test kit's switches, each named
+ * after its behaviour and documented with the server it is known from), against three
+ * `keyway serve` processes on one PostgreSQL database: what Keyway does with each.
+ */
+
+const ROOT_KEY = 'server-quirks-root-key-0123456789abcdefghij';
+const VAULT_KEY = 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8';
+const SECRET = 'whsec_fBq2m8c0ZkT1wN7yH3rLp5Qx9sVd4Jg6';
+const INSTANCES = 3;
+const ROUNDS = 3;
+
+/** A call of the API with the root key. */
+const call = (base: string, method: string, path: string, body?: unknown) =>
+  callApi(base, ROOT_KEY, method, path, body);
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe(`servers that rotate refresh tokens, against ${INSTANCES} keyway serve processes on one PostgreSQL`, () => {
+  let brokers: BrokerProcess[] = [];
+  let drop: () => Promise<void> = async () => {};
+  const received: { type: string; resource: string; data: Record<string, unknown> }[] = [];
+  const hook = createServer((request, response) => {
+    let body = '';
+    request.setEncoding('utf8').on('data', (chunk: string) => {
+      body += chunk;
+    });
+    request.on('end', () => {
+      received.push(JSON.parse(body));
+      response.writeHead(204).end();
+    });
+  });
+  const on = (i: number) => (brokers[i % brokers.length] as BrokerProcess).url;
+
+  beforeAll(async () => {
+    const db = await createTestDatabase(inject('databaseUrl'));
+    drop = db.drop;
+    const hookOrigin = await listen(hook);
+    const env = {
+      KEYWAY_ROOT_KEY: ROOT_KEY,
+      KEYWAY_DATABASE: db.url,
+      KEYWAY_VAULT_KEYS: VAULT_KEY,
+      KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
+      KEYWAY_BASE_URL: 'http://localhost:8787',
+      KEYWAY_WEBHOOK_URL: `${hookOrigin}/hooks`,
+      KEYWAY_WEBHOOK_SECRET: SECRET,
+      KEYWAY_WEBHOOK_TYPES: 'connection.reauthorization_required',
+    };
+    brokers = await Promise.all(Array.from({ length: INSTANCES }, () => startBrokerProcess(env)));
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all(brokers.map((broker) => broker.stop()));
+    await close(hook);
+    await drop();
+  });
+
+  /** A provider on a served world with `quirks`, and one connection of it, authorized. */
+  async function connected(name: string, quirks: TestWorldOptions) {
+    const served = await serveWorld({ rotateRefreshTokens: true, ...quirks });
+    const { world } = served;
+    const provider = await call(on(0), 'PUT', `/api/admin/providers/${name}`, {
+      template: 'mcp',
+      configuration: { resource_url: world.resourceUrl },
+    });
+    expect(provider.status).toBe(201);
+    const connection = `acme/users/alice/${name}`;
+    const started = await call(on(1), 'POST', `/api/oauth/authorize/${name}`, {
+      connection_id: connection,
+    });
+    const back = new URL(world.consent(started.body.authorization_url));
+    const landed = await fetch(`${on(2)}${back.pathname}${back.search}`);
+    expect(landed.status).toBe(200);
+    await landed.text();
+    return { served, world, connection };
+  }
+
+  /** Thirty callers on every instance at once, the access token expired: their answers. */
+  async function storm(connection: string) {
+    return Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        call(on(i), 'GET', `/api/oauth/credentials/${connection}`),
+      ),
+    );
+  }
+
+  for (const [server, quirks] of [
+    [
+      'Notion (reuse revokes the family)',
+      { refreshTokenReuse: 'revoke-family', invalidGrantDescription: 'OAuth grant revoked' },
+    ],
+    [
+      'Linear (rotation with a grace window)',
+      { refreshTokenReuseGraceSeconds: 30, invalidGrantDescription: 'Grant not found' },
+    ],
+  ] as const) {
+    it(`keeps a connection of ${server} alive through refresh storms: one refresh per expiry, no reuse`, async () => {
+      const name = server.split(' ')[0]?.toLowerCase() ?? 'server';
+      const { served, world, connection } = await connected(name, quirks);
+      try {
+        for (let round = 0; round < ROUNDS; round++) {
+          // A token of one second, then the callers once it expired: outside the refresh
+          // margin once refreshed, so one refresh serves them all.
+          world.set({ accessTokenLifetime: 1 });
+          const short = await call(
+            on(round),
+            'GET',
+            `/api/oauth/credentials/${connection}?force_refresh=true`,
+          );
+          expect(short.status).toBe(200);
+          world.set({ accessTokenLifetime: 3600 });
+          await sleep(1_100);
+          const before = world.stats.refreshes;
+          const answers = await storm(connection);
+          expect(answers.map((answer) => answer.status)).toEqual(Array(30).fill(200));
+          expect(world.stats.refreshes - before).toBe(1);
+          expect(new Set(answers.map((answer) => answer.body.access_token)).size).toBe(1);
+        }
+        // No refresh token was ever presented twice: the family lives.
+        expect(world.stats.refreshTokenReuses).toBe(0);
+        const view = await call(on(0), 'GET', `/api/oauth/connections/${connection}`);
+        expect([view.body.status, view.body.error]).toEqual(['active', null]);
+        const last = await call(
+          on(1),
+          'GET',
+          `/api/oauth/credentials/${connection}?force_refresh=true`,
+        );
+        expect(last.status).toBe(200);
+      } finally {
+        await served.close();
+      }
+    }, 60_000);
+  }
+
+  it('fails a refresh token refused at its first use (Miro) once: the cause, the fix, one event', async () => {
+    const { served, world, connection } = await connected('miro', {
+      refreshTokenUnusedLifetimeSeconds: 2,
+      accessTokenLifetime: 1,
+    });
+    try {
+      await sleep(2_100);
+      const before = world.stats.refreshes;
+      const answers = await storm(connection);
+      // One request for the refused refresh token, whoever asked; every caller told why.
+      expect(world.stats.refreshes - before).toBe(1);
+      expect(world.stats.refreshTokensExpiredUnused).toBe(1);
+      expect(new Set(answers.map((answer) => answer.status))).toEqual(new Set([409]));
+      // The caller whose refresh was refused, and those that waited on it, hear why (docs/api.md
+      // §1.2 `reauthorization_required`); a caller that came after reads a connection in
+      // `error` (`connection_not_active`), whose view keeps the cause.
+      const inError = {
+        error: 'connection_not_active',
+        error_description: 'connection "acme/users/alice/miro" is error: authorize it first',
+      };
+      const told = [
+        {
+          error: 'reauthorization_required',
+          error_description:
+            'connection "acme/users/alice/miro" needs authorizing again: invalid_grant (unknown or revoked refresh token)',
+        },
+        {
+          error: 'reauthorization_required',
+          error_description: 'the authorization server rejected the refresh token: authorize again',
+        },
+        inError,
+      ].map((body) => JSON.stringify(body));
+      for (const answer of answers) expect(told).toContain(JSON.stringify(answer.body));
+      const view = await call(on(0), 'GET', `/api/oauth/connections/${connection}`);
+      expect([view.body.status, view.body.error]).toEqual([
+        'error',
+        { code: 'invalid_grant', description: 'unknown or revoked refresh token' },
+      ]);
+      // Asked again later: still no second request with that token.
+      const again = await call(on(1), 'GET', `/api/oauth/credentials/${connection}`);
+      expect([again.status, again.body]).toEqual([409, inError]);
+      expect(world.stats.refreshes - before).toBe(1);
+      await expect
+        .poll(() => received.filter((event) => event.resource === connection).length, {
+          timeout: 15_000,
+        })
+        .toBe(1);
+      expect(received.find((event) => event.resource === connection)?.type).toBe(
+        'connection.reauthorization_required',
+      );
+    } finally {
+      await served.close();
+    }
+  }, 60_000);
+});
