@@ -206,34 +206,37 @@ export interface TestWorldOptions {
   /**
    * What the token endpoint does when a rotated (already used) refresh token comes back:
    * `reject` it (`invalid_grant`), or `revoke-family`: reject it and revoke every token of
-   * that grant (RFC 9700 §4.14.2), as servers that detect replay do — Notion's hosted MCP
-   * server answers `invalid_grant` "OAuth grant revoked" and logs every session of the grant
-   * out (its MCP client guide:
+   * that grant (RFC 9700 §4.14.2), as servers that detect replay do. Notion's hosted MCP
+   * server answers `invalid_grant` "OAuth grant revoked" and logs out every session of the
+   * grant (its MCP client guide, which tells clients not to retry such a refresh:
    * https://github.com/makenotion/notion-cookbook/blob/main/docs/mcp-client-integration.md);
-   * Atlassian's rotating refresh tokens are refused once used
-   * (https://developer.atlassian.com/cloud/jira/platform/oauth-2-3lo-apps/#use-a-refresh-token-to-get-another-access-token-and-refresh-token-pair).
-   * Default `reject`.
+   * Atlassian rotates its refresh tokens on every use and refuses a spent one with
+   * "Unknown or invalid refresh token"
+   * (https://developer.atlassian.com/cloud/oauth/getting-started/refresh-tokens). Default
+   * `reject`.
    */
   refreshTokenReuse?: 'reject' | 'revoke-family';
   /**
    * Rotation with a grace window: a refresh token rotated away less than this many seconds
    * ago works once more (it rotates again), as long as its successor was not used; later,
-   * it is a reuse. Linear rotates its refresh tokens and keeps the previous one usable for a
-   * while (https://linear.app/developers/oauth-2-0-authentication#refresh-token-rotation).
-   * Default 0: none.
+   * it is a reuse. Linear rotates its refresh tokens
+   * (https://linear.app/docs/oauth/authentication) and has been seen to take the previous
+   * one for a while after, then answer "Grant not found" (the window is not documented
+   * there). Default 0: none.
    */
   refreshTokenReuseGraceSeconds?: number;
   /**
    * The `error_description` of a refused refresh token (`invalid_grant`), as the server
-   * writes it: Notion "OAuth grant revoked", Linear "Grant not found". Default "unknown or
-   * revoked refresh token".
+   * writes it: Notion "OAuth grant revoked", Linear "Grant not found", Atlassian "Unknown or
+   * invalid refresh token". Default "unknown or revoked refresh token".
    */
   invalidGrantDescription?: string;
   /**
    * A refresh token not used within this many seconds of its issue is refused at its first
-   * use (`invalid_grant`), as Miro's are some hours after they were issued
-   * (https://developers.miro.com/docs/getting-started-with-oauth#expiring-access-tokens).
-   * Default 0: they live as long as the grant.
+   * use (`invalid_grant`). Miro's refresh tokens rotate and expire 60 days after issue
+   * (https://developers.miro.com/reference/get-new-access-token-using-refresh-token): a
+   * connection left unused that long finds its token refused on first use. Seconds here, so
+   * that a test runs it. Default 0: they live as long as the grant.
    */
   refreshTokenUnusedLifetimeSeconds?: number;
   /**
