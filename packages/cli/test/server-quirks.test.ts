@@ -1,14 +1,15 @@
 import { createServer } from 'node:http';
 import { createTestDatabase } from '@keyway/test-support/postgres';
 import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
-import type { TestWorldOptions } from '@keyway/testing';
+import type { TestWorld, TestWorldOptions } from '@keyway/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { callApi, close, listen, serveWorld } from './peers.js';
 
 /*
- * The refresh behaviours of the servers people use (the test kit's switches, each named
- * after its behaviour and documented with the server it is known from), against three
- * `keyway serve` processes on one PostgreSQL database: what Keyway does with each.
+ * The quirks of the servers people use — their refresh behaviours, their refusal to register
+ * clients — as the test kit's switches (each named after its behaviour and documented with
+ * the server it is known from), against three `keyway serve` processes on one PostgreSQL
+ * database: what Keyway does with each.
  */
 
 const ROOT_KEY = 'server-quirks-root-key-0123456789abcdefghij';
@@ -23,7 +24,7 @@ const call = (base: string, method: string, path: string, body?: unknown) =>
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe(`servers that rotate refresh tokens, against ${INSTANCES} keyway serve processes on one PostgreSQL`, () => {
+describe(`the quirks of servers people use, against ${INSTANCES} keyway serve processes on one PostgreSQL`, () => {
   let brokers: BrokerProcess[] = [];
   let drop: () => Promise<void> = async () => {};
   const received: { type: string; resource: string; data: Record<string, unknown> }[] = [];
@@ -71,6 +72,11 @@ describe(`servers that rotate refresh tokens, against ${INSTANCES} keyway serve 
       configuration: { resource_url: world.resourceUrl },
     });
     expect(provider.status).toBe(201);
+    return { served, world, connection: await authorized(name, world) };
+  }
+
+  /** Alice's connection of provider `name`: started on one instance, back on another. */
+  async function authorized(name: string, world: TestWorld): Promise<string> {
     const connection = `acme/users/alice/${name}`;
     const started = await call(on(1), 'POST', `/api/oauth/authorize/${name}`, {
       connection_id: connection,
@@ -79,7 +85,7 @@ describe(`servers that rotate refresh tokens, against ${INSTANCES} keyway serve 
     const landed = await fetch(`${on(2)}${back.pathname}${back.search}`);
     expect(landed.status).toBe(200);
     await landed.text();
-    return { served, world, connection };
+    return connection;
   }
 
   /** Thirty callers on every instance at once, the access token expired: their answers. */
@@ -133,6 +139,55 @@ describe(`servers that rotate refresh tokens, against ${INSTANCES} keyway serve 
           `/api/oauth/credentials/${connection}?force_refresh=true`,
         );
         expect(last.status).toBe(200);
+      } finally {
+        await served.close();
+      }
+    }, 60_000);
+  }
+
+  for (const [server, refusal] of [
+    ['GitHub', { status: 422, error: 'unprocessable_entity', description: 'Validation Failed' }],
+    ['Figma', { status: 403, error: 'access_denied', description: 'Forbidden' }],
+  ] as const) {
+    it(`says what to do when ${server}'s server refuses registration (${refusal.status}), then connects with a registered application`, async () => {
+      const name = server.toLowerCase();
+      const served = await serveWorld({ registrationRefused: refusal });
+      const { world } = served;
+      try {
+        const refused = await call(on(0), 'PUT', `/api/admin/providers/${name}`, {
+          template: 'mcp',
+          configuration: { resource_url: world.resourceUrl },
+        });
+        expect(refused.status).toBe(502);
+        expect(refused.body.error).toBe('registration_failed');
+        const callback = /redirect URI (\S+)\)/.exec(refused.body.error_description)?.[1] ?? '';
+        expect(refused.body.error_description).toBe(
+          `dynamic client registration failed: the server refused: ${refusal.error} (${refusal.description}). ` +
+            `Register an application with it (redirect URI ${callback}) and give its client id and secret ` +
+            `(credentials.mode "custom")`,
+        );
+        expect(callback).toBe('http://localhost:8787/api/oauth/callback');
+        // Nothing was stored.
+        expect((await call(on(1), 'GET', `/api/admin/providers/${name}`)).status).toBe(404);
+        // The operator registers an application at that redirect URI, as the error says.
+        const client = world.preregister({
+          redirect_uris: [callback],
+          token_endpoint_auth_method: 'client_secret_basic',
+          client_secret: `${name}-secret`,
+        });
+        const put = await call(on(1), 'PUT', `/api/admin/providers/${name}`, {
+          template: 'mcp',
+          configuration: { resource_url: world.resourceUrl },
+          credentials: {
+            mode: 'custom',
+            client_id: client.client_id,
+            client_secret: `${name}-secret`,
+          },
+        });
+        expect(put.status).toBe(201);
+        const connection = await authorized(name, world);
+        const view = await call(on(1), 'GET', `/api/oauth/connections/${connection}`);
+        expect(view.body.status).toBe('active');
       } finally {
         await served.close();
       }

@@ -270,9 +270,14 @@ export async function registerClient(
       await asRegistrationAnswer(response),
     );
   } catch (cause) {
+    // A refusal (GitHub's remote MCP server answers 422, Figma's 403): registering here will
+    // not work, so the error says what will — an application registered by hand, at the
+    // shared callback its custom credentials use.
     const why =
       cause instanceof oauth.ResponseBodyError
-        ? `the server refused: ${cause.error}${cause.error_description ? ` (${cause.error_description})` : ''}`
+        ? `the server refused: ${cause.error}${cause.error_description ? ` (${cause.error_description})` : ''}. ` +
+          `Register an application with it (redirect URI ${profile.redirectUri}) and give its client id and secret ` +
+          `(credentials.mode "custom")`
         : 'the server answered with something that is not a registration';
     throw registrationFailed(`dynamic client registration failed: ${why}`, cause);
   }

@@ -66,6 +66,13 @@ export function createAuthorizationServer(world: WorldState) {
 
   function register(body: Record<string, unknown>): Response {
     stats.registrations++;
+    const refusal = world.options.registrationRefused;
+    if (refusal !== undefined) {
+      return json(refusal.status, {
+        error: refusal.error ?? 'invalid_client_metadata',
+        error_description: refusal.description ?? 'registration is not available',
+      });
+    }
     const redirectUris = body.redirect_uris;
     if (
       !Array.isArray(redirectUris) ||

@@ -173,6 +173,12 @@ export interface TestWorldOptions {
   accessTokenLifetime?: number;
   /** Lifetime of a dynamically registered client secret, seconds; 0 = never expires. Default 0. */
   clientSecretLifetime?: number;
+  /**
+   * The registration endpoint is advertised but refuses every request with this status and
+   * OAuth error: GitHub's remote MCP server answers `422`, Figma's `403`. A registered
+   * application's credentials are then the way in. Default: registration works.
+   */
+  registrationRefused?: { status: 400 | 403 | 422; error?: string; description?: string };
   /** The status of a successful registration answer: RFC 7591 says 201, some send 200. Default 201. */
   registrationStatus?: 200 | 201;
   /** Leave `client_secret_expires_at` out of the registration answer (a secret that never expires). Default false. */
