@@ -5,15 +5,17 @@ import { canonicalizeScopes, setCoversPath } from '../auth/scope.js';
 import { allowedRedirect } from '../connections/authorization.js';
 import { connectionView } from '../connections/view.js';
 import { KeywayError } from '../contract/errors.js';
-import { ConnectSessionBody } from '../contract/schemas.js';
+import { ConnectSessionBody, ConnectStartBody } from '../contract/schemas.js';
 import { isoTime } from '../contract/time.js';
 import { parseShape } from '../contract/validation.js';
 import { fromBase64Url, timingSafeEqual, toBase64Url, utf8 } from '../platform/bytes.js';
 import { providerState } from '../providers/state.js';
+import type { ConnectionStatus } from '../storage/contract.js';
 import type { ConnectDeps } from './deps.js';
 import {
   type ConnectSessionInput,
   type ConnectSessionView,
+  type ConnectStartInput,
   type CreatedConnectSession,
   DEFAULT_EXPIRES_IN,
   SESSION_KIND,
@@ -40,7 +42,7 @@ export interface OfferedProvider {
   /** The connection the page starts and reads for it. */
   connection_id: string;
   /** `null`: never connected. */
-  status: 'pending' | 'active' | 'error' | null;
+  status: ConnectionStatus | null;
   /** The account the server said the connection is for; `null` when it said none. */
   account: string | null;
   /** The host of the server's consent page: where the user signs in. */
@@ -264,11 +266,8 @@ export class ConnectSessions {
     if (entry.revoked_at !== null || entry.expires_at <= now) return null;
     // The creator's token deleted, expired or narrowed away from the namespace (not another
     // token given its name since): the session ends.
-    if (entry.created_by !== 'root') {
-      const creator =
-        entry.creator === null
-          ? await this.#deps.storage.findLiveTokenByName(entry.created_by.slice(6), now)
-          : await this.#deps.storage.findTokenByIdHash(entry.creator);
+    if (entry.creator !== null) {
+      const creator = await this.#deps.storage.findTokenByIdHash(entry.creator);
       if (
         creator === null ||
         creator.expiresAt <= now ||
@@ -393,9 +392,10 @@ export class ConnectPage {
       expires_at: isoTime(entry.expires_at),
       allow_disconnect: entry.allow_disconnect,
       redirect_uri: entry.redirect_uri,
+      // The configuration keeps `KEYWAY_ALLOWED_REDIRECTS` as origins already.
       opener_origins:
         entry.redirect_uri === null
-          ? [...new Set(deps.allowedRedirects.map((allowed) => new URL(allowed).origin))]
+          ? [...deps.allowedRedirects]
           : [new URL(entry.redirect_uri).origin],
       providers,
     };
@@ -420,11 +420,17 @@ export class ConnectPage {
    * Starts the authorization of an offered provider's connection and answers its consent
    * URL (with `verify: true`, the completed consent waits for the app's confirmation).
    *
-   * @throws {KeywayError} `not_found` (a provider not offered), and those of
+   * @param input `{ provider_id }`, the body of `POST /connect/api/authorize`, checked here.
+   * @throws {KeywayError} `invalid_request`, `not_found` (a provider not offered), and those of
    *   `connections.authorize`.
    */
-  async start(providerId: string): Promise<{ connection_id: string; authorization_url: string }> {
-    const provider = parseResourcePath(providerId, 'provider_id');
+  async start(
+    input: ConnectStartInput,
+  ): Promise<{ connection_id: string; authorization_url: string }> {
+    const provider = parseResourcePath(
+      parseShape(ConnectStartBody, input).provider_id,
+      'provider_id',
+    );
     const connectionId = this.#connectionOf(provider, await this.#offered());
     // With `verify`, the consent comes back to the app, which confirms the user there.
     const started = await this.#deps.authorize(

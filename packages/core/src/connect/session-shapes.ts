@@ -1,5 +1,9 @@
 import { z } from 'zod';
-import { type ConnectSessionBody, ConnectSessionViewBody } from '../contract/schemas.js';
+import {
+  type ConnectSessionBody,
+  ConnectSessionViewBody,
+  type ConnectStartBody,
+} from '../contract/schemas.js';
 
 /*
  * Connect sessions (docs/api.md §19): what an application asks for, and what is kept of a
@@ -14,6 +18,9 @@ export const SESSION_KIND = 'connect_session';
 
 /** What `ConnectSessionBody` reads. */
 export type ConnectSessionInput = z.input<typeof ConnectSessionBody>;
+
+/** What `ConnectStartBody` reads: the page starts an offered provider's connection. */
+export type ConnectStartInput = z.input<typeof ConnectStartBody>;
 
 /** A session as it is kept. */
 export const SessionEntrySchema = z.object({
@@ -31,7 +38,7 @@ export const SessionEntrySchema = z.object({
   /** Who created it (`root`, `token:<name>`), and the creator's scopes then. */
   created_by: z.string(),
   /** The stored key of the creator's token (`null`: the root key): the session lives with it. */
-  creator: z.string().nullable().default(null),
+  creator: z.string().nullable(),
   scopes: z.array(z.string()),
   created_at: z.number(),
   expires_at: z.number(),

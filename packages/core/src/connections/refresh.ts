@@ -28,7 +28,7 @@ import {
 } from './refresh-verdict.js';
 
 /** New tokens, and their token response described for the connection state. */
-type Received = ConnectionTokens & { answer?: TokenAnswer };
+type Received = ConnectionTokens & { answer?: TokenAnswer; account?: string };
 
 export const REFRESH_IDLE =
   '"refreshIdleAfter" must be false, milliseconds (at least 1000) or a duration such as "7d"';
@@ -378,7 +378,8 @@ export class Refresher {
         { cause: error },
       );
     }
-    const { answer, ...next } = received;
+    // The account an ID token names is the connection's label, not one of its tokens.
+    const { answer, account, ...next } = received;
     const refreshedAt = o.now();
     let superseded = false;
     const written = await this.records.update(id, (current) => {
@@ -403,6 +404,7 @@ export class Refresher {
             refreshable: next.refresh_token !== null || own,
             ...(next.metadata === undefined ? {} : { metadata: next.metadata }),
             ...(answer === undefined ? {} : { token_response: answer }),
+            ...(account === undefined ? {} : { account }),
           } satisfies ConnectionState,
         },
         tokens: next,

@@ -24,7 +24,8 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
       issuer: 'https://auth.notion.example.test',
       resourceUrl: 'https://mcp.notion.example.test/mcp',
     });
-    const broker = spec.open(await factory.create(), {
+    const storage = await factory.create();
+    const broker = spec.open(storage, {
       allowedRedirects: ['https://app.example.com'],
       rateLimits: { auth: { limit: 10, windowSeconds: 60 } },
       fetch: (input, init) =>
@@ -50,7 +51,7 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
       expires_in: 86_400,
     });
     const appPrincipal = await broker.authenticate(app.access_token);
-    return { broker, events, linear, notion, app: appPrincipal };
+    return { broker, storage, events, linear, notion, app: appPrincipal };
   }
 
   const secretOf = (url: string) => new URL(url).hash.slice(1);
@@ -137,7 +138,7 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
   });
 
   it('lets the page list, start and read the offered connections, and tells their completion once', async () => {
-    const { broker, events, app, linear } = await setUp();
+    const { broker, storage, events, app, linear } = await setUp();
     const created = await broker.connectSessions.create(app, {
       namespace: NAMESPACE,
       providers: ['acme/linear', 'acme/notion'],
@@ -163,7 +164,7 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
         error: null,
       },
     ]);
-    const started = await page.start('acme/linear');
+    const started = await page.start({ provider_id: 'acme/linear' });
     expect(started.connection_id).toBe(`${NAMESPACE}/linear`);
     expect(new URL(started.authorization_url).origin).toBe(new URL(linear.issuer).origin);
     const back = new URL(linear.consent(started.authorization_url));
@@ -180,6 +181,16 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
     expect((await broker.connections.get(ROOT, `${NAMESPACE}/linear`)).account).toBe(
       'alice@example.test',
     );
+    // A refresh whose answer names the account again keeps it as the connection's label,
+    // never among the tokens the vault holds.
+    await broker.connections.credentials(ROOT, `${NAMESPACE}/linear`, { force_refresh: true });
+    expect((await broker.connections.get(ROOT, `${NAMESPACE}/linear`)).account).toBe(
+      'alice@example.test',
+    );
+    const sealed = await storage.getVaultEntry('connection_tokens', `${NAMESPACE}/linear`);
+    if (sealed === null) throw new Error('the connection holds no tokens');
+    const kept = JSON.parse(await broker.vault.open(sealed));
+    expect([kept.access_token === undefined, 'account' in kept]).toEqual([false, false]);
     await page.view();
     const completed = events.filter((event) => event.type === 'connect_session.completed');
     expect(completed.map((event) => [event.actor, event.resource, event.data])).toEqual([
@@ -199,7 +210,7 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
       providers: ['acme/linear'],
     });
     const page = await broker.connectSessions.open(secretOf(created.url));
-    const notOffered = await refusal(page.start('acme/notion'));
+    const notOffered = await refusal(page.start({ provider_id: 'acme/notion' }));
     expect([notOffered.code, notOffered.message]).toEqual([
       'not_found',
       'provider "acme/notion" is not offered here',
@@ -288,7 +299,7 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
       redirect_uri: 'https://app.example.com/connected',
     });
     const page = await broker.connectSessions.open(secretOf(created.url));
-    const started = await page.start('acme/linear');
+    const started = await page.start({ provider_id: 'acme/linear' });
     const back = await broker.connections.callback(
       new URL(linear.consent(started.authorization_url)),
     );
@@ -303,7 +314,7 @@ describe.each(storageFactories)('connect sessions ($name storage)', (factory) =>
     expect((await page.view()).providers[0]?.status).toBe('active');
 
     // A consent started by the page, then the app's token deleted: the consent completes nothing.
-    const other = await page.start('acme/linear');
+    const other = await page.start({ provider_id: 'acme/linear' });
     await broker.tokens.delete(ROOT, 'app');
     const late = await broker.connections.callback(
       new URL(linear.consent(other.authorization_url)),

@@ -7,7 +7,7 @@ import {
   resourcePathFromUrl,
 } from '@keyway/core';
 import { json, noContent } from '../responses.js';
-import { BODY_ERRORS, type Route, resourcePath } from './route.js';
+import { BODY_ERRORS, decodedParam, type Route, resourcePath } from './route.js';
 
 /* The administration routes (docs/api.md §3, §4, §6, §11): tokens, providers, events. */
 
@@ -16,16 +16,6 @@ const tokenName = {
   description: 'A token name (docs/api.md §3.2): one path segment.',
 };
 const PROVIDER_ERRORS: KeywayErrorCode[] = ['provider_management_disabled'];
-
-/** Decodes the one-segment token name of `/api/admin/tokens/<name>`. */
-function tokenNameFrom(param: string): string {
-  try {
-    return decodeURIComponent(param);
-  } catch {
-    // Not percent-decodable: let core refuse it as a name.
-    return param;
-  }
-}
 
 export const TOKEN_ROUTES: Route[] = [
   {
@@ -72,7 +62,7 @@ export const TOKEN_ROUTES: Route[] = [
     ok: { 200: { description: 'The token.', schema: 'TokenViewBody' } },
     errors: ['invalid_name', 'delegation_denied', 'not_found'],
     handle: async ({ broker, principal, param }) =>
-      json(200, await broker.tokens.get(principal, tokenNameFrom(param))),
+      json(200, await broker.tokens.get(principal, decodedParam(param))),
   },
   {
     method: 'PATCH',
@@ -92,7 +82,7 @@ export const TOKEN_ROUTES: Route[] = [
       'not_found',
     ],
     handle: async ({ broker, principal, param, body }) => {
-      const name = tokenNameFrom(param);
+      const name = decodedParam(param);
       const input = (await body()) as NarrowTokenInput;
       return json(200, await broker.tokens.narrow(principal, name, input));
     },
@@ -107,7 +97,7 @@ export const TOKEN_ROUTES: Route[] = [
     ok: { 204: { description: 'Deleted.', schema: null } },
     errors: ['invalid_name', 'delegation_denied', 'not_found'],
     handle: async ({ broker, principal, param }) => {
-      await broker.tokens.delete(principal, tokenNameFrom(param));
+      await broker.tokens.delete(principal, decodedParam(param));
       return noContent();
     },
   },

@@ -3,7 +3,7 @@ import { CONNECT_ASSETS, CONNECT_HTML } from '../inspector-assets.generated.js';
 import { bearerOf } from '../request.js';
 import { json, noContent } from '../responses.js';
 import { assetReply } from './inspector.js';
-import { BODY_ERRORS, type Route, type RouteContext, resourcePath } from './route.js';
+import { BODY_ERRORS, decodedParam, type Route, type RouteContext, resourcePath } from './route.js';
 
 /*
  * Connect sessions (docs/api.md §19): the application's routes that create, list and end
@@ -11,15 +11,6 @@ import { BODY_ERRORS, type Route, type RouteContext, resourcePath } from './rout
  * assets, and the three calls it makes with the session's secret as its Bearer credential.
  * The secret opens nothing else: every other route takes broker tokens only.
  */
-
-/** A path parameter as it was meant: not percent-decodable, it is kept as sent (and refused). */
-function decoded(param: string): string {
-  try {
-    return decodeURIComponent(param);
-  } catch {
-    return param;
-  }
-}
 
 const sessionId = {
   name: 'id',
@@ -74,7 +65,7 @@ export const CONNECT_SESSION_ROUTES: Route[] = [
     ok: { 200: { description: 'The session, ended.', schema: 'ConnectSessionViewBody' } },
     errors: ['not_found'],
     handle: async ({ broker, principal, param }) =>
-      json(200, await broker.connectSessions.revoke(principal, decoded(param))),
+      json(200, await broker.connectSessions.revoke(principal, decodedParam(param))),
   },
 ];
 
@@ -178,14 +169,8 @@ export const CONNECT_PAGE_ROUTES: Route[] = [
     ],
     handle: async (context) => {
       const page = await pageOf(context);
-      const { provider_id } = (await context.body()) as { provider_id?: unknown };
-      if (typeof provider_id !== 'string') {
-        const message = '"provider_id" must be an offered provider id';
-        throw new KeywayError('invalid_request', message, {
-          details: [{ path: 'provider_id', message }],
-        });
-      }
-      return json(200, await page.start(provider_id));
+      const input = (await context.body()) as Parameters<typeof page.start>[0];
+      return json(200, await page.start(input));
     },
   },
   {
@@ -201,7 +186,7 @@ export const CONNECT_PAGE_ROUTES: Route[] = [
     errors: [...PAGE_ERRORS, 'invalid_path', 'insufficient_scope', 'not_found'],
     handle: async (context) => {
       const page = await pageOf(context);
-      await page.disconnect(decoded(context.param));
+      await page.disconnect(decodedParam(context.param));
       return noContent();
     },
   },

@@ -119,6 +119,18 @@ const RESOURCE_PATH =
 /** A path parameter that is a resource path (slashes included). */
 export const resourcePath = (name: string) => ({ name, description: RESOURCE_PATH });
 
+/**
+ * A path parameter decoded (`%2F` and the like); one that is not percent-decodable is kept
+ * as sent, for core to refuse as the name or id it is not.
+ */
+export function decodedParam(param: string): string {
+  try {
+    return decodeURIComponent(param);
+  } catch {
+    return param;
+  }
+}
+
 /** The errors of every route that reads a JSON body. */
 export const BODY_ERRORS: KeywayErrorCode[] = [
   'invalid_request',

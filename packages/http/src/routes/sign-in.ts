@@ -2,7 +2,7 @@ import { KeywayError } from '@keyway/core';
 import { OAuthError } from '@keyway/core/sign-in';
 import { json, noContent, type Reply } from '../responses.js';
 import { bindingOf, signInReply } from '../sign-in-pages.js';
-import type { Route, RouteContext } from './route.js';
+import { decodedParam, type Route, type RouteContext } from './route.js';
 
 /*
  * Keyway as the authorization server of its MCP endpoints (docs/api.md §17): the pages of
@@ -254,7 +254,7 @@ export const SIGN_IN_ROUTES: Route[] = [
     ok: { 204: { description: 'Revoked.', schema: null } },
     errors: ['not_found'],
     handle: async ({ broker, principal, param }) => {
-      await broker.signIn.revokeGrant(principal, decodeURIComponent(param));
+      await broker.signIn.revokeGrant(principal, decodedParam(param));
       return noContent();
     },
   },
