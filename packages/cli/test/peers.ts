@@ -69,7 +69,7 @@ export function oidcProvider(
  * due for a refresh in their second half).
  */
 export async function serveWorld(
-  options: TestWorldOptions = {},
+  options: TestWorldOptions | ((origin: string) => TestWorldOptions) = {},
 ): Promise<{ world: TestWorld; close(): Promise<void> }> {
   let world: TestWorld | null = null;
   const server = createServer((req, res) => {
@@ -83,7 +83,7 @@ export async function serveWorld(
     issuer: `${origin}/as`,
     rotateRefreshTokens: true,
     accessTokenLifetime: 30,
-    ...options,
+    ...(typeof options === 'function' ? options(origin) : options),
   });
   return { world, close: () => close(server) };
 }

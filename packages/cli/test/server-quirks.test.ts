@@ -27,6 +27,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 describe(`the quirks of servers people use, against ${INSTANCES} keyway serve processes on one PostgreSQL`, () => {
   let brokers: BrokerProcess[] = [];
   let drop: () => Promise<void> = async () => {};
+  let env: Record<string, string> = {};
   const received: { type: string; resource: string; data: Record<string, unknown> }[] = [];
   const hook = createServer((request, response) => {
     let body = '';
@@ -44,7 +45,7 @@ describe(`the quirks of servers people use, against ${INSTANCES} keyway serve pr
     const db = await createTestDatabase(inject('databaseUrl'));
     drop = db.drop;
     const hookOrigin = await listen(hook);
-    const env = {
+    env = {
       KEYWAY_ROOT_KEY: ROOT_KEY,
       KEYWAY_DATABASE: db.url,
       KEYWAY_VAULT_KEYS: VAULT_KEY,
@@ -193,6 +194,261 @@ describe(`the quirks of servers people use, against ${INSTANCES} keyway serve pr
       }
     }, 60_000);
   }
+
+  it("registers under the client metadata an operator sets when Figma's server takes only the clients it lists", async () => {
+    const served = await serveWorld({ registrationClientNames: ['Approved Client'] });
+    const { world } = served;
+    try {
+      const refused = await call(on(0), 'PUT', '/api/admin/providers/figma-listed', {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+      });
+      expect([refused.status, refused.body.error]).toEqual([502, 'registration_failed']);
+      expect(refused.body.error_description).toBe(
+        'dynamic client registration failed: the server refused: access_denied (Forbidden). Register an ' +
+          'application with it (redirect URI http://localhost:8787/api/oauth/callback) and give its client id ' +
+          'and secret (credentials.mode "custom")',
+      );
+      // client_metadata belongs to registration: refused, by name, in any other mode.
+      const misplaced = await call(on(1), 'PUT', '/api/admin/providers/figma-listed', {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+        credentials: {
+          mode: 'custom',
+          client_id: 'x',
+          client_metadata: { client_name: 'Approved Client' },
+        },
+      });
+      expect([misplaced.status, misplaced.body.details]).toEqual([
+        400,
+        [
+          {
+            path: 'credentials.client_metadata',
+            message:
+              '"client_metadata" is what dynamic registration sends: it is for mode "register"',
+          },
+        ],
+      ]);
+      const metadata = { client_name: 'Approved Client', client_uri: 'https://app.example.test' };
+      const put = await call(on(1), 'PUT', '/api/admin/providers/figma-listed', {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+        credentials: { client_metadata: metadata },
+      });
+      expect(put.status).toBe(201);
+      expect([put.body.credentials.registration, put.body.credentials.client_metadata]).toEqual([
+        'dynamic',
+        metadata,
+      ]);
+      expect(world.clients.get(put.body.credentials.client_id)?.client_name).toBe(
+        'Approved Client',
+      );
+      // The same metadata again keeps the client; another registers a new one.
+      const again = await call(on(2), 'PUT', '/api/admin/providers/figma-listed', {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+        credentials: { client_metadata: metadata },
+      });
+      expect(again.body.credentials.client_id).toBe(put.body.credentials.client_id);
+      const renamed = await call(on(2), 'PUT', '/api/admin/providers/figma-listed', {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+        credentials: { client_metadata: { client_name: 'Keyway' } },
+      });
+      expect([renamed.status, renamed.body.error]).toEqual([502, 'registration_failed']);
+      expect(world.stats.registrations).toBe(3);
+      const connection = await authorized('figma-listed', world);
+      const view = await call(on(0), 'GET', `/api/oauth/connections/${connection}`);
+      expect(view.body.status).toBe('active');
+    } finally {
+      await served.close();
+    }
+  }, 60_000);
+
+  it("says an https base URL is needed when AppSignal's server refuses http redirect URIs, and connects from one", async () => {
+    const served = await serveWorld({ registrationHttpsOnly: true });
+    const { world } = served;
+    let https: BrokerProcess | null = null;
+    try {
+      const refused = await call(on(0), 'PUT', '/api/admin/providers/appsignal', {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+      });
+      expect([refused.status, refused.body.error]).toEqual([502, 'registration_failed']);
+      expect(refused.body.error_description).toMatch(
+        new RegExp(
+          '^dynamic client registration failed: the server refused: invalid_redirect_uri \\(redirect URIs ' +
+            'must use https\\)\\. Its redirect URI was http://localhost:8787/api/oauth/callback/[A-Za-z0-9_-]{22}: ' +
+            'a server may take https redirect URIs only; run Keyway at an https base URL \\(baseUrl; ' +
+            'KEYWAY_BASE_URL for keyway serve\\)$',
+        ),
+      );
+      // A deployment at an https base URL (behind its TLS proxy) registers and connects.
+      https = await startBrokerProcess({ ...env, KEYWAY_BASE_URL: 'https://keyway.example.test' });
+      const put = await call(https.url, 'PUT', '/api/admin/providers/appsignal', {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+      });
+      expect(put.status).toBe(201);
+      expect(put.body.credentials.redirect_uri).toMatch(
+        /^https:\/\/keyway\.example\.test\/api\/oauth\/callback\/[A-Za-z0-9_-]{22}$/,
+      );
+      expect(world.clients.get(put.body.credentials.client_id)?.redirect_uris).toEqual([
+        put.body.credentials.redirect_uri,
+      ]);
+      const started = await call(https.url, 'POST', '/api/oauth/authorize/appsignal', {
+        connection_id: 'acme/users/alice/appsignal',
+      });
+      const back = new URL(world.consent(started.body.authorization_url));
+      expect(back.origin).toBe('https://keyway.example.test');
+      const landed = await fetch(`${https.url}${back.pathname}${back.search}`);
+      expect(landed.status).toBe(200);
+      await landed.text();
+      const view = await call(on(1), 'GET', '/api/oauth/connections/acme/users/alice/appsignal');
+      expect(view.body.status).toBe('active');
+    } finally {
+      await https?.stop();
+      await served.close();
+    }
+  }, 90_000);
+
+  const AADSTS =
+    "AADSTS9010010: The resource parameter provided in the request doesn't match with the requested scopes.";
+  for (const [form, published, accepted, path] of [
+    ['an origin without a slash (Microsoft Entra)', (o: string) => o, (o: string) => [o], '/mcp'],
+    ['an origin with its slash', (o: string) => `${o}/`, (o: string) => [`${o}/`], '/mcp'],
+    [
+      'the MCP path, where the origin is also taken (Sentry)',
+      (o: string) => `${o}/mcp`,
+      (o: string) => [o, `${o}/mcp`],
+      '/mcp',
+    ],
+    [
+      'the /v2 of a /v2/mcp endpoint (Asana)',
+      (o: string) => `${o}/v2`,
+      (o: string) => [`${o}/v2`],
+      '/v2/mcp',
+    ],
+  ] as const) {
+    it(`sends resource as published, ${form}: at consent, code exchange and refresh`, async () => {
+      let resource = '';
+      const served = await serveWorld((origin) => {
+        resource = published(origin);
+        return {
+          resourceUrl: `${origin}${path}`,
+          metadataResource: resource,
+          acceptedResources: accepted(origin),
+          invalidTargetDescription: AADSTS,
+          resourceOnRefresh: 'required',
+        };
+      });
+      const { world } = served;
+      const name = `resource-${path === '/mcp' ? published('o').length : 'v2'}`;
+      try {
+        const put = await call(on(0), 'PUT', `/api/admin/providers/${name}`, {
+          template: 'mcp',
+          configuration: { resource_url: world.resourceUrl },
+        });
+        expect(put.status).toBe(201);
+        expect(put.body.resource.resource).toBe(resource);
+        const started = await call(on(1), 'POST', `/api/oauth/authorize/${name}`, {
+          connection_id: `acme/users/alice/${name}`,
+        });
+        expect(new URL(started.body.authorization_url).searchParams.get('resource')).toBe(resource);
+        const back = new URL(world.consent(started.body.authorization_url));
+        expect(back.searchParams.get('error')).toBeNull();
+        const landed = await fetch(`${on(2)}${back.pathname}${back.search}`);
+        expect(landed.status).toBe(200);
+        await landed.text();
+        const refreshed = await call(
+          on(0),
+          'GET',
+          `/api/oauth/credentials/acme/users/alice/${name}?force_refresh=true`,
+        );
+        expect(refreshed.status).toBe(200);
+        expect(
+          world.tokenRequests.map((request) => [request.grant_type, request.resource]),
+        ).toEqual([
+          ['authorization_code', resource],
+          ['refresh_token', resource],
+        ]);
+      } finally {
+        await served.close();
+      }
+    }, 60_000);
+  }
+
+  it("names the other authentication method when HubSpot's token endpoint refuses Basic, then connects with client_secret_post", async () => {
+    const served = await serveWorld({ clientSecretPostOnly: true, dynamicRegistration: false });
+    const { world } = served;
+    try {
+      const client = world.preregister({
+        redirect_uris: ['http://localhost:8787/api/oauth/callback'],
+        client_secret: 'hubspot-secret',
+      });
+      const body = {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+        credentials: {
+          mode: 'custom',
+          client_id: client.client_id,
+          client_secret: 'hubspot-secret',
+        },
+      };
+      const put = await call(on(0), 'PUT', '/api/admin/providers/hubspot', body);
+      expect(put.status).toBe(201);
+      // The metadata lists no method: RFC 8414 §2 reads that as client_secret_basic.
+      expect(put.body.credentials.token_endpoint_auth_method).toBe('client_secret_basic');
+      const connection = await authorized('hubspot', world);
+      const failed = await call(on(1), 'GET', `/api/oauth/connections/${connection}`);
+      expect([failed.body.status, failed.body.error]).toEqual([
+        'error',
+        {
+          code: 'invalid_client',
+          description:
+            'client authentication failed: the token endpoint refused the client, which authenticated with ' +
+            'client_secret_basic. Check its client id and secret; if they are right, the server may take the ' +
+            'secret another way: set credentials.token_endpoint_auth_method to "client_secret_post"',
+        },
+      ]);
+      // The setting belongs to an operator's client: refused, by name, for registration.
+      const misplaced = await call(on(2), 'PUT', '/api/admin/providers/hubspot-register', {
+        template: 'mcp',
+        configuration: { resource_url: world.resourceUrl },
+        credentials: { token_endpoint_auth_method: 'client_secret_post' },
+      });
+      expect([misplaced.status, misplaced.body.details?.[0]?.path]).toEqual([
+        400,
+        'credentials.token_endpoint_auth_method',
+      ]);
+      // As the error says; the stored secret is kept for the same client id.
+      const fixed = await call(on(2), 'PUT', '/api/admin/providers/hubspot', {
+        ...body,
+        credentials: {
+          mode: 'custom',
+          client_id: client.client_id,
+          token_endpoint_auth_method: 'client_secret_post',
+        },
+      });
+      expect([fixed.status, fixed.body.credentials.token_endpoint_auth_method]).toEqual([
+        200,
+        'client_secret_post',
+      ]);
+      await authorized('hubspot', world);
+      const view = await call(on(0), 'GET', `/api/oauth/connections/${connection}`);
+      expect([view.body.status, view.body.error]).toEqual(['active', null]);
+      const refreshed = await call(
+        on(1),
+        'GET',
+        `/api/oauth/credentials/${connection}?force_refresh=true`,
+      );
+      expect(refreshed.status).toBe(200);
+      const last = world.tokenRequests.at(-1);
+      expect([last?.grant_type, last?.client_secret]).toEqual(['refresh_token', 'hubspot-secret']);
+    } finally {
+      await served.close();
+    }
+  }, 60_000);
 
   it('fails a refresh token refused at its first use (Miro) once: the cause, the fix, one event', async () => {
     const { served, world, connection } = await connected('miro', {

@@ -1,5 +1,6 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import {
+  BUILT_IN_MCP_PROFILES,
   BUILT_IN_PROFILES,
   catalogOf,
   type Profile,
@@ -737,18 +738,45 @@ describe('the catalog', () => {
     const reply = await h.call('GET', '/api/admin/profiles', { token });
     expect(reply.status).toBe(200);
     expect(reply.body.next_cursor).toBeNull();
-    expect(reply.body.items).toHaveLength(BUILT_IN_PROFILES.length + 1);
+    expect(reply.body.items).toHaveLength(
+      BUILT_IN_PROFILES.length + BUILT_IN_MCP_PROFILES.length + 1,
+    );
     expect(reply.body.items.map((p: { id: string }) => p.id)).toEqual(
-      [...BUILT_IN_PROFILES.map((p) => p.id), 'acme-crm'].sort(),
+      [
+        ...BUILT_IN_PROFILES.map((p) => p.id),
+        ...BUILT_IN_MCP_PROFILES.map((p) => p.id),
+        'acme-crm',
+      ].sort(),
     );
     expect(reply.body.items.find((p: { id: string }) => p.id === 'acme-crm')).toEqual({
       id: 'acme-crm',
+      template: 'oauth2',
       label: 'Acme CRM',
       docs_url: 'https://developer.acme.example/oauth',
+      checked: null,
+      resource_url: null,
+      credentials: 'custom',
       scopes_example: ['contacts.read'],
       params: ['region'],
       api_base_url: 'https://{region}.api.acme.example',
       refresh: 'stable',
+      notes: [],
+    });
+    const hubspot = reply.body.items.find((p: { id: string }) => p.id === 'hubspot-mcp');
+    expect({ ...hubspot, notes: hubspot.notes.length }).toEqual({
+      id: 'hubspot-mcp',
+      template: 'mcp',
+      label: 'HubSpot (MCP)',
+      docs_url:
+        'https://developers.hubspot.com/docs/apps/developer-platform/build-apps/integrate-with-the-remote-hubspot-mcp-server',
+      checked: '2026-11-28',
+      resource_url: 'https://mcp.hubspot.com',
+      credentials: 'custom',
+      scopes_example: [],
+      params: [],
+      api_base_url: null,
+      refresh: 'stable',
+      notes: 3,
     });
     expect((await h.call('GET', '/api/admin/profiles', { token: 'kw_nonsense' })).status).toBe(401);
     await h.broker.close();

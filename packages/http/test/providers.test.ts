@@ -229,6 +229,55 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
       });
     });
 
+    it('registers with the client metadata the operator sets, in place of the defaults', async () => {
+      await setup();
+      const metadata = {
+        client_name: 'Acme Agents',
+        logo_uri: 'https://acme.example/logo.png',
+        contacts: ['ops@acme.example'],
+        application_type: 'native',
+        token_endpoint_auth_method: 'client_secret_post',
+      };
+      const reply = await put('linear', mcp({ client_metadata: metadata }));
+      expect(reply.status).toBe(201);
+      expect(reply.body.credentials).toMatchObject({
+        registration: 'dynamic',
+        token_endpoint_auth_method: 'client_secret_post',
+        client_metadata: metadata,
+      });
+      const client = world.clients.get(reply.body.credentials.client_id);
+      expect([client?.client_name, client?.application_type, client?.redirect_uris]).toEqual([
+        'Acme Agents',
+        'native',
+        [reply.body.credentials.redirect_uri],
+      ]);
+      // Left out again: Keyway's defaults, so a new client.
+      const plain = await put('linear', mcp());
+      expect(plain.body.credentials.client_id).not.toBe(reply.body.credentials.client_id);
+      expect('client_metadata' in plain.body.credentials).toBe(false);
+      expect(world.clients.get(plain.body.credentials.client_id)?.client_name).toBe('Keyway');
+      expect(world.stats.registrations).toBe(2);
+    });
+
+    it.each([
+      [{ client_uri: 'http://acme.example' }, 'credentials.client_metadata.client_uri'],
+      [{ application_type: 'service' }, 'credentials.client_metadata.application_type'],
+      [{ redirect_uris: ['https://evil.example'] }, 'credentials.client_metadata'],
+      [
+        { token_endpoint_auth_method: 'private_key_jwt' },
+        'credentials.client_metadata.token_endpoint_auth_method',
+      ],
+    ])('refuses client metadata %j, naming %s', async (metadata, path) => {
+      await setup();
+      const reply = await put('linear', mcp({ client_metadata: metadata }));
+      expect([reply.status, reply.body.error, reply.body.details?.[0]?.path]).toEqual([
+        400,
+        'invalid_request',
+        path,
+      ]);
+      expect(world.requests).toEqual([]);
+    });
+
     it('refuses with registration_unsupported when neither registration nor documents are possible', async () => {
       await setup({ dynamicRegistration: false });
       const reply = await put('linear', mcp());
@@ -319,6 +368,43 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
       expect(await storedClientSecret(h.broker, 'linear', world.issuer)).toBeNull();
     });
 
+    it('uses the method the operator sets whatever the server lists, and needs a secret for it', async () => {
+      await setup();
+      const reply = await put(
+        'linear',
+        mcp({
+          mode: 'custom',
+          client_id: 'a',
+          client_secret: 'custom-secret-value',
+          token_endpoint_auth_method: 'client_secret_post',
+        }),
+      );
+      expect(reply.status).toBe(201);
+      expect(reply.body.credentials.token_endpoint_auth_method).toBe('client_secret_post');
+      const kept = await put(
+        'linear',
+        mcp({ mode: 'custom', client_id: 'a', token_endpoint_auth_method: 'client_secret_post' }),
+      );
+      expect(kept.body.credentials).toMatchObject({
+        token_endpoint_auth_method: 'client_secret_post',
+        client_secret_set: true,
+      });
+      const publicClient = await put(
+        'linear',
+        mcp({ mode: 'custom', client_id: 'b', token_endpoint_auth_method: 'client_secret_post' }),
+      );
+      expect([publicClient.status, publicClient.body.details]).toEqual([
+        400,
+        [
+          {
+            path: 'credentials.token_endpoint_auth_method',
+            message:
+              'client_secret_post needs a "client_secret": a client without one authenticates with none',
+          },
+        ],
+      ]);
+    });
+
     it('authenticates with client_secret_post when the server does not list basic', async () => {
       await setup({ tokenEndpointAuthMethods: ['client_secret_post'] });
       const reply = await put(
@@ -326,6 +412,73 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
         mcp({ mode: 'custom', client_id: 'a', client_secret: 'custom-secret-value' }),
       );
       expect(reply.body.credentials.token_endpoint_auth_method).toBe('client_secret_post');
+    });
+  });
+
+  describe('from an mcp profile of the catalog', () => {
+    it('takes its endpoint and what works there: custom credentials, client_secret_post (HubSpot)', async () => {
+      await setup({
+        resourceUrl: 'https://mcp.hubspot.com',
+        clientSecretPostOnly: true,
+        dynamicRegistration: false,
+      });
+      const bare = await put('hubspot', { template: 'mcp', profile: 'hubspot-mcp' });
+      expect([bare.status, bare.body.details]).toEqual([
+        400,
+        [
+          {
+            path: 'credentials.client_id',
+            message:
+              'profile "hubspot-mcp": its server registers no clients itself; register an application with it ' +
+              '(https://developers.hubspot.com/docs/apps/developer-platform/build-apps/integrate-with-the-remote-hubspot-mcp-server) ' +
+              'at Keyway\'s callback and give its "client_id" and "client_secret"',
+          },
+        ],
+      ]);
+      expect(world.requests).toEqual([]);
+      const created = await put('hubspot', {
+        template: 'mcp',
+        profile: 'hubspot-mcp',
+        credentials: { client_id: 'hs-app', client_secret: 'custom-secret-value' },
+      });
+      expect(created.status).toBe(201);
+      expect([
+        created.body.profile,
+        created.body.configuration.resource_url,
+        created.body.credentials.mode,
+        created.body.credentials.token_endpoint_auth_method,
+      ]).toEqual(['hubspot-mcp', 'https://mcp.hubspot.com/', 'custom', 'client_secret_post']);
+      // The secret kept: the profile's method too.
+      const kept = await put('hubspot', {
+        template: 'mcp',
+        profile: 'hubspot-mcp',
+        credentials: { client_id: 'hs-app' },
+      });
+      expect(kept.body.credentials).toMatchObject({
+        client_secret_set: true,
+        token_endpoint_auth_method: 'client_secret_post',
+      });
+      const unknown = await put('hubspot', { template: 'mcp', profile: 'hubspot' });
+      expect([unknown.status, unknown.body.details?.[0]?.path]).toEqual([400, 'profile']);
+    });
+
+    it('adds its authorization parameters under the operator’s own (Google)', async () => {
+      await setup({
+        resourceUrl: 'https://bigquery.googleapis.com/mcp',
+        dynamicRegistration: false,
+      });
+      const created = await put('bigquery', {
+        template: 'mcp',
+        profile: 'google-bigquery-mcp',
+        configuration: { authorization_params: { prompt: 'select_account consent' } },
+        credentials: { client_id: 'g-app', client_secret: 'custom-secret-value' },
+      });
+      expect(created.status).toBe(201);
+      expect(created.body.configuration.authorization_params).toEqual({
+        access_type: 'offline',
+        prompt: 'select_account consent',
+      });
+      expect(created.body.credentials.token_endpoint_auth_method).toBe('client_secret_basic');
     });
   });
 

@@ -1,3 +1,4 @@
+import type { McpProfile } from './mcp-profiles.js';
 import { BUSINESS_PROFILES } from './profiles/business.js';
 import { DEVELOPER_PROFILES } from './profiles/developer.js';
 import { WORKPLACE_PROFILES } from './profiles/workplace.js';
@@ -63,23 +64,56 @@ function checked(input: unknown, where: string): Profile {
  */
 export interface ProfileView {
   id: string;
+  /** `oauth2`: a classic API; `mcp`: a hosted MCP server (docs/servers.md). */
+  template: 'oauth2' | 'mcp';
   label: string;
   docs_url: string;
+  /** `mcp`: the day its facts were read at `docs_url`; `null` for `oauth2`. */
+  checked: string | null;
+  /** `mcp`: the MCP endpoint; `null` for `oauth2`. */
+  resource_url: string | null;
+  /** The credentials mode that works: `custom` needs an application registered by hand. */
+  credentials: 'register' | 'custom';
   scopes_example: string[];
   /** The names of its parameters (`configuration.params`). */
   params: string[];
   api_base_url: string | null;
-  refresh: Profile['refresh'];
+  refresh: Profile['refresh'] | 'unknown';
+  /** What an operator should know, from `docs_url`. */
+  notes: string[];
 }
 
 export function profileView(profile: Profile): ProfileView {
   return {
     id: profile.id,
+    template: 'oauth2',
     label: profile.label,
     docs_url: profile.docs_url,
+    checked: null,
+    resource_url: null,
+    credentials: 'custom',
     scopes_example: profile.scopes_example,
     params: profile.params.map((param) => param.name),
     api_base_url: profile.api_base_url,
     refresh: profile.refresh,
+    notes: profile.notes,
+  };
+}
+
+/** An `mcp` profile as `GET /api/admin/profiles` lists it. */
+export function mcpProfileView(profile: McpProfile): ProfileView {
+  return {
+    id: profile.id,
+    template: 'mcp',
+    label: profile.label,
+    docs_url: profile.docs_url,
+    checked: profile.checked,
+    resource_url: profile.resource_url,
+    credentials: profile.credentials,
+    scopes_example: profile.scopes_example,
+    params: [],
+    api_base_url: null,
+    refresh: profile.refresh,
+    notes: profile.notes,
   };
 }

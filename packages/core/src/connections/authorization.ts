@@ -357,7 +357,9 @@ export class AuthorizationFlow {
           saved.party.issuer,
           saved.party.client_id,
         ));
-      const failure = forgotten ? FORGOTTEN_CLIENT : describeOAuthFailure(error);
+      const failure = forgotten
+        ? FORGOTTEN_CLIENT
+        : refusedClient(describeOAuthFailure(error), saved.party.token_endpoint_auth_method);
       const status = await this.records.recordFailure(pending.connectionId, failure);
       return outcome(status, failure);
     }
@@ -414,4 +416,24 @@ export class AuthorizationFlow {
   verify(principal: Principal, input: VerifyInput): Promise<ConnectionView> {
     return verifyFlow(this.#deps, this.records, principal, input);
   }
+}
+
+/**
+ * A code exchange the server refused for its client (`invalid_client`), with what to check:
+ * an operator's client id and secret, and how the server takes them — HubSpot, for one,
+ * reads the secret from the body only (`credentials.token_endpoint_auth_method`).
+ */
+function refusedClient(
+  failure: { code: string; description: string },
+  method: string,
+): { code: string; description: string } {
+  if (failure.code !== 'invalid_client') return failure;
+  const other = method === 'client_secret_basic' ? 'client_secret_post' : 'client_secret_basic';
+  return {
+    code: failure.code,
+    description:
+      `${failure.description}: the token endpoint refused the client, which authenticated with ${method}. ` +
+      `Check its client id and secret; if they are right, the server may take the secret another way: ` +
+      `set credentials.token_endpoint_auth_method to "${other}"`,
+  };
 }

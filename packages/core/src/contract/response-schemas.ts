@@ -106,6 +106,8 @@ export const ProviderViewBody = z.object({
     mode: z.enum(['register', 'custom', 'client_credentials', 'jwt_bearer', 'enterprise']),
     assertion_source: z.string().optional(),
     assertion_file: z.string().optional(),
+    /** Mode `register`: the client metadata the operator set for registration (docs/api.md §4). */
+    client_metadata: z.record(z.string(), z.union([z.string(), z.array(z.string())])).optional(),
     /** Mode `enterprise`: the identity provider and Keyway's client there (never its secret). */
     identity_provider: z
       .object({
@@ -162,13 +164,23 @@ export const ProviderViewBody = z.object({
 /** A profile of the `oauth2` template's catalog (docs/api.md §15). */
 export const ProfileViewBody = z.object({
   id: z.string(),
+  /** `oauth2`: a classic API; `mcp`: a hosted MCP server (docs/servers.md). */
+  template: z.enum(['oauth2', 'mcp']),
   label: z.string(),
   docs_url: z.string(),
+  /** `mcp`: the day its facts were read at `docs_url`. */
+  checked: z.string().nullable(),
+  /** `mcp`: the MCP endpoint. */
+  resource_url: z.string().nullable(),
+  /** The credentials mode that works: `custom` needs an application registered by hand. */
+  credentials: z.enum(['register', 'custom']),
   scopes_example: z.array(z.string()),
   /** The names of its parameters, given in `configuration.params`. */
   params: z.array(z.string()),
   api_base_url: z.string().nullable(),
-  refresh: z.enum(['rotating', 'stable', 'none']),
+  refresh: z.enum(['rotating', 'stable', 'none', 'unknown']),
+  /** What an operator should know, each fact from `docs_url`. */
+  notes: z.array(z.string()),
 });
 
 /** One step of a discovery trace (docs/api.md §6, §8). */

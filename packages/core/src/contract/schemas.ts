@@ -184,6 +184,34 @@ const clientFields = {
   client_secret: z.string().min(1).max(4096).optional(),
 };
 
+/** An https URL a server shows its users (RFC 7591 §2 `client_uri`, `logo_uri`, …). */
+const shownUrl = z
+  .string()
+  .max(2048)
+  .regex(/^https:\/\/[^\s#]+$/, 'an https URL without fragment');
+
+/**
+ * Mode `register`: what dynamic registration tells the server about Keyway (RFC 7591 §2),
+ * for a server that refuses the default (Figma answers 403 to clients it does not know);
+ * each field given replaces Keyway's own. The redirect URI stays Keyway's callback.
+ */
+export const ClientMetadataBody = z.strictObject({
+  client_name: z.string().min(1).max(200).optional(),
+  client_uri: shownUrl.optional(),
+  logo_uri: shownUrl.optional(),
+  policy_uri: shownUrl.optional(),
+  tos_uri: shownUrl.optional(),
+  contacts: z.array(z.string().min(1).max(320)).min(1).max(8).optional(),
+  software_id: z.string().min(1).max(200).optional(),
+  software_version: z.string().min(1).max(64).optional(),
+  /** Default: `web` for an https callback, `native` for a loopback http one. */
+  application_type: z.enum(['web', 'native']).optional(),
+  /** Default: the strongest the server lists (`client_secret_basic`, `client_secret_post`, `none`). */
+  token_endpoint_auth_method: z
+    .enum(['client_secret_basic', 'client_secret_post', 'none'])
+    .optional(),
+});
+
 /** The OAuth scopes a provider asks for by default. */
 const providerScopes = z.array(z.string().min(1).max(200)).max(64).optional();
 
@@ -204,22 +232,31 @@ const providerLabel = z.string().min(1).max(200).optional();
 /** Body of `PUT /api/admin/providers/<id>` (docs/api.md §4), template `mcp`. */
 export const McpProviderBody = z.strictObject({
   template: z.literal('mcp'),
+  /**
+   * An `mcp` profile of the catalog (`GET /api/admin/profiles`): its endpoint, the
+   * credentials mode and client authentication that work, its authorization parameters.
+   */
+  profile: z.string().min(1).max(64).optional(),
   hand_out: handOut,
   dpop,
   label: providerLabel,
-  configuration: z.strictObject({
-    resource_url: z.string(),
-    scopes: providerScopes,
-    /** Added to the authorization URL (`prompt`, `access_type`, `audience`, …). */
-    authorization_params: extraParams,
-    /** Added to every token request: the code exchange and each refresh. */
-    token_params: extraParams,
-    /**
-     * `assume_s256`: the server does PKCE S256 without advertising it; Keyway sends it
-     * anyway (docs/api.md §6 item 4). Only for a server you know does.
-     */
-    pkce: z.literal('assume_s256').optional(),
-  }),
+  configuration: z
+    .strictObject({
+      /** The MCP endpoint; with a `profile`, its endpoint when left out. */
+      resource_url: z.string().optional(),
+      scopes: providerScopes,
+      /** Added to the authorization URL (`prompt`, `access_type`, `audience`, …). */
+      authorization_params: extraParams,
+      /** Added to every token request: the code exchange and each refresh. */
+      token_params: extraParams,
+      /**
+       * `assume_s256`: the server does PKCE S256 without advertising it; Keyway sends it
+       * anyway (docs/api.md §6 item 4). Only for a server you know does.
+       */
+      pkce: z.literal('assume_s256').optional(),
+    })
+    // With a `profile`, the configuration may be left out.
+    .optional(),
   credentials: z
     .strictObject({
       mode: z
@@ -259,6 +296,14 @@ export const McpProviderBody = z.strictObject({
        * in the view), which keeps a server that sends no `iss` apart from a mix-up.
        */
       callback: z.enum(['shared', 'per_server']).optional(),
+      /**
+       * Mode `custom`: how the client authenticates at the token endpoint, whatever the
+       * server's metadata lists (HubSpot takes `client_secret_post` only). Default:
+       * `client_secret_basic` when the server lists it or lists nothing, else
+       * `client_secret_post`.
+       */
+      token_endpoint_auth_method: z.enum(['client_secret_basic', 'client_secret_post']).optional(),
+      client_metadata: ClientMetadataBody.optional(),
     })
     .optional(),
 });

@@ -5,6 +5,7 @@ import type { VaultKey, VaultWrite } from '../storage/record-types.js';
 import type { AuthorizationServerInfo, StoredRegistration } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import type { Vault } from '../vault/vault.js';
+import type { ClientMetadata } from './input.js';
 import { type ClientProfile, registerClient } from './registration.js';
 import { CLIENT_SECRET_KIND, REGISTRATION_TOKEN_KIND, secretKey } from './state.js';
 
@@ -54,11 +55,12 @@ export async function registerAt(
   profile: ClientProfile,
   providerId: string,
   server: AuthorizationServerInfo,
+  metadata?: ClientMetadata,
 ): Promise<{ registration: StoredRegistration; puts: VaultWrite[]; deletes: VaultKey[] }> {
   const client = await inSpan(
     'keyway.registration',
     { [PROVIDER]: providerId },
-    () => registerClient(outbound, server, profile),
+    () => registerClient(outbound, server, profile, metadata),
     (registered) => registered.registration,
   );
   const key = secretKey(providerId, server.issuer);

@@ -1,3 +1,5 @@
+import type { z } from 'zod';
+import { type McpProfile, mcpCatalog } from '../catalog/mcp-profiles.js';
 import {
   type EndpointCheck,
   explicitProfile,
@@ -8,6 +10,7 @@ import {
 } from '../catalog/resolve.js';
 import type { Profile } from '../catalog/schema.js';
 import {
+  type ClientMetadataBody,
   type OAuth2ProviderInput,
   ProviderBody,
   type ProviderInput,
@@ -77,6 +80,27 @@ export interface ProviderSpec {
   /** Mode `client_credentials` with `private_key_jwt`: the key (PEM) and its algorithm. */
   privateKey: { pem: string; algorithm: SigningAlgorithm } | undefined;
   callback: StoredRegistration['callback'] | undefined;
+  /** Mode `register`: what dynamic registration sends in place of Keyway's defaults. */
+  clientMetadata: ClientMetadata | undefined;
+  /** Mode `custom`: the token-endpoint authentication, whatever the server lists. */
+  authMethod: 'client_secret_basic' | 'client_secret_post' | undefined;
+  /** `mcp`: the catalog profile it was written from (docs/servers.md). */
+  mcpProfile?: string | undefined;
+  /** The method its profile documents, for a client with a secret that names none. */
+  profileAuthMethod?: 'client_secret_basic' | 'client_secret_post' | undefined;
+}
+
+/** Client metadata an operator sets for dynamic registration (RFC 7591 §2), as stored. */
+export type ClientMetadata = Record<string, string | string[]>;
+
+/** The fields given, without the ones left out. */
+function metadataOf(
+  given: z.output<typeof ClientMetadataBody> | undefined,
+): ClientMetadata | undefined {
+  if (given === undefined) return undefined;
+  const fields: ClientMetadata = {};
+  for (const [name, value] of Object.entries(given)) if (value !== undefined) fields[name] = value;
+  return Object.keys(fields).length === 0 ? undefined : fields;
 }
 
 /** The fields of an `oauth2` provider's configuration that only a profile-less one names. */
@@ -182,13 +206,29 @@ export function parseProviderInput(
       assertion: undefined,
       identityProvider: undefined,
       callback: undefined,
+      clientMetadata: undefined,
+      authMethod: undefined,
     };
   }
-  const resourceUrl = checkUrl(shape.configuration.resource_url, 'configuration.resource_url');
-  const mode = shape.credentials?.mode ?? 'register';
+  const profile = mcpProfileOf(shape.profile);
+  const givenUrl = shape.configuration?.resource_url ?? profile?.resource_url;
+  if (givenUrl === undefined)
+    throw invalid(
+      'configuration.resource_url',
+      'an "mcp" provider needs its "resource_url" (or a "profile" that names it)',
+    );
+  const resourceUrl = checkUrl(givenUrl, 'configuration.resource_url');
+  const mode = shape.credentials?.mode ?? profile?.credentials ?? 'register';
   const clientId = shape.credentials?.client_id;
   if (mode !== 'register' && clientId === undefined)
-    throw invalid('credentials.client_id', `mode "${mode}" needs a "client_id"`);
+    throw invalid(
+      'credentials.client_id',
+      profile !== undefined && shape.credentials?.mode === undefined
+        ? `profile ${JSON.stringify(profile.id)}: its server registers no clients itself; register an ` +
+            `application with it (${profile.docs_url}) at Keyway's callback and give its "client_id" and ` +
+            `"client_secret"`
+        : `mode "${mode}" needs a "client_id"`,
+    );
   const privateKey = privateKeyOf(mode, shape.credentials ?? {}, common.clientSecret);
   const assertion = assertionOf(mode, shape.credentials ?? {}, common.clientSecret, sources);
   const given = shape.credentials?.identity_provider;
@@ -225,18 +265,61 @@ export function parseProviderInput(
         : `mode "${mode}" has no redirect URI; "callback" is for mode "custom"`,
     );
   }
+  const clientMetadata = shape.credentials?.client_metadata;
+  if (clientMetadata !== undefined && mode !== 'register')
+    throw invalid(
+      'credentials.client_metadata',
+      '"client_metadata" is what dynamic registration sends: it is for mode "register"',
+    );
+  const authMethod = shape.credentials?.token_endpoint_auth_method;
+  if (authMethod !== undefined && mode !== 'custom' && mode !== 'client_credentials')
+    throw invalid(
+      'credentials.token_endpoint_auth_method',
+      mode === 'register'
+        ? 'mode "register" asks for a method in "client_metadata.token_endpoint_auth_method"'
+        : `mode "${mode}" does not authenticate with a client secret`,
+    );
+  if (authMethod !== undefined && privateKey !== undefined)
+    throw invalid(
+      'credentials.token_endpoint_auth_method',
+      'a client with "private_key" authenticates with private_key_jwt',
+    );
   return {
     ...common,
     resourceUrl,
     oauth2: undefined,
-    pkce: shape.configuration.pkce,
+    pkce: shape.configuration?.pkce,
     mode,
     clientId,
     privateKey,
     assertion,
     identityProvider,
     callback,
+    clientMetadata: metadataOf(clientMetadata),
+    authMethod,
+    profileAuthMethod: profile?.token_endpoint_auth_method,
+    authorizationParams:
+      profile === undefined || Object.keys(profile.authorization_params).length === 0
+        ? common.authorizationParams
+        : { ...profile.authorization_params, ...common.authorizationParams },
+    mcpProfile: profile?.id,
   };
+}
+
+/**
+ * The `mcp` profile a provider names, or `undefined`.
+ *
+ * @throws {KeywayError} `invalid_request` naming `profile` when the catalog has none of that id.
+ */
+function mcpProfileOf(id: string | undefined): McpProfile | undefined {
+  if (id === undefined) return undefined;
+  const profile = mcpCatalog().get(id);
+  if (profile === undefined)
+    throw invalid(
+      'profile',
+      `no "mcp" profile ${JSON.stringify(id.slice(0, 64))} in the catalog (GET /api/admin/profiles lists them)`,
+    );
+  return profile;
 }
 
 /**
@@ -326,7 +409,11 @@ export interface SecretBinding {
  * @throws {KeywayError} `invalid_request` naming the endpoint that moved without the secret.
  */
 export function customRegistration(
-  spec: Pick<ProviderSpec, 'clientSecret' | 'callback' | 'privateKey'> & { clientId: string },
+  spec: Pick<ProviderSpec, 'clientSecret' | 'callback' | 'privateKey'> & {
+    clientId: string;
+    authMethod?: ProviderSpec['authMethod'];
+    profileAuthMethod?: ProviderSpec['profileAuthMethod'];
+  },
   before: StoredRegistration | undefined,
   server: AuthorizationServerInfo,
   binding?: SecretBinding,
@@ -345,6 +432,11 @@ export function customRegistration(
     if (moved !== null) throw moved;
   }
   const hasSecret = spec.clientSecret !== undefined || spec.privateKey !== undefined || keepSecret;
+  if (spec.authMethod !== undefined && !hasSecret)
+    throw invalid(
+      'credentials.token_endpoint_auth_method',
+      `${spec.authMethod} needs a "client_secret": a client without one authenticates with none`,
+    );
   // A key kept from before keeps its algorithm; a new one brings its own.
   const algorithm =
     spec.privateKey?.algorithm ?? (keepSecret ? before?.signing_algorithm : undefined);
@@ -353,9 +445,11 @@ export function customRegistration(
     client_id: spec.clientId,
     registration: 'manual',
     token_endpoint_auth_method:
-      algorithm === undefined
-        ? customAuthMethod(server.token_endpoint_auth_methods_supported, hasSecret)
-        : 'private_key_jwt',
+      algorithm !== undefined
+        ? 'private_key_jwt'
+        : (spec.authMethod ??
+          (hasSecret ? spec.profileAuthMethod : undefined) ??
+          customAuthMethod(server.token_endpoint_auth_methods_supported, hasSecret)),
     ...(algorithm === undefined ? {} : { signing_algorithm: algorithm }),
     client_secret_expires_at: null,
     registration_client_uri: null,

@@ -217,6 +217,7 @@ export async function registerClient(
   outbound: OutboundFetch,
   server: AuthorizationServerInfo,
   profile: ClientProfile,
+  metadata: Readonly<Record<string, string | string[]>> = {},
 ): Promise<RegisteredClient> {
   const documentUrl = new URL(profile.metadataDocumentUrl);
   if (server.client_id_metadata_document_supported && documentUrl.protocol === 'https:') {
@@ -241,7 +242,11 @@ export async function registerClient(
           : ''),
     );
   }
-  const requested = strongestAuthMethod(server.token_endpoint_auth_methods_supported);
+  const asked = metadata.token_endpoint_auth_method;
+  const requested: TokenEndpointAuthMethod =
+    asked === 'client_secret_basic' || asked === 'client_secret_post' || asked === 'none'
+      ? asked
+      : strongestAuthMethod(server.token_endpoint_auth_methods_supported);
   const redirectUri = serverRedirectUri(profile, server.issuer);
   let response: Response;
   try {
@@ -251,9 +256,11 @@ export async function registerClient(
         redirect_uris: [redirectUri],
         grant_types: ['authorization_code', 'refresh_token'],
         response_types: ['code'],
-        token_endpoint_auth_method: requested,
         client_name: profile.clientName,
         application_type: applicationType(redirectUri),
+        // The operator's fields replace Keyway's defaults (docs/api.md §4 `client_metadata`).
+        ...metadata,
+        token_endpoint_auth_method: requested,
       },
       libraryOptions(outbound),
     );
@@ -273,12 +280,15 @@ export async function registerClient(
     // A refusal (GitHub's remote MCP server answers 422, Figma's 403): registering here will
     // not work, so the error says what will — an application registered by hand, at the
     // shared callback its custom credentials use.
-    const why =
-      cause instanceof oauth.ResponseBodyError
-        ? `the server refused: ${cause.error}${cause.error_description ? ` (${cause.error_description})` : ''}. ` +
-          `Register an application with it (redirect URI ${profile.redirectUri}) and give its client id and secret ` +
-          `(credentials.mode "custom")`
-        : 'the server answered with something that is not a registration';
+    const why = !(cause instanceof oauth.ResponseBodyError)
+      ? 'the server answered with something that is not a registration'
+      : `the server refused: ${cause.error}${cause.error_description ? ` (${cause.error_description})` : ''}. ` +
+        (cause.error === 'invalid_redirect_uri' && redirectUri.startsWith('http:')
+          ? // AppSignal takes https redirect URIs only, loopback or not.
+            `Its redirect URI was ${redirectUri}: a server may take https redirect URIs only; run Keyway at an ` +
+            `https base URL (baseUrl; KEYWAY_BASE_URL for keyway serve)`
+          : `Register an application with it (redirect URI ${profile.redirectUri}) and give its client id and ` +
+            `secret (credentials.mode "custom")`);
     throw registrationFailed(`dynamic client registration failed: ${why}`, cause);
   }
   const secret =

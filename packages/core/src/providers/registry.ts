@@ -10,7 +10,7 @@ import type { AuthorizationServerInfo, ProviderState } from '../storage/states.j
 import type { Vault } from '../vault/vault.js';
 import type { AssertionSource } from './assertion-sources.js';
 import { checkResourceUrl, registerAt } from './client.js';
-import { type ProviderSpec, parseProviderInput } from './input.js';
+import { type ClientMetadata, type ProviderSpec, parseProviderInput } from './input.js';
 import { rediscovered } from './rediscovery.js';
 import type { ClientProfile } from './registration.js';
 import { rootOnly } from './root-only.js';
@@ -141,7 +141,7 @@ export class ProviderRegistry {
               allowedHosts: this.#o.allowedHosts,
               now: this.#o.now(),
               vault: this.#o.vault(),
-              register: (server) => this.#register(providerId, server),
+              register: (server) => this.#register(providerId, server, spec.clientMetadata),
             },
             providerId,
             spec,
@@ -184,8 +184,13 @@ export class ProviderRegistry {
   }
 
   /** Registers a client at a server, with the vault writes of its secrets. */
-  #register(providerId: string, server: AuthorizationServerInfo) {
-    return registerAt(this.#o.outbound, this.#o.vault(), this.profile(), providerId, server);
+  #register(
+    providerId: string,
+    server: AuthorizationServerInfo,
+    metadata: ClientMetadata | undefined,
+  ) {
+    const profile = this.profile();
+    return registerAt(this.#o.outbound, this.#o.vault(), profile, providerId, server, metadata);
   }
 
   /**
@@ -217,7 +222,11 @@ export class ProviderRegistry {
               `server`,
           );
         }
-        const registered = await this.#register(id, next.authorization_server);
+        const registered = await this.#register(
+          id,
+          next.authorization_server,
+          state.client_metadata,
+        );
         puts.push(...registered.puts);
         deletes.push(...registered.deletes);
         next.registrations[issuer] = registered.registration;
@@ -299,7 +308,7 @@ export class ProviderRegistry {
         );
       }
       const server = state.authorization_server;
-      const registered = await this.#register(providerId, server);
+      const registered = await this.#register(providerId, server, state.client_metadata);
       const next: ProviderState = {
         ...state,
         registrations: { ...state.registrations, [server.issuer]: registered.registration },

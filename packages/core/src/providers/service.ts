@@ -3,7 +3,8 @@ import { listScope } from '../auth/listing.js';
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import type { RateLimiter } from '../auth/rate-limit.js';
 import { parseResourcePath } from '../auth/resource-path.js';
-import { type ProfileView, profileView } from '../catalog/catalog.js';
+import { mcpProfileView, type ProfileView, profileView } from '../catalog/catalog.js';
+import { mcpCatalog } from '../catalog/mcp-profiles.js';
 import { KeywayError } from '../contract/errors.js';
 import { listPage, type Page } from '../contract/pagination.js';
 import {
@@ -155,9 +156,10 @@ export class ProviderService {
    * @see [docs/api.md §15](https://github.com/keyway-dev/keyway/blob/main/docs/api.md#15-provider-catalog)
    */
   profiles(_principal: Principal): Page<ProfileView> {
-    const items = [...this.#o.registry.profiles().values()]
-      .sort((a, b) => (a.id < b.id ? -1 : 1))
-      .map(profileView);
+    const items = [
+      ...[...this.#o.registry.profiles().values()].map(profileView),
+      ...[...mcpCatalog().values()].map(mcpProfileView),
+    ].sort((a, b) => (a.id < b.id ? -1 : 1));
     return { items, next_cursor: null };
   }
 

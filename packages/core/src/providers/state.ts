@@ -29,7 +29,7 @@ export const secretKey = (providerId: string, issuer: string): string => `${prov
 export interface ProviderView {
   id: string;
   template: 'mcp' | 'oauth2';
-  /** `oauth2`: its catalog profile (docs/api.md §15); `null` for endpoints named in the configuration, and for `mcp`. */
+  /** Its catalog profile (docs/api.md §15); `null` when written without one. */
   profile: string | null;
   label: string;
   /**
@@ -65,6 +65,8 @@ export interface ProviderView {
     /** `jwt_bearer`: the configured source its assertions are read from, and its file. */
     assertion_source?: string;
     assertion_file?: string;
+    /** Mode `register`: the client metadata the operator set for registration; absent when none. */
+    client_metadata?: Record<string, string | string[]>;
     client_id: string;
     registration: StoredRegistration['registration'];
     token_endpoint_auth_method: StoredRegistration['token_endpoint_auth_method'];
@@ -186,7 +188,7 @@ export function providerView(record: ProviderRecord, profile: ClientProfile | nu
   return {
     id: record.id,
     template: state.template ?? 'mcp',
-    profile: state.oauth2?.profile ?? null,
+    profile: state.oauth2?.profile ?? state.profile ?? null,
     label: state.label,
     hand_out: state.hand_out !== false,
     dpop: state.dpop === true,
@@ -207,6 +209,9 @@ export function providerView(record: ProviderRecord, profile: ClientProfile | nu
             assertion_source: state.assertion.source,
             ...(state.assertion.file === undefined ? {} : { assertion_file: state.assertion.file }),
           }),
+      ...(state.client_metadata === undefined
+        ? {}
+        : { client_metadata: { ...state.client_metadata } }),
       client_id: client.client_id,
       registration: client.registration,
       token_endpoint_auth_method: client.token_endpoint_auth_method,

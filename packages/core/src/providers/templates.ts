@@ -122,7 +122,10 @@ function oauth2Binding(
  */
 export async function customClient(
   providerId: string,
-  spec: Pick<ProviderSpec, 'clientSecret' | 'callback' | 'privateKey'> & { clientId: string },
+  spec: Pick<ProviderSpec, 'clientSecret' | 'callback' | 'privateKey'> & {
+    clientId: string;
+    authMethod?: ProviderSpec['authMethod'];
+  },
   previous: ProviderState | null,
   server: AuthorizationServerInfo,
   vault: Vault,
@@ -305,6 +308,8 @@ export async function mcpWrite(
     const reusable =
       before !== undefined &&
       previous?.configuration.resource_url === resourceUrl &&
+      JSON.stringify(previous.client_metadata ?? null) ===
+        JSON.stringify(spec.clientMetadata ?? null) &&
       registrationUsable(before, now);
     if (!reusable) {
       const registered = await deps.register(discovery.authorization_server);
@@ -338,6 +343,8 @@ export async function mcpWrite(
     mode: spec.mode === 'register' ? 'register' : 'custom',
     ...(spec.mode === 'register' || spec.mode === 'custom' ? {} : { grant: spec.mode }),
     ...(spec.assertion === undefined ? {} : { assertion: spec.assertion }),
+    ...(spec.clientMetadata === undefined ? {} : { client_metadata: spec.clientMetadata }),
+    ...(spec.mcpProfile === undefined ? {} : { profile: spec.mcpProfile }),
     ...(idp === undefined ? {} : { identity_provider: idp.state }),
     resource: discovery.resource,
     authorization_server: discovery.authorization_server,

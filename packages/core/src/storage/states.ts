@@ -151,6 +151,13 @@ export const ProviderStateSchema = z.object({
       root: z.boolean().optional(),
     })
     .optional(),
+  /** `mcp`: the catalog profile it was written from (docs/servers.md). */
+  profile: z.string().optional(),
+  /**
+   * Mode `register`: the client metadata the operator set for dynamic registration
+   * (RFC 7591 §2), sent in place of Keyway's defaults; a change registers a new client.
+   */
+  client_metadata: z.record(z.string(), z.union([z.string(), z.array(z.string())])).optional(),
   /** `enterprise`: the identity provider (its client secret is a vault entry). */
   identity_provider: z
     .object({

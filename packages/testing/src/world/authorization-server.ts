@@ -43,11 +43,15 @@ export function createAuthorizationServer(world: WorldState) {
         'client_credentials',
         ...(world.options.jwtBearer === undefined ? [] : [JWT_BEARER_GRANT]),
       ],
-      token_endpoint_auth_methods_supported: opt('tokenEndpointAuthMethods', [
-        'client_secret_basic',
-        'client_secret_post',
-        'none',
-      ]),
+      ...(opt('clientSecretPostOnly', false)
+        ? {}
+        : {
+            token_endpoint_auth_methods_supported: opt('tokenEndpointAuthMethods', [
+              'client_secret_basic',
+              'client_secret_post',
+              'none',
+            ]),
+          }),
       ...(world.options.codeChallengeMethods === null
         ? {}
         : { code_challenge_methods_supported: methods }),
@@ -81,10 +85,16 @@ export function createAuthorizationServer(world: WorldState) {
     ) {
       return oauthError(400, 'invalid_redirect_uri', 'redirect_uris is required');
     }
+    const names = world.options.registrationClientNames;
+    const name = typeof body.client_name === 'string' ? body.client_name : undefined;
+    if (names !== undefined && (name === undefined || !names.includes(name)))
+      return json(403, { error: 'access_denied', error_description: 'Forbidden' });
     const applicationType =
       typeof body.application_type === 'string' ? body.application_type : 'web';
     for (const uri of redirectUris as string[]) {
       const parsed = new URL(uri);
+      if (opt('registrationHttpsOnly', false) && parsed.protocol !== 'https:')
+        return oauthError(400, 'invalid_redirect_uri', 'redirect URIs must use https');
       const loopback =
         parsed.hostname === 'localhost' ||
         parsed.hostname === '127.0.0.1' ||
@@ -113,6 +123,7 @@ export function createAuthorizationServer(world: WorldState) {
         ? (body.grant_types as string[])
         : ['authorization_code'],
       application_type: applicationType,
+      ...(name === undefined ? {} : { client_name: name }),
       registration_access_token: random('rat_'),
       client_secret_expires_at: lifetime === 0 ? 0 : Math.floor(now() / 1000) + lifetime,
       via: 'dynamic',
@@ -421,8 +432,9 @@ export function createAuthorizationServer(world: WorldState) {
       back.searchParams.set('state', state);
     }
     if (opt('issParameter', true)) back.searchParams.set('iss', issuerString);
-    const fault = (error: string) => {
+    const fault = (error: string, description?: string) => {
       back.searchParams.set('error', error);
+      if (description !== undefined) back.searchParams.set('error_description', description);
       return back.href;
     };
     if (params.get('response_type') !== 'code') return fault('unsupported_response_type');
@@ -435,9 +447,10 @@ export function createAuthorizationServer(world: WorldState) {
     )
       return fault('invalid_request');
     const resource = params.get('resource');
-    // The audience is the resource exactly as the metadata publishes it.
-    if (resource !== null && resource !== (world.options.metadataResource ?? resourceUrl.href))
-      return fault('invalid_target');
+    // The audience is the resource exactly as the metadata publishes it, or one the server lists.
+    const accepted = opt('acceptedResources', [world.options.metadataResource ?? resourceUrl.href]);
+    if (resource !== null && !accepted.includes(resource))
+      return fault('invalid_target', opt('invalidTargetDescription', 'resource mismatch'));
     if (decision === 'deny') return fault('access_denied');
     const code = random('code_');
     codes.set(code, {

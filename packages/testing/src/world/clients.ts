@@ -82,7 +82,15 @@ export function createClients(world: WorldState) {
     }
     const client = clientId === null ? null : clientOf(clientId);
     if (client === null) return oauthError(401, 'invalid_client', 'unknown client');
-    if (client.token_endpoint_auth_method !== method) {
+    // A server that reads the secret from the body only: Basic is no authentication to it.
+    const postOnly = opt('clientSecretPostOnly', false);
+    if (postOnly && method === 'client_secret_basic')
+      return oauthError(401, 'invalid_client', 'client authentication failed');
+    const registered =
+      postOnly && client.client_secret !== undefined
+        ? 'client_secret_post'
+        : client.token_endpoint_auth_method;
+    if (registered !== method) {
       return oauthError(
         401,
         'invalid_client',

@@ -179,6 +179,20 @@ export interface TestWorldOptions {
    * application's credentials are then the way in. Default: registration works.
    */
   registrationRefused?: { status: 400 | 403 | 422; error?: string; description?: string };
+  /**
+   * Register only clients whose `client_name` is one of these; any other registration is
+   * refused with `403`. Figma's remote MCP server registers only the MCP clients of its
+   * catalog and answers others `403 Forbidden`
+   * (https://developers.figma.com/docs/figma-mcp-server/remote-server-installation/,
+   * https://www.figma.com/mcp-catalog/). Default: any name.
+   */
+  registrationClientNames?: string[];
+  /**
+   * Registration refuses a redirect URI that is not https, on a loopback host too
+   * (`invalid_redirect_uri`), as AppSignal's MCP server does. Default false: plain http is
+   * taken for a `native` client on a loopback host (RFC 8252 §7.3).
+   */
+  registrationHttpsOnly?: boolean;
   /** The status of a successful registration answer: RFC 7591 says 201, some send 200. Default 201. */
   registrationStatus?: 200 | 201;
   /** Leave `client_secret_expires_at` out of the registration answer (a secret that never expires). Default false. */
@@ -246,6 +260,30 @@ export interface TestWorldOptions {
    */
   refreshTokenUnusedLifetimeSeconds?: number;
   /**
+   * The RFC 8707 `resource` values the authorization server takes, each compared exactly
+   * (character for character: a trailing `/` is another value). Default: only the one the
+   * protected-resource metadata publishes, as Microsoft Entra ID does — it refuses any
+   * other with AADSTS9010010 (its error reference:
+   * https://learn.microsoft.com/en-us/entra/identity-platform/reference-error-codes). Sentry's
+   * MCP server takes its origin or its `/mcp` path (https://docs.sentry.io/product/sentry-mcp/).
+   */
+  acceptedResources?: string[];
+  /**
+   * The `error_description` of a refused `resource` (`invalid_target`), as the server
+   * writes it: Entra's "AADSTS9010010: The resource parameter provided in the request
+   * doesn't match with the requested scopes." Default "resource mismatch".
+   */
+  invalidTargetDescription?: string;
+  /**
+   * The token endpoint takes the client secret in the request body only
+   * (`client_secret_post`), whatever the client was registered with, and its metadata lists
+   * no methods (which RFC 8414 §2 reads as `client_secret_basic`). HubSpot's MCP server
+   * wants a pre-registered MCP auth app whose secret goes in the body
+   * (https://developers.hubspot.com/docs/apps/developer-platform/build-apps/integrate-with-the-remote-hubspot-mcp-server).
+   * Default false.
+   */
+  clientSecretPostOnly?: boolean;
+  /**
    * Whether a refresh must repeat the authorization's RFC 8707 `resource` (some servers
    * refuse a refresh without it: `invalid_target`). Default `optional`.
    */
@@ -262,6 +300,8 @@ export interface RegisteredClient {
   redirect_uris: string[];
   grant_types: string[];
   application_type: string;
+  /** The `client_name` it registered with, if any. */
+  client_name?: string;
   registration_access_token?: string;
   client_secret_expires_at: number;
   /** `private_key_jwt`: the client's public key (ES256), which its assertions verify with. */
