@@ -133,6 +133,130 @@ describe('keyway admin commands, in process against a broker and the test world'
     expect(io.errors).toEqual(['keyway: not_found: no live token is named "ci"']);
   });
 
+  it('doctor: what will work — registration tried and undone, else custom and its callback; exit 1 when nothing will', async () => {
+    expect(await run('doctor', world.resourceUrl)).toBe(EXIT.ok);
+    expect(io.lines).toEqual([
+      `${world.resourceUrl}: use credentials.mode "register"`,
+      `  Authorization server ${world.issuer}: PKCE S256 advertised.`,
+      `  Keyway sends resource=${world.resourceUrl} exactly as the server publishes it.`,
+      '  Scopes requested: (none).',
+      expect.stringMatching(
+        /^ {2}Register: dynamic registration works \(a test client, \S+, was registered with client_secret_basic; deleted again\)\.$/,
+      ),
+      '  Use credentials.mode "register".',
+    ]);
+    // The test client is gone again (RFC 7592), and nothing was stored.
+    expect([world.stats.registrations, world.stats.unregistrations, world.clients.size]).toEqual([
+      1, 1, 0,
+    ]);
+    expect(await run('provider', 'list', '--json')).toBe(EXIT.ok);
+    expect(JSON.parse(last()).items).toEqual([]);
+
+    io.lines.length = 0;
+    world.set({
+      registrationRefused: {
+        status: 422,
+        error: 'unprocessable_entity',
+        description: 'Validation Failed',
+      },
+    });
+    expect(await run('doctor', world.resourceUrl)).toBe(EXIT.ok);
+    expect(io.lines.slice(4)).toEqual([
+      '  Register: dynamic client registration failed: the server refused: unprocessable_entity (Validation ' +
+        `Failed). Register an application with it (redirect URI ${URL_}/api/oauth/callback) and give its client ` +
+        'id and secret (credentials.mode "custom").',
+      `  Custom: register an application with the server at the redirect URI ${URL_}/api/oauth/callback and ` +
+        'give its client id and secret (credentials.mode "custom"; it authenticates with client_secret_basic).',
+      '  Use credentials.mode "custom".',
+      `  Callback URL to register: ${URL_}/api/oauth/callback`,
+    ]);
+    expect(await run('doctor', world.resourceUrl, '--json')).toBe(EXIT.ok);
+    const report = JSON.parse(last()).report;
+    expect([report.ok, report.recommended, report.register.works, report.callback_url]).toEqual([
+      true,
+      'custom',
+      false,
+      `${URL_}/api/oauth/callback`,
+    ]);
+
+    io.lines.length = 0;
+    world.set({ codeChallengeMethods: null });
+    expect(await run('doctor', world.resourceUrl)).toBe(EXIT.refused);
+    expect(io.lines[0]).toBe(`${world.resourceUrl}: nothing will work`);
+    expect(io.lines[1]).toMatch(/^ {2}Discovery failed \(unsupported_authorization_server\) at /);
+    expect(last()).toBe('  Nothing will work until discovery succeeds.');
+  });
+
+  it('puts providers with --client-name, --auth-method and an mcp --profile, each sent as the API takes it', async () => {
+    expect(
+      await run(
+        'provider',
+        'put',
+        'named',
+        '--resource-url',
+        world.resourceUrl,
+        '--client-name',
+        'Acme Agents',
+      ),
+    ).toBe(EXIT.ok);
+    expect(await run('provider', 'get', 'named', '--json')).toBe(EXIT.ok);
+    const named = JSON.parse(last());
+    expect(named.credentials.client_metadata).toEqual({ client_name: 'Acme Agents' });
+    expect(world.clients.get(named.credentials.client_id)?.client_name).toBe('Acme Agents');
+    expect(
+      await run(
+        'provider',
+        'put',
+        'posted',
+        '--resource-url',
+        world.resourceUrl,
+        '--client-id',
+        'app',
+        '--client-secret-env',
+        'LINEAR_SECRET',
+        '--auth-method',
+        'client_secret_post',
+        '--json',
+      ),
+    ).toBe(EXIT.ok);
+    expect(JSON.parse(last()).credentials.token_endpoint_auth_method).toBe('client_secret_post');
+    expect(
+      await run(
+        'provider',
+        'put',
+        'x',
+        '--resource-url',
+        world.resourceUrl,
+        '--client-id',
+        'a',
+        '--client-name',
+        'n',
+      ),
+    ).toBe(EXIT.usage);
+    expect(io.errors.at(-1)?.split('\n')[0]).toBe(
+      'keyway: --client-name is what registration sends: leave out --client-id',
+    );
+    expect(
+      await run(
+        'provider',
+        'put',
+        'hubspot',
+        '--profile',
+        'hubspot-mcp',
+        '--resource-url',
+        world.resourceUrl,
+      ),
+    ).toBe(EXIT.usage);
+    expect(io.errors.at(-1)?.split('\n')[0]).toBe(
+      'keyway: --profile hubspot-mcp names its MCP server: leave out --resource-url and --param',
+    );
+    // Sent as an mcp provider of that profile: the API says what the profile needs.
+    expect(await run('provider', 'put', 'hubspot', '--profile', 'hubspot-mcp')).toBe(EXIT.refused);
+    expect(io.errors.at(-1)).toMatch(
+      /^keyway: invalid_request: profile "hubspot-mcp": its server registers no clients itself; register an application/,
+    );
+  });
+
   it('puts a provider, discovers, connects through consent, and lists and deletes', async () => {
     expect(await run('discover', world.resourceUrl)).toBe(EXIT.ok);
     expect(io.lines[0]).toMatch(/^STEP\s+OK\s+STATUS\s+URL\s+NOTE$/);
@@ -294,7 +418,11 @@ describe('keyway admin commands, in process against a broker and the test world'
       'keyway: --param fills the placeholders of a --profile',
     );
     expect(await run('profile', 'list')).toBe(EXIT.ok);
-    expect(io.lines.join('\n')).toMatch(/^github\s+GitHub\s+repo read:user\s+rotating$/m);
+    expect(io.lines.join('\n')).toMatch(
+      /^github\s+oauth2\s+GitHub\s+custom\s+repo read:user\s+rotating$/m,
+    );
+    // The MCP servers of the catalog too, with the credentials that work there.
+    expect(io.lines.join('\n')).toMatch(/^hubspot-mcp\s+mcp\s+HubSpot \(MCP\)\s+custom\s+stable$/m);
     expect(io.lines.join('\n')).toMatch(/^microsoft\s+.*\s+tenant\s+/m);
   });
 
@@ -328,7 +456,7 @@ describe('keyway admin commands, in process against a broker and the test world'
     expect(world.stats.authorizations).toBe(0);
     expect(await put('--private-key-stdin')).toBe(EXIT.usage);
     expect(io.errors.at(-1)?.split('\n')[0]).toBe(
-      'keyway: --mode, --private-key-stdin and --assertion-source go with --client-id',
+      'keyway: --mode, --private-key-stdin, --assertion-source and --auth-method go with --client-id',
     );
     expect(await put('--client-id', 'svc', '--private-key-stdin')).toBe(EXIT.usage);
     expect(io.errors.at(-1)?.split('\n')[0]).toBe(

@@ -138,6 +138,14 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
     expect(await discovered.textContent()).toContain(
       'See RFC 9728 §3 (protected-resource metadata).',
     );
+    // The report in plain words, as keyway doctor prints it (registration not tried here).
+    const report = page.getByRole('region', { name: /^What will work/ });
+    expect(await report.getByRole('heading').textContent()).toBe(
+      'What will work: credentials mode register',
+    );
+    expect(await report.getByRole('listitem').allTextContents()).toContain(
+      `Keyway sends resource=${servers.resourceUrl} exactly as the server publishes it.`,
+    );
     // The raw documents, collapsible: the resource metadata names the server.
     await discovered.getByText('The document (resource_metadata)').click();
     const metadata = JSON.parse(
@@ -473,6 +481,12 @@ describe('the inspector in a real browser: keyway serve, an MCP SDK server, oidc
     await signIn(page, ROOT_KEY);
     await page.getByLabel('Provider id').fill('inspect/ms');
     await page.getByLabel('Kind').selectOption('oauth2');
+    // Classic APIs only: the mcp profiles describe MCP servers, not oauth2 providers.
+    const offered = await page
+      .getByLabel('Profile')
+      .locator('option')
+      .evaluateAll((options) => options.map((option) => (option as HTMLOptionElement).value));
+    expect([offered.includes('github'), offered.includes('hubspot-mcp')]).toEqual([true, false]);
     await page.getByLabel('Profile').selectOption('microsoft');
     await page.getByLabel('Parameter tenant').fill('contoso.onmicrosoft.com');
     await page.getByLabel('Scopes (space-separated)').fill('User.Read');

@@ -57,6 +57,7 @@ export type {
   VerifyInput,
 } from './contract/schemas.js';
 export type { DiscoveryStep, DiscoveryTrace } from './discovery/index.js';
+export type { DiscoveryReport, DoctorReport } from './providers/doctor.js';
 // ─── events ──────────────────────────────────────────────────────────────────────────────
 export type { KeywayEvent } from './events/log.js';
 export { OutboundError, type OutboundFailure } from './outbound/network-failure.js';

@@ -9,6 +9,8 @@ import { Choice, Failure, Field, JsonView, useSay, words } from './ui.js';
 
 interface Profile {
   id: string;
+  /** `oauth2` profiles are the classic APIs offered here; `mcp` ones describe MCP servers. */
+  template: 'oauth2' | 'mcp';
   label: string;
   params: string[];
   scopes_example: string[];
@@ -99,8 +101,9 @@ export function ProviderForm(props: { resourceUrl: string; onSaved: (view: Json)
   useEffect(() => {
     api<{ items: Profile[] }>('GET', '/api/admin/profiles')
       .then((page) => {
-        setProfiles(page.items);
-        if (page.items[0] !== undefined) set({ profile: page.items[0].id });
+        const classic = page.items.filter((item) => item.template === 'oauth2');
+        setProfiles(classic);
+        if (classic[0] !== undefined) set({ profile: classic[0].id });
       })
       .catch(() => setProfiles([]));
   }, []);

@@ -635,6 +635,66 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
       expect((await h.call('DELETE', '/api/admin/providers/linear')).status).toBe(404);
     });
 
+    it('reports what will work, with the catalog profile of the endpoint, registering nothing unasked', async () => {
+      await setup({ resourceUrl: 'https://mcp.hubspot.com', clientSecretPostOnly: true });
+      const reply = await h.call('POST', '/api/admin/discover', {
+        body: { resource_url: 'https://mcp.hubspot.com' },
+      });
+      expect(reply.status).toBe(200);
+      const profile = reply.body.report.profile;
+      expect(reply.body.report).toEqual({
+        ok: true,
+        recommended: 'register',
+        register: {
+          works: null,
+          how: 'dynamic',
+          note: `the server offers dynamic registration at ${world.issuer}/oauth/register (not tried)`,
+        },
+        custom: {
+          works: true,
+          how: 'by_hand',
+          note:
+            `register an application with the server at the redirect URI ${CALLBACK} and give its client id and ` +
+            'secret (credentials.mode "custom"; it authenticates with client_secret_post)',
+        },
+        callback_url: CALLBACK,
+        resource: 'https://mcp.hubspot.com/',
+        profile: {
+          id: 'hubspot-mcp',
+          label: 'HubSpot (MCP)',
+          docs_url:
+            'https://developers.hubspot.com/docs/apps/developer-platform/build-apps/integrate-with-the-remote-hubspot-mcp-server',
+          checked: '2026-11-28',
+          credentials: 'custom',
+          notes: profile.notes,
+        },
+        findings: [
+          `Authorization server ${world.issuer}: PKCE S256 advertised.`,
+          'Keyway sends resource=https://mcp.hubspot.com/ exactly as the server publishes it.',
+          'Scopes requested: (none).',
+          `Register: the server offers dynamic registration at ${world.issuer}/oauth/register (not tried).`,
+          'Catalog profile "hubspot-mcp" (HubSpot (MCP); facts from ' +
+            'https://developers.hubspot.com/docs/apps/developer-platform/build-apps/integrate-with-the-remote-hubspot-mcp-server, ' +
+            'read 2026-11-28):',
+          ...profile.notes.map((note: string) => `  ${note}`),
+          'Use credentials.mode "register" (or "profile": "hubspot-mcp").',
+        ],
+      });
+      expect(profile.notes).toHaveLength(3);
+      expect(world.stats.registrations).toBe(0);
+      // Tried: it works, and the test client is deleted again.
+      const tried = await h.call('POST', '/api/admin/discover', {
+        body: { resource_url: 'https://mcp.hubspot.com', try_registration: true },
+      });
+      expect([tried.body.report.recommended, tried.body.report.register.works]).toEqual([
+        'register',
+        true,
+      ]);
+      expect([world.stats.registrations, world.stats.unregistrations, world.clients.size]).toEqual([
+        1, 1, 0,
+      ]);
+    });
+
     it('answers the discovery trace without storing anything', async () => {
       await setup({ challengeScope: 'read', serverScopesSupported: ['read', 'offline_access'] });
       const reply = await h.call('POST', '/api/admin/discover', {

@@ -16,6 +16,8 @@ export const OPTIONS = {
   'resource-url': { type: 'string' },
   label: { type: 'string' },
   'client-id': { type: 'string' },
+  'auth-method': { type: 'string' },
+  'client-name': { type: 'string' },
   'client-secret-env': { type: 'string' },
   prefix: { type: 'string' },
   provider: { type: 'string' },

@@ -1,3 +1,4 @@
+import { mcpCatalog } from '@keyway/core/catalog';
 import {
   type AdminIo,
   EXIT,
@@ -86,12 +87,17 @@ async function credentialsOf(
   const asserted = values['assertion-source'] !== undefined;
   const identityProvider = identityProviderOf(values, io, mode);
   if (values['client-id'] === undefined) {
-    if (values.mode !== undefined || keyed || asserted)
+    if (values.mode !== undefined || keyed || asserted || values['auth-method'] !== undefined)
       throw new UsageError(
-        '--mode, --private-key-stdin and --assertion-source go with --client-id',
+        '--mode, --private-key-stdin, --assertion-source and --auth-method go with --client-id',
       );
-    return undefined;
+    // Registration: the name a server that registers only the clients it lists knows.
+    return values['client-name'] === undefined
+      ? undefined
+      : { client_metadata: { client_name: values['client-name'] } };
   }
+  if (values['client-name'] !== undefined)
+    throw new UsageError('--client-name is what registration sends: leave out --client-id');
   if (keyed && mode !== 'client_credentials')
     throw new UsageError('--private-key-stdin is for --mode client_credentials');
   if (values['signing-algorithm'] !== undefined && !keyed)
@@ -111,6 +117,9 @@ async function credentialsOf(
     ...(asserted ? { assertion_source: values['assertion-source'] as string } : {}),
     ...(values['assertion-file'] === undefined ? {} : { assertion_file: values['assertion-file'] }),
     ...(identityProvider === undefined ? {} : { identity_provider: identityProvider }),
+    ...(values['auth-method'] === undefined
+      ? {}
+      : { token_endpoint_auth_method: values['auth-method'] }),
   };
 }
 
@@ -118,8 +127,9 @@ export const PROVIDER_COMMANDS: Command[] = [
   {
     name: 'provider put',
     usage: `<id> (--resource-url <url> | --profile <profile> [--param <name=value>…])
-      [--scope <s>…] [--label <text>]
+      [--scope <s>…] [--label <text>] [--client-name <name>]
       [--client-id <id> [--mode custom|client_credentials|jwt_bearer|enterprise]
+        [--auth-method client_secret_basic|client_secret_post]
         [--client-secret-env <VAR> | --client-secret-stdin
           | --private-key-stdin [--signing-algorithm <alg>]
           | --assertion-source <name> [--assertion-file <file>]]
@@ -128,8 +138,10 @@ export const PROVIDER_COMMANDS: Command[] = [
       [--pkce assume_s256] [--authorization-param <name=value>…] [--token-param <name=value>…]
       [--register] [--inject-only] [--dpop]`,
     summary:
-      'creates or replaces a provider: an MCP server (--resource-url) or a classic API of the catalog (--profile, ' +
-      'with your --client-id; "profile list" shows them). --mode client_credentials: the client gets its own ' +
+      'creates or replaces a provider: an MCP server (--resource-url, or an mcp --profile), or a classic API of ' +
+      'the catalog (--profile, with your --client-id; "profile list" shows them). --client-name: the client_name ' +
+      'registration sends (a server that registers only the clients it lists); --auth-method: how your client ' +
+      'sends its secret, whatever the server lists. --mode client_credentials: the client gets its own ' +
       'tokens, with its secret or a private key (PEM on standard input), no user; --mode jwt_bearer: with a ' +
       'workload JWT from one of the broker’s assertion sources; --mode enterprise: a user’s ID token exchanged at ' +
       'the --idp-* identity provider (keyway connect --subject-token-stdin); --register: a new client, as ' +
@@ -142,6 +154,8 @@ export const PROVIDER_COMMANDS: Command[] = [
       'scope',
       'label',
       'client-id',
+      'auth-method',
+      'client-name',
       'client-secret-env',
       'client-secret-stdin',
       'mode',
@@ -164,7 +178,18 @@ export const PROVIDER_COMMANDS: Command[] = [
       const id = arg(0, 'id');
       const client = await credentialsOf(values, io);
       const profile = values.profile;
-      if (profile !== undefined && values.mode !== undefined && values.mode !== 'custom')
+      // An mcp profile is an MCP server the catalog knows: its endpoint, what works there.
+      const mcpProfile = profile !== undefined && mcpCatalog().has(profile);
+      if (mcpProfile && (values['resource-url'] !== undefined || values.param !== undefined))
+        throw new UsageError(
+          `--profile ${profile} names its MCP server: leave out --resource-url and --param`,
+        );
+      if (
+        profile !== undefined &&
+        !mcpProfile &&
+        values.mode !== undefined &&
+        values.mode !== 'custom'
+      )
         throw new UsageError(`--mode ${values.mode} is for an MCP server (--resource-url)`);
       if (profile !== undefined && values['resource-url'] !== undefined)
         throw new UsageError(
@@ -194,12 +219,13 @@ export const PROVIDER_COMMANDS: Command[] = [
       let body = await api(
         'PUT',
         `/api/admin/providers/${encodePath(id)}`,
-        profile === undefined
+        profile === undefined || mcpProfile
           ? {
               template: 'mcp',
+              ...(mcpProfile ? { profile } : {}),
               ...common,
               configuration: {
-                resource_url: values['resource-url'] ?? '',
+                ...(mcpProfile ? {} : { resource_url: values['resource-url'] ?? '' }),
                 ...(values.pkce === undefined ? {} : { pkce: values.pkce }),
                 ...extra,
               },
@@ -223,7 +249,8 @@ export const PROVIDER_COMMANDS: Command[] = [
   {
     name: 'profile list',
     usage: '',
-    summary: 'the profiles of classic OAuth 2 APIs a provider can be made from (--profile)',
+    summary:
+      'the profiles a provider can be made from (--profile): classic OAuth 2 APIs (oauth2) and MCP servers (mcp)',
     async run({ api, show }) {
       const body = await api('GET', '/api/admin/profiles');
       show(body, () =>
@@ -233,7 +260,7 @@ export const PROVIDER_COMMANDS: Command[] = [
             params: (item.params as string[]).join(', '),
             scopes_example: (item.scopes_example as string[]).join(' '),
           })),
-          ['id', 'label', 'params', 'scopes_example', 'refresh'],
+          ['id', 'template', 'label', 'credentials', 'params', 'scopes_example', 'refresh'],
         ),
       );
       return EXIT.ok;
@@ -280,6 +307,32 @@ export const PROVIDER_COMMANDS: Command[] = [
     path: (id) => `/api/admin/providers/${encodePath(id)}`,
     said: (id) => `deleted provider ${id}`,
   }),
+  {
+    name: 'doctor',
+    usage: '<resource-url>',
+    summary:
+      'probes an MCP server through the broker and says what will work: the credentials mode, the callback URL ' +
+      'to register, the resource sent, the known quirks of its catalog profile (registers a test client, deleted ' +
+      'again where the server allows; exit 1 when nothing will work)',
+    async run({ api, arg, show }) {
+      const url = arg(0, 'resource-url');
+      const body = await api('POST', '/api/admin/discover', {
+        resource_url: url,
+        try_registration: true,
+      });
+      const report = body.report;
+      show(body, () =>
+        [
+          `${clean(url)}: ${report.ok ? `use credentials.mode "${report.recommended}"` : 'nothing will work'}`,
+          ...report.findings.map((line: string) => `  ${clean(line)}`),
+          ...(report.recommended === 'custom' && report.callback_url !== null
+            ? [`  Callback URL to register: ${clean(report.callback_url)}`]
+            : []),
+        ].join('\n'),
+      );
+      return report.ok ? EXIT.ok : EXIT.refused;
+    },
+  },
   {
     name: 'discover',
     usage: '<resource-url>',

@@ -183,6 +183,36 @@ export const ProfileViewBody = z.object({
   notes: z.array(z.string()),
 });
 
+const ModeVerdictBody = z.object({
+  /** `null`: not tried. */
+  works: z.boolean().nullable(),
+  how: z.enum(['metadata_document', 'dynamic', 'by_hand']).nullable(),
+  note: z.string(),
+});
+
+/** The report on a server: which credentials mode will work and why (docs/api.md §6). */
+export const DoctorReportBody = z.object({
+  ok: z.boolean(),
+  recommended: z.enum(['register', 'custom']).nullable(),
+  register: ModeVerdictBody,
+  custom: ModeVerdictBody,
+  /** The redirect URI to register an application with; `null` without a base URL. */
+  callback_url: z.string().nullable(),
+  /** The RFC 8707 `resource` Keyway sends, as published. */
+  resource: z.string().nullable(),
+  profile: z
+    .object({
+      id: z.string(),
+      label: z.string(),
+      docs_url: z.string(),
+      checked: z.string(),
+      credentials: z.enum(['register', 'custom']),
+      notes: z.array(z.string()),
+    })
+    .nullable(),
+  findings: z.array(z.string()),
+});
+
 /** One step of a discovery trace (docs/api.md §6, §8). */
 export const DiscoveryStepBody = z.object({
   step: z.string(),
@@ -209,6 +239,9 @@ export const DiscoveryTraceBody = z.object({
   legacy: z.boolean(),
   error: z.enum(['discovery_failed', 'unsupported_authorization_server']).nullable(),
 });
+
+/** `POST /api/admin/discover`: the trace, and what will work in plain words (`keyway doctor`). */
+export const DiscoveryReportBody = DiscoveryTraceBody.extend({ report: DoctorReportBody });
 
 const ConnectionFailureBody = z.object({
   code: z.enum(CONNECTION_ERROR_CODES),

@@ -353,6 +353,11 @@ export const DiscoverBody = z.strictObject({
   resource_url: z.string(),
   /** As a provider's `configuration.pkce`: discover as that provider would. */
   pkce: z.literal('assume_s256').optional(),
+  /**
+   * Register a test client to learn whether registration works (deleted again where the
+   * server offers RFC 7592); what `keyway doctor` asks for. Default `false`.
+   */
+  try_registration: z.boolean().optional(),
 });
 
 // ─── connections (docs/api.md §5) ─────────────────────────────────────────────────────────────

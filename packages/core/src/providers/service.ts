@@ -20,6 +20,7 @@ import type { EventLog } from '../events/log.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { Storage } from '../storage/contract.js';
 import type { Observer } from '../telemetry/observation.js';
+import { type DiscoveryReport, doctorReport } from './doctor.js';
 import type { ClientProfile } from './registration.js';
 import type { ProviderRegistry } from './registry.js';
 import {
@@ -202,16 +203,28 @@ export class ProviderService {
    *
    * @param input `{ resource_url }`, checked here.
    */
-  async discover(principal: Principal, input: DiscoverInput): Promise<DiscoveryTrace> {
+  async discover(
+    principal: Principal,
+    input: DiscoverInput,
+  ): Promise<DiscoveryReport> {
     this.#assertManagement();
-    const { resource_url, pkce } = parseShape(DiscoverBody, input);
+    const { resource_url, pkce, try_registration } = parseShape(DiscoverBody, input);
     // It fetches what the caller names: counted per delegation tree, like minting.
     if (principal.kind === 'token') {
       await this.#o.limiter?.countDiscovery(delegationRoot(principal.name));
     }
-    return discover(this.#o.outbound, this.#o.registry.resourceUrl(resource_url), {
+    const url = this.#o.registry.resourceUrl(resource_url);
+    const trace = await discover(this.#o.outbound, url, {
       allowedHosts: this.#o.allowedHosts,
       ...(pkce === undefined ? {} : { pkce }),
     });
+    const report = await doctorReport(
+      this.#o.outbound,
+      url,
+      trace,
+      this.#o.profile,
+      try_registration === true,
+    );
+    return { ...trace, report };
   }
 }

@@ -16,6 +16,8 @@ interface Trace {
   authorization_server: Json | null;
   scopes: string[];
   error: string | null;
+  /** What will work, in plain words (docs/api.md §6 `discover`, `keyway doctor`). */
+  report: { ok: boolean; recommended: string | null; findings: string[] };
 }
 
 function Discovery(props: { resourceUrl: string; setResourceUrl: (url: string) => void }) {
@@ -23,6 +25,7 @@ function Discovery(props: { resourceUrl: string; setResourceUrl: (url: string) =
   const [trace, setTrace] = useState<Trace | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  const [tryRegistration, setTryRegistration] = useState(false);
   const discover = async (event: Event) => {
     event.preventDefault();
     setBusy(true);
@@ -31,6 +34,7 @@ function Discovery(props: { resourceUrl: string; setResourceUrl: (url: string) =
     try {
       const found = await api<Trace>('POST', '/api/admin/discover', {
         resource_url: props.resourceUrl.trim(),
+        ...(tryRegistration ? { try_registration: true } : {}),
       });
       setTrace(found);
       say(
@@ -57,6 +61,19 @@ function Discovery(props: { resourceUrl: string; setResourceUrl: (url: string) =
           value={props.resourceUrl}
           onInput={props.setResourceUrl}
         />
+        <div class="check">
+          <input
+            id="try-registration"
+            type="checkbox"
+            checked={tryRegistration}
+            onChange={(event) =>
+              setTryRegistration((event.currentTarget as HTMLInputElement).checked)
+            }
+          />
+          <label for="try-registration">
+            Try registration: register a test client (deleted again where the server allows)
+          </label>
+        </div>
         <button type="submit" disabled={busy}>
           {busy ? 'Discovering…' : 'Discover'}
         </button>
@@ -76,6 +93,19 @@ function Discovery(props: { resourceUrl: string; setResourceUrl: (url: string) =
                 {failed?.note ?? 'no answer'}.
               </p>
             )}
+            <section aria-labelledby="doctor-title" id="doctor-report">
+              <h4 id="doctor-title">
+                What will work:{' '}
+                {trace.report.recommended === null
+                  ? 'nothing yet'
+                  : `credentials mode ${trace.report.recommended}`}
+              </h4>
+              <ul>
+                {trace.report.findings.map((line) => (
+                  <li key={line}>{line}</li>
+                ))}
+              </ul>
+            </section>
             <Timeline steps={trace.steps} />
           </>
         )}

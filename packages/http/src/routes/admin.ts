@@ -219,7 +219,12 @@ export const PROVIDER_ROUTES: Route[] = [
     summary: 'Run discovery for a resource URL and answer the trace, storing nothing.',
     see: '§6, §8',
     body: 'DiscoverBody',
-    ok: { 200: { description: 'The discovery trace.', schema: 'DiscoveryTraceBody' } },
+    ok: {
+      200: {
+        description: 'The discovery trace, and what will work in plain words.',
+        schema: 'DiscoveryReportBody',
+      },
+    },
     errors: [...PROVIDER_ERRORS, ...BODY_ERRORS],
     handle: async ({ broker, principal, body }) =>
       json(200, await broker.providers.discover(principal, (await body()) as DiscoverInput)),

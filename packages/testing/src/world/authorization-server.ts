@@ -146,6 +146,24 @@ export function createAuthorizationServer(world: WorldState) {
     });
   }
 
+  /**
+   * RFC 7592 §2.3: a dynamically registered client deleted by its registration access token
+   * (204), or `401` for any other token.
+   */
+  function unregister(clientId: string, request: Request): Response {
+    const client = clients.get(clientId);
+    const presented = request.headers.get('authorization');
+    if (
+      client === undefined ||
+      client.registration_access_token === undefined ||
+      presented !== `Bearer ${client.registration_access_token}`
+    )
+      return oauthError(401, 'invalid_token', 'unknown client or registration access token');
+    clients.delete(clientId);
+    stats.unregistrations++;
+    return new Response(null, { status: 204 });
+  }
+
   const { clientOf, authenticateClient } = createClients(world);
 
   /** A token answer, written with the quirks the options ask for. */
@@ -483,6 +501,7 @@ export function createAuthorizationServer(world: WorldState) {
     revoke,
     isValidAccessToken,
     preregister,
+    unregister,
     consent,
     forgetRegisteredClients,
     revokeRefreshTokens,

@@ -314,6 +314,8 @@ export interface RegisteredClient {
 export interface WorldStats {
   probes: number;
   registrations: number;
+  /** Clients deleted by their registration access token (RFC 7592 §2.3). */
+  unregistrations: number;
   authorizations: number;
   codeExchanges: number;
   refreshes: number;

@@ -29,6 +29,7 @@ export function createWorldState(initial: TestWorldOptions) {
   const stats: WorldStats = {
     probes: 0,
     registrations: 0,
+    unregistrations: 0,
     authorizations: 0,
     codeExchanges: 0,
     refreshes: 0,
