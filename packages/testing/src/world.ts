@@ -78,7 +78,10 @@ export function createTestWorld(initial: TestWorldOptions = {}): TestWorld {
       );
     }
     if (request.method === 'DELETE' && here.startsWith(`${endpoint('register')}/`))
-      return server.unregister(decodeURIComponent(here.slice(endpoint('register').length + 1)), request);
+      return server.unregister(
+        decodeURIComponent(here.slice(endpoint('register').length + 1)),
+        request,
+      );
     if (request.method === 'POST' && (here === endpoint('token') || here === endpoint('refresh')))
       return failing('token', () => server.token(request));
     if (request.method === 'POST' && here === endpoint('revoke'))

@@ -45,7 +45,10 @@ export interface DoctorReport {
   /** The RFC 8707 `resource` Keyway sends: the published one, unchanged. */
   resource: string | null;
   /** A catalog profile of this endpoint. */
-  profile: Pick<McpProfile, 'id' | 'label' | 'docs_url' | 'checked' | 'credentials' | 'notes'> | null;
+  profile: Pick<
+    McpProfile,
+    'id' | 'label' | 'docs_url' | 'checked' | 'credentials' | 'notes'
+  > | null;
   /** Each finding in a sentence, in the order an operator needs them. */
   findings: string[];
 }
@@ -86,7 +89,11 @@ async function registerVerdict(
   if (!trace.ok || server === null)
     return { works: false, how: null, note: 'discovery failed: nothing can be registered' };
   if (deployment === null)
-    return { works: null, how: null, note: 'this deployment has no base URL: it registers nothing' };
+    return {
+      works: null,
+      how: null,
+      note: 'this deployment has no base URL: it registers nothing',
+    };
   const documents =
     server.client_id_metadata_document_supported &&
     new URL(deployment.metadataDocumentUrl).protocol === 'https:';
@@ -180,7 +187,9 @@ export async function doctorReport(
   } else {
     findings.push(
       `Authorization server ${server?.issuer}: PKCE S256 ${
-        server?.code_challenge_methods_supported?.includes('S256') ? 'advertised' : 'assumed (configuration.pkce)'
+        server?.code_challenge_methods_supported?.includes('S256')
+          ? 'advertised'
+          : 'assumed (configuration.pkce)'
       }${trace.legacy ? '; a 2025-03-26 server without protected-resource metadata' : ''}.`,
     );
     if (resource !== null)

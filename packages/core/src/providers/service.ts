@@ -203,10 +203,7 @@ export class ProviderService {
    *
    * @param input `{ resource_url }`, checked here.
    */
-  async discover(
-    principal: Principal,
-    input: DiscoverInput,
-  ): Promise<DiscoveryReport> {
+  async discover(principal: Principal, input: DiscoverInput): Promise<DiscoveryReport> {
     this.#assertManagement();
     const { resource_url, pkce, try_registration } = parseShape(DiscoverBody, input);
     // It fetches what the caller names: counted per delegation tree, like minting.
