@@ -15,7 +15,7 @@ import {
   type ProviderListQueryInput,
 } from '../contract/schemas.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
-import { type DiscoveryTrace, discover } from '../discovery/index.js';
+import { discover } from '../discovery/index.js';
 import type { EventLog } from '../events/log.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { Storage } from '../storage/contract.js';
