@@ -48,6 +48,11 @@ Starts the Keyway broker. Environment:
                     its lifetime (default 60000); the same on every instance
   KEYWAY_REFRESH_LEASE_MS      how long one instance holds a connection's refresh before
                     another may take it over (default 30000); the same on every instance
+  KEYWAY_REFRESH_AHEAD         rotating: refresh connections whose server rotates refresh
+                    tokens before their access token expires, in the background, once
+                    across instances; all: every refreshable one; off (default)
+  KEYWAY_EXPIRING_NOTICE       with refresh ahead on, send connection.expiring this long
+                    before a refresh token's known end, e.g. 7d (default 7d)
   KEYWAY_ASSERTION_SOURCES     where jwt_bearer providers read their JWT assertions:
                     name=file:/path, name=directory:/path or name=env:VARIABLE, comma-separated,
                     each with ;providers=<ids> (space-separated, e.g. acme/billing acme/svc/**)

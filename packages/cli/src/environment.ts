@@ -76,6 +76,8 @@ export const SERVE_VARIABLES: readonly string[] = [
   'KEYWAY_REFRESH_IDLE_AFTER',
   'KEYWAY_REFRESH_MARGIN_MS',
   'KEYWAY_REFRESH_LEASE_MS',
+  'KEYWAY_REFRESH_AHEAD',
+  'KEYWAY_EXPIRING_NOTICE',
   'KEYWAY_ASSERTION_SOURCES',
   'KEYWAY_SIGN_IN',
   'KEYWAY_SIGN_IN_ISSUER',
@@ -198,20 +200,22 @@ export function serveOptionsFromEnv(env: Record<string, string | undefined>): Se
   if (webhook !== undefined) options.webhooks = [webhook];
   const retention = integerVariable(env, 'KEYWAY_AUDIT_RETENTION_DAYS', 1, 3650);
   if (retention !== undefined) options.auditRetentionDays = retention;
-  if (env.KEYWAY_REFRESH_IDLE_AFTER) {
-    let idle: number;
-    try {
-      idle = parseDuration(env.KEYWAY_REFRESH_IDLE_AFTER);
-    } catch (error) {
-      throw new Error(`KEYWAY_REFRESH_IDLE_AFTER: ${(error as Error).message}`);
-    }
-    if (idle < 1000) throw new Error('KEYWAY_REFRESH_IDLE_AFTER must be at least 1s');
-    options.refreshIdleAfter = idle;
-  }
+  const idle = durationVariable(env, 'KEYWAY_REFRESH_IDLE_AFTER', 1000, '1s');
+  if (idle !== undefined) options.refreshIdleAfter = idle;
   const margin = integerVariable(env, 'KEYWAY_REFRESH_MARGIN_MS', 0, 3_600_000);
   if (margin !== undefined) options.refreshMarginMs = margin;
   const lease = integerVariable(env, 'KEYWAY_REFRESH_LEASE_MS', 300, 600_000);
   if (lease !== undefined) options.refreshLeaseMs = lease;
+  const ahead = env.KEYWAY_REFRESH_AHEAD?.trim().toLowerCase();
+  if (ahead) {
+    if (ahead !== 'off' && ahead !== 'rotating' && ahead !== 'all')
+      throw new Error(
+        `KEYWAY_REFRESH_AHEAD must be off, rotating or all (it is ${JSON.stringify(ahead.slice(0, 40))})`,
+      );
+    options.refreshAhead = ahead === 'off' ? false : ahead;
+  }
+  const notice = durationVariable(env, 'KEYWAY_EXPIRING_NOTICE', 60_000, '1m');
+  if (notice !== undefined) options.expiringNotice = notice;
   const level = env.KEYWAY_LOG_LEVEL?.trim().toLowerCase();
   if (level) {
     if (!(LOG_LEVELS as readonly string[]).includes(level)) {
@@ -369,6 +373,8 @@ const VARIABLE_OF_OPTION: Record<string, string> = {
   refreshIdleAfter: 'KEYWAY_REFRESH_IDLE_AFTER',
   refreshMarginMs: 'KEYWAY_REFRESH_MARGIN_MS',
   refreshLeaseMs: 'KEYWAY_REFRESH_LEASE_MS',
+  refreshAhead: 'KEYWAY_REFRESH_AHEAD',
+  expiringNotice: 'KEYWAY_EXPIRING_NOTICE',
   rateLimits: 'KEYWAY_RATE_LIMITS',
   assertionSources: 'KEYWAY_ASSERTION_SOURCES',
   signIn: 'KEYWAY_SIGN_IN',
@@ -442,4 +448,26 @@ export function parseAssertionSources(text: string): Record<string, Source> {
           : { env: value, ...bound };
   }
   return sources;
+} /**
+ * A duration variable (`7d`, `12h`, a number of ms) of at least `min` ms, or `undefined`
+ * when unset.
+ *
+ * @throws {Error} naming the variable.
+ */
+function durationVariable(
+  env: Record<string, string | undefined>,
+  name: string,
+  min: number,
+  minText: string,
+): number | undefined {
+  const text = env[name];
+  if (!text) return undefined;
+  let ms: number;
+  try {
+    ms = parseDuration(text);
+  } catch (error) {
+    throw new Error(`${name}: ${(error as Error).message}`);
+  }
+  if (ms < min) throw new Error(`${name} must be at least ${minText}`);
+  return ms;
 }

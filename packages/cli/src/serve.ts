@@ -159,6 +159,10 @@ export interface ServeOptions {
    * (`KEYWAY_REFRESH_LEASE_MS`). Default 30000. Every instance sharing the storage sets the same.
    */
   refreshLeaseMs?: number;
+  /** Refresh ahead (`KEYWAY_REFRESH_AHEAD`): `rotating`, `all`, or `false` (the default). */
+  refreshAhead?: false | 'rotating' | 'all';
+  /** `connection.expiring` this long before a refresh token's known end, ms. Default 7 days. */
+  expiringNotice?: number;
   /** The MCP gateway's limits (`createBroker({ gateway })`, docs/api.md §13). */
   gateway?: BrokerConfig['gateway'];
   /** Where lines for the operator go; default `console.log`. */
@@ -513,6 +517,8 @@ function brokerConfig(
       : { refreshIdleAfter: options.refreshIdleAfter }),
     ...(options.refreshMarginMs === undefined ? {} : { refreshMarginMs: options.refreshMarginMs }),
     ...(options.refreshLeaseMs === undefined ? {} : { refreshLeaseMs: options.refreshLeaseMs }),
+    ...(options.refreshAhead === undefined ? {} : { refreshAhead: options.refreshAhead }),
+    ...(options.expiringNotice === undefined ? {} : { expiringNotice: options.expiringNotice }),
     rateLimits:
       options.rateLimits === false
         ? false

@@ -450,6 +450,91 @@ describe(`the quirks of servers people use, against ${INSTANCES} keyway serve pr
     }
   }, 60_000);
 
+  it("reads Slack's answer shape — the user token under authed_user, scopes with commas — for a provider that names it", async () => {
+    const served = await serveWorld((origin) => ({
+      issuer: `${origin}/slack`,
+      dynamicRegistration: false,
+      issParameter: false,
+      tokenResponse: { tokenType: 'user' },
+      classic: {
+        endpoints: {
+          authorize: `${origin}/slack/oauth/v2/authorize`,
+          token: `${origin}/slack/api/oauth.v2.access`,
+        },
+        scopeSeparator: ',',
+        scopeParam: 'user_scope',
+        okField: true,
+        nestTokensUnder: 'authed_user',
+        answerExtra: { team: { id: 'T0KEYWAY' } },
+      },
+    }));
+    const { world } = served;
+    const origin = new URL(world.resourceUrl).origin;
+    try {
+      const client = world.preregister({
+        redirect_uris: ['http://localhost:8787/api/oauth/callback'],
+        client_secret: 'slack-secret',
+        token_endpoint_auth_method: 'client_secret_post',
+      });
+      const put = await call(on(0), 'PUT', '/api/admin/providers/slack-user', {
+        template: 'oauth2',
+        configuration: {
+          authorization_endpoint: `${origin}/slack/oauth/v2/authorize`,
+          token_endpoint: `${origin}/slack/api/oauth.v2.access`,
+          scope_separator: ',',
+          scope_param: 'user_scope',
+          token_endpoint_auth_method: 'client_secret_post',
+          scopes: ['search:read', 'users:read'],
+          token_response: {
+            ok_field: 'ok',
+            bearer: true,
+            access_token: 'authed_user.access_token',
+            refresh_token: 'authed_user.refresh_token',
+            expires_in: 'authed_user.expires_in',
+            scope: 'authed_user.scope',
+            extra: { team_id: 'team.id' },
+          },
+        },
+        credentials: { client_id: client.client_id, client_secret: 'slack-secret' },
+      });
+      expect(put.status).toBe(201);
+      const started = await call(on(1), 'POST', '/api/oauth/authorize/slack-user', {
+        connection_id: 'acme/users/alice/slack',
+      });
+      const consent = new URL(started.body.authorization_url).searchParams;
+      expect([consent.get('user_scope'), consent.get('scope')]).toEqual([
+        'search:read,users:read',
+        null,
+      ]);
+      const back = new URL(world.consent(started.body.authorization_url));
+      const landed = await fetch(`${on(2)}${back.pathname}${back.search}`);
+      expect(landed.status).toBe(200);
+      await landed.text();
+      const view = await call(on(0), 'GET', '/api/oauth/connections/acme/users/alice/slack');
+      expect([view.body.status, view.body.scopes, view.body.metadata]).toEqual([
+        'active',
+        ['search:read', 'users:read'],
+        { team_id: 'T0KEYWAY' },
+      ]);
+      // The user's token, not the bot token at the top of the answer, and used as Bearer.
+      const first = await call(on(1), 'GET', '/api/oauth/credentials/acme/users/alice/slack');
+      expect([first.status, first.body.token_type]).toEqual([200, 'Bearer']);
+      expect(first.body.access_token).toMatch(/^at_/);
+      expect(world.isValidAccessToken(first.body.access_token)).toBe(true);
+      const refreshed = await call(
+        on(2),
+        'GET',
+        '/api/oauth/credentials/acme/users/alice/slack?force_refresh=true',
+      );
+      expect(refreshed.status).toBe(200);
+      expect(refreshed.body.access_token).not.toBe(first.body.access_token);
+      expect(world.isValidAccessToken(refreshed.body.access_token)).toBe(true);
+      expect(world.stats.refreshes).toBe(1);
+    } finally {
+      await served.close();
+    }
+  }, 60_000);
+
   it('fails a refresh token refused at its first use (Miro) once: the cause, the fix, one event', async () => {
     const { served, world, connection } = await connected('miro', {
       refreshTokenUnusedLifetimeSeconds: 2,

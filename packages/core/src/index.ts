@@ -61,7 +61,6 @@ export type { DiscoveryStep, DiscoveryTrace } from './discovery/index.js';
 export type { KeywayEvent } from './events/log.js';
 export { OutboundError, type OutboundFailure } from './outbound/network-failure.js';
 export type { PlatformCrypto } from './platform/crypto.js';
-export type { DiscoveryReport, DoctorReport } from './providers/doctor.js';
 export type { ProviderView } from './providers/state.js';
 export type { Storage } from './storage/contract.js';
 export type { ConnectionTokens } from './storage/states.js';

@@ -96,9 +96,9 @@ describe('the root entry of @keyway/core', () => {
     expectTypeOf<z.output<typeof schemas.IssuedTokenBody>>().toEqualTypeOf<IssuedToken>();
     expectTypeOf<z.output<typeof schemas.ProviderViewBody>>().toEqualTypeOf<ProviderView>();
     expectTypeOf<z.output<typeof schemas.DiscoveryTraceBody>>().toEqualTypeOf<DiscoveryTrace>();
-    expectTypeOf<
-      z.output<typeof schemas.DiscoveryReportBody>
-    >().toEqualTypeOf<core.DiscoveryReport>();
+    expectTypeOf<z.output<typeof schemas.DiscoveryReportBody>>().toEqualTypeOf<
+      Awaited<ReturnType<core.Broker['providers']['discover']>>
+    >();
     expectTypeOf<z.output<typeof schemas.ConnectionViewBody>>().toEqualTypeOf<ConnectionView>();
     expectTypeOf<z.output<typeof schemas.AuthorizeResultBody>>().toEqualTypeOf<AuthorizeResult>();
     expectTypeOf<z.output<typeof schemas.CredentialsBody>>().toEqualTypeOf<Credentials>();

@@ -430,6 +430,29 @@ describe.each(storageFactories)(
         path: 'configuration.token_endpoint',
         message: '"token_endpoint" must use https (plain http only for allowed hosts)',
       });
+      // An answer shape of its own is checked as a profile's, naming the field.
+      const shaped = await put(h, 'api', {
+        configuration: {
+          authorization_endpoint: 'https://api.example.test/oauth/authorize',
+          token_endpoint: 'https://api.example.test/oauth/token',
+          token_response: { access_token: 5 },
+        },
+      });
+      expect([shaped.status, shaped.body.details[0].path]).toEqual([
+        400,
+        'configuration.token_response.access_token',
+      ]);
+      const unknown = await put(h, 'api', {
+        configuration: {
+          authorization_endpoint: 'https://api.example.test/oauth/authorize',
+          token_endpoint: 'https://api.example.test/oauth/token',
+          token_response: { tokens_at: 'data' },
+        },
+      });
+      expect([unknown.status, unknown.body.details[0].path]).toEqual([
+        400,
+        'configuration.token_response',
+      ]);
       const created = await put(h, 'api', {
         label: 'Example API',
         configuration: {

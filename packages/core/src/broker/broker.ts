@@ -194,6 +194,8 @@ export function createBroker(config: BrokerConfig): Broker {
     refreshMarginMs: resolved.refreshMarginMs,
     refreshLeaseMs: resolved.refreshLeaseMs,
     refreshIdleAfterMs: resolved.refreshIdleAfterMs,
+    refreshAhead: resolved.refreshAhead,
+    expiringNoticeMs: resolved.expiringNoticeMs,
     assertionSources: resolved.assertionSources,
     events,
     observe: resolved.observe,
@@ -224,21 +226,24 @@ export function createBroker(config: BrokerConfig): Broker {
   const gateway = new Gateway(gatewayOptions);
   // Idle refresh, so refresh tokens that expire when unused stay alive: a tenth of the
   // idle time between rounds, 1 s to 1 h.
-  let idleRound: Promise<unknown> | null = null;
-  let idleTimer: ReturnType<typeof setInterval> | undefined;
-  if (resolved.refreshIdleAfterMs !== false) {
-    const every = Math.min(Math.max(Math.floor(resolved.refreshIdleAfterMs / 10), 1000), 3_600_000);
-    idleTimer = setInterval(() => {
-      if (idleRound !== null) return;
-      idleRound = connections
-        .refreshIdle()
-        .catch(resolved.onBackgroundError)
-        .finally(() => {
-          idleRound = null;
-        });
-    }, every);
-    (idleTimer as { unref?: () => void }).unref?.();
-  }
+  const idle =
+    resolved.refreshIdleAfterMs === false
+      ? null
+      : rounds(
+          clamp(resolved.refreshIdleAfterMs / 10, 1000, 3_600_000),
+          () => connections.refreshIdle(),
+          resolved.onBackgroundError,
+        );
+  // Refresh ahead and the expiring notice: a round every half refresh margin, 1 s to 1 min,
+  // so a token is seen within its window (twice the margin) before it expires.
+  const ahead =
+    resolved.refreshAhead === false
+      ? null
+      : rounds(
+          clamp(resolved.refreshMarginMs / 2, 1000, 60_000),
+          () => connections.refreshAhead(),
+          resolved.onBackgroundError,
+        );
   const sender =
     resolved.webhooks.length === 0
       ? null
@@ -379,12 +384,44 @@ export function createBroker(config: BrokerConfig): Broker {
     },
     async close() {
       clearInterval(timer);
-      clearInterval(idleTimer);
       await portal.close();
       await sender?.stop();
       await purging;
-      await idleRound;
+      await idle?.stop();
+      await ahead?.stop();
       await storage.close();
+    },
+  };
+}
+
+/** `value` rounded down into `[min, max]`. */
+function clamp(value: number, min: number, max: number): number {
+  return Math.min(Math.max(Math.floor(value), min), max);
+}
+
+/**
+ * Background work in rounds `every` ms apart, one at a time (a round still running skips
+ * the next), its errors reported; `stop` ends them and waits for the one running.
+ */
+function rounds(
+  every: number,
+  round: () => Promise<unknown>,
+  onError: (error: unknown) => void,
+): { stop(): Promise<void> } {
+  let running: Promise<unknown> | null = null;
+  const timer = setInterval(() => {
+    if (running !== null) return;
+    running = round()
+      .catch(onError)
+      .finally(() => {
+        running = null;
+      });
+  }, every);
+  (timer as { unref?: () => void }).unref?.();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
     },
   };
 }

@@ -2,7 +2,13 @@ import { z } from 'zod';
 import { type RateLimitsConfig, RateLimitsSchema } from '../auth/rate-limit.js';
 import { catalogOf } from '../catalog/catalog.js';
 import type { Profile, ProfileInput } from '../catalog/schema.js';
-import { REFRESH_IDLE, refreshIdleAfterMs } from '../connections/refresh.js';
+import {
+  EXPIRING_NOTICE,
+  expiringNoticeMs,
+  REFRESH_AHEAD,
+  REFRESH_IDLE,
+  refreshIdleAfterMs,
+} from '../connections/refresh.js';
 import type { ProviderInput } from '../contract/schemas.js';
 import { EventLog, type KeywayEvent, type WebhookEndpoint } from '../events/log.js';
 import { WebhookSchema } from '../events/webhook-config.js';
@@ -297,6 +303,25 @@ const BrokerConfigSchema = z.object({
     .union([z.literal(false), z.number(), z.string()], { error: REFRESH_IDLE })
     .optional(),
   /**
+   * Refresh ahead, in a background sweep of the active connections (with the refresh lease,
+   * so once across instances): `"rotating"` refreshes the connections whose server rotates
+   * refresh tokens (seen on a refresh, or documented by their catalog profile) before their
+   * access token expires, instead of at first use; `"all"` every refreshable one; `false`
+   * (the default) none. The same sweep sends `connection.expiring` before a refresh token's
+   * known end.
+   *
+   * @see docs/connections.md "Refresh ahead"
+   */
+  refreshAhead: z
+    .union([z.literal(false), z.enum(['rotating', 'all'])], { error: REFRESH_AHEAD })
+    .optional(),
+  /**
+   * How long before a refresh token's known end (`refresh_token_expires_in`, or its profile's
+   * documented lifetime) `connection.expiring` is sent: milliseconds or a duration such as
+   * `"7d"`, at least one minute. Default `"7d"`.
+   */
+  expiringNotice: z.union([z.number(), z.string()], { error: EXPIRING_NOTICE }).optional(),
+  /**
    * Rate limits (docs/api.md §12): failed authentications per client address (default 20 per
    * minute; the handler passes the address) and tokens minted per scoped caller (default 60
    * per minute). `false` turns all off, `{ auth: false }` one; `shared: true` keeps the
@@ -352,6 +377,8 @@ export interface ResolvedBrokerConfig {
   refreshMarginMs: number;
   refreshLeaseMs: number;
   refreshIdleAfterMs: number | false;
+  refreshAhead: false | 'rotating' | 'all';
+  expiringNoticeMs: number;
   rateLimits: RateLimitsConfig | false;
   onBackgroundError: (error: unknown) => void;
   /** The `observe` hook, made safe (never throws); a no-op without one. */
@@ -456,6 +483,8 @@ export function resolveBrokerConfig(config: BrokerConfig): ResolvedBrokerConfig 
     refreshMarginMs: parsed.refreshMarginMs ?? 60_000,
     refreshLeaseMs: parsed.refreshLeaseMs ?? 30_000,
     refreshIdleAfterMs: refreshIdleAfterMs(parsed.refreshIdleAfter),
+    refreshAhead: parsed.refreshAhead ?? false,
+    expiringNoticeMs: expiringNoticeMs(parsed.expiringNotice),
     rateLimits: parsed.rateLimits ?? {},
     onBackgroundError,
     observe,

@@ -158,6 +158,22 @@ export const BUILT_IN_MCP_PROFILES: McpProfileInput[] = [
     ],
   },
   {
+    id: 'miro-mcp',
+    label: 'Miro (MCP)',
+    docs_url: 'https://developers.miro.com/reference/get-new-access-token-using-refresh-token',
+    checked: CHECKED,
+    resource_url: 'https://mcp.miro.com/',
+    credentials: 'register',
+    refresh: 'rotating',
+    refresh_token_lifetime_days: 60,
+    notes: [
+      'Refresh tokens rotate and end 60 days after their issue: a connection unused that long is refused ' +
+        'at its next refresh. Refresh ahead keeps them rotating; connection.expiring says when one nears its end.',
+      'The endpoint and its dynamic registration are from Miro’s MCP setup guide; the token lifetimes from ' +
+        'its REST API reference at docs_url.',
+    ],
+  },
+  {
     id: 'notion-mcp',
     label: 'Notion (MCP)',
     docs_url:

@@ -1,3 +1,4 @@
+import { TokenResponseSchema } from '../storage/quirks.js';
 import type { AuthorizationServerInfo, OAuth2Quirks } from '../storage/states.js';
 import {
   PLACEHOLDER,
@@ -342,9 +343,25 @@ export interface ExplicitOAuth2 {
   revocation_endpoint?: string | undefined;
   issuer?: string | undefined;
   scope_separator?: ' ' | ',' | undefined;
+  scope_param?: 'scope' | 'user_scope' | undefined;
   pkce?: 'S256' | 'none' | undefined;
   token_endpoint_auth_method?: 'client_secret_basic' | 'client_secret_post' | undefined;
   api_base_url?: string | undefined;
+  /** How the token endpoint answers, as a profile's `token_response` says (Slack's shape). */
+  token_response?: Record<string, unknown> | undefined;
+}
+
+/**
+ * An operator's `token_response`, checked as a profile's is.
+ *
+ * @throws {ProfileProblem} naming `configuration.token_response.<field>`.
+ */
+function tokenResponseOf(given: Record<string, unknown>) {
+  const parsed = TokenResponseSchema.safeParse(given);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const path = ['configuration.token_response', ...(issue?.path ?? []).map(String)].join('.');
+  throw new ProfileProblem(path, issue?.message ?? 'not a token response description');
 }
 
 /**
@@ -377,6 +394,10 @@ export function explicitProfile(
     token_endpoint: 'https://invalid',
     scopes_example: [],
     scope_separator: configuration.scope_separator ?? ' ',
+    scope_param: configuration.scope_param ?? 'scope',
+    ...(configuration.token_response === undefined
+      ? {}
+      : { token_response: tokenResponseOf(configuration.token_response) }),
     pkce: configuration.pkce ?? 'S256',
     token_endpoint_auth_method: configuration.token_endpoint_auth_method ?? 'client_secret_basic',
     api_base_url: null,

@@ -29,6 +29,13 @@ export interface ConnectionDeps extends GrantDeps {
   refreshLeaseMs: number;
   /** Refresh connections no refresh has touched for this long (`false`: never on its own). */
   refreshIdleAfterMs: number | false;
+  /**
+   * Refresh ahead (docs/connections.md): `rotating` connections whose refresh tokens rotate,
+   * `all` every refreshable one, before their access token expires; `false`: at first use.
+   */
+  refreshAhead: false | 'rotating' | 'all';
+  /** Send `connection.expiring` this long before a refresh token's known end. */
+  expiringNoticeMs: number;
   /** Told of every refresh's outcome (docs/api.md §16 metrics). */
   observe: Observer;
 }

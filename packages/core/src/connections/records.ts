@@ -344,6 +344,7 @@ export class ConnectionRecords {
             ...(previous.tools === undefined ? {} : { tools: previous.tools }),
             ...(tokens.metadata === undefined ? {} : { metadata: tokens.metadata }),
             ...(answer === undefined ? {} : { token_response: answer }),
+            ...refreshTokenExpiry(answer, now),
             // The account of this authorization only: another consent may be another account.
             ...(account === undefined ? {} : { account }),
           } satisfies ConnectionState,
@@ -398,4 +399,18 @@ export class ConnectionRecords {
       after = last.id;
     }
   }
+}
+
+/**
+ * When a refresh token just issued expires, where its answer said
+ * (`refresh_token_expires_in`), as the state keeps it.
+ */
+export function refreshTokenExpiry(
+  answer: TokenAnswer | undefined,
+  receivedAt: number,
+): { refresh_token_expires_at?: number } {
+  const seconds = answer?.refresh_token === 'present' ? answer.refresh_token_expires_in : null;
+  return typeof seconds === 'number'
+    ? { refresh_token_expires_at: receivedAt + seconds * 1000 }
+    : {};
 }

@@ -17,7 +17,7 @@ import {
 import type { RefreshOutcome } from '../telemetry/observation.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import type { ConnectionDeps } from './deps.js';
-import { type ConnectionRecords, notFound } from './records.js';
+import { type ConnectionRecords, notFound, refreshTokenExpiry } from './records.js';
 import {
   failureError,
   inactiveError,
@@ -32,6 +32,26 @@ type Received = ConnectionTokens & { answer?: TokenAnswer; account?: string };
 
 export const REFRESH_IDLE =
   '"refreshIdleAfter" must be false, milliseconds (at least 1000) or a duration such as "7d"';
+
+export const REFRESH_AHEAD = '"refreshAhead" must be false, "rotating" or "all"';
+export const EXPIRING_NOTICE =
+  '"expiringNotice" must be milliseconds (at least 60000) or a duration such as "7d"';
+
+/** `expiringNotice` in milliseconds (default 7 days). @throws {TypeError} naming the option. */
+export function expiringNoticeMs(value: number | string | undefined): number {
+  if (value === undefined) return 7 * 86_400_000;
+  let ms: number;
+  try {
+    ms = typeof value === 'number' ? value : parseDuration(value);
+  } catch (error) {
+    throw new TypeError(
+      `invalid broker configuration: "expiringNotice": ${(error as Error).message}`,
+    );
+  }
+  if (!Number.isSafeInteger(ms) || ms < 60_000)
+    throw new TypeError(`invalid broker configuration: ${EXPIRING_NOTICE}`);
+  return ms;
+}
 
 /** `refreshIdleAfter` in milliseconds, or `false`. @throws {TypeError} naming the option. */
 export function refreshIdleAfterMs(value: number | string | false | undefined): number | false {
@@ -390,12 +410,22 @@ export class Refresher {
         superseded = true;
         return null;
       }
+      const rotated = next.refresh_token !== tokens.refresh_token;
+      // A new refresh token brings its own expiry (or none); an unrotated one keeps the old.
+      const expiry = rotated
+        ? refreshTokenExpiry(answer, refreshedAt)
+        : state.refresh_token_expires_at === undefined
+          ? {}
+          : { refresh_token_expires_at: state.refresh_token_expires_at };
       return {
         record: {
           ...current,
           status: 'active',
           state: {
             ...state,
+            refresh_token_expires_at: undefined,
+            ...expiry,
+            ...(rotated ? { rotating: true } : {}),
             ...(next.scope.length > 0 ? { scopes: next.scope } : {}),
             token_expires_at: next.expires_at,
             last_refreshed_at: refreshedAt,

@@ -17,7 +17,8 @@ import {
 import { isoTimeOrNull } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import { type RevocationOutcome, revoke } from '../grants/revocation.js';
-import { connectionState, renewable } from '../storage/states.js';
+import { connectionState } from '../storage/states.js';
+import { type AheadOutcome, activeConnections, refreshNow, sweepAhead } from './ahead.js';
 import {
   AuthorizationFlow,
   type AuthorizeOptions,
@@ -324,36 +325,31 @@ export class ConnectionService {
     const idleAfter = o.refreshIdleAfterMs;
     const outcome = { due: 0, refreshed: 0, failed: 0 };
     if (idleAfter === false) return outcome;
-    let after: string | undefined;
-    for (;;) {
-      const page = await o.storage.listConnections({
-        status: 'active',
-        limit: 200,
-        ...(after === undefined ? {} : { after }),
-      });
-      for (const record of page) {
-        const state = connectionState(record);
-        const touched = state.last_refreshed_at ?? state.authorized_at;
-        if (state.refreshable !== true || touched === null || o.now() - touched < idleAfter) {
-          continue;
-        }
-        outcome.due++;
-        try {
-          const tokens = await this.#records.tokensOf(record);
-          if (tokens === null || !renewable(tokens)) continue;
-          const next = await this.#refresher.refreshOnce(record.id, tokens);
-          // A transient failure keeps the current tokens (and records the failure).
-          if (next.access_token === tokens.access_token) outcome.failed++;
-          else outcome.refreshed++;
-        } catch {
-          // Recorded by the refresh itself (an event, the connection's error).
-          outcome.failed++;
-        }
+    for await (const record of activeConnections(o)) {
+      const state = connectionState(record);
+      const touched = state.last_refreshed_at ?? state.authorized_at;
+      if (state.refreshable !== true || touched === null || o.now() - touched < idleAfter) {
+        continue;
       }
-      const last = page[page.length - 1];
-      if (page.length < 200 || last === undefined) return outcome;
-      after = last.id;
+      outcome.due++;
+      const result = await refreshNow(this.#records, this.#refresher, record);
+      if (result !== 'skipped') outcome[result]++;
     }
+    return outcome;
+  }
+
+  /**
+   * One round of refresh ahead (`refreshAhead`) and the expiring notice: the connections
+   * whose server rotates refresh tokens (or every refreshable one, `all`) are refreshed
+   * before their access token expires, each once across instances (the refresh lease), and
+   * `connection.expiring` is sent once for a refresh token that ends within
+   * `expiringNotice`. The broker runs it in the background when `refreshAhead` is set.
+   *
+   * @returns how many connections were due, refreshed, failed, and announced as expiring.
+   * @see docs/connections.md "Refresh ahead"
+   */
+  refreshAhead(): Promise<AheadOutcome> {
+    return sweepAhead(this.#deps, this.#records, this.#refresher);
   }
 
   /**

@@ -17,6 +17,8 @@ export interface TokenResponseView {
   expires_in: number | null;
   scope: string | null;
   refresh_token: 'present' | 'absent';
+  /** The refresh token's lifetime in seconds, where the server said. */
+  refresh_token_expires_in?: number;
   fields: string[];
 }
 

@@ -104,6 +104,7 @@ export const EVENT_TYPES = [
   'connection.refreshed',
   'connection.failed',
   'connection.reauthorization_required',
+  'connection.expiring',
   'connection.updated',
   'connection.deleted',
   'credentials.issued',

@@ -53,6 +53,11 @@ export const TokenAnswerSchema = z.object({
   expires_in: z.number().nullable(),
   scope: z.string().nullable(),
   refresh_token: z.enum(['present', 'absent']),
+  /**
+   * The refresh token's lifetime in seconds, where the server says
+   * (`refresh_token_expires_in`: GitHub Apps, Slack with rotation). Absent: it did not.
+   */
+  refresh_token_expires_in: z.number().optional(),
   /** Every field of the answer, by name. */
   fields: z.array(z.string()),
 });

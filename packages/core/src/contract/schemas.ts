@@ -335,6 +335,13 @@ export const OAuth2ProviderBody = z.strictObject({
       /** The issuer an `iss` in the redirect back must equal (RFC 9207). */
       issuer: endpointText.optional(),
       scope_separator: z.enum([' ', ',']).optional(),
+      /** The authorization parameter the scopes go in: `user_scope` for Slack's user tokens. */
+      scope_param: z.enum(['scope', 'user_scope']).optional(),
+      /**
+       * How the token endpoint answers, as a catalog profile's `token_response` says: where
+       * the tokens are (`authed_user.access_token`), a `false` field of a failure (`ok`), …
+       */
+      token_response: z.record(z.string(), z.unknown()).optional(),
       /** `none` only for a server that cannot do PKCE. Default `S256`. */
       pkce: z.enum(['S256', 'none']).optional(),
       token_endpoint_auth_method: z.enum(['client_secret_basic', 'client_secret_post']).optional(),

@@ -213,6 +213,7 @@ export function tokensFrom(
       expires_in: typeof result.expires_in === 'number' ? result.expires_in : null,
       scope: typeof result.scope === 'string' ? result.scope : null,
       refresh_token: typeof result.refresh_token === 'string' ? 'present' : 'absent',
+      ...refreshLifetime(result.refresh_token_expires_in),
       fields: Object.keys(result)
         .filter((field) => field !== ACCOUNT)
         .sort(),
@@ -229,6 +230,17 @@ export function tokensFrom(
     issued_at: now,
     party: previous.party,
   };
+}
+
+/**
+ * `refresh_token_expires_in` when the answer has one in whole seconds (a number, or its
+ * decimal text); nothing for anything else.
+ */
+function refreshLifetime(value: unknown): { refresh_token_expires_in?: number } {
+  const seconds = typeof value === 'string' && /^\d{1,12}$/.test(value) ? Number(value) : value;
+  return typeof seconds === 'number' && Number.isSafeInteger(seconds) && seconds > 0
+    ? { refresh_token_expires_in: seconds }
+    : {};
 }
 
 /** The `grant_type` of the JWT bearer grant (RFC 7523 §2.1). */

@@ -5,8 +5,7 @@ import type { VaultKey, VaultWrite } from '../storage/record-types.js';
 import type { AuthorizationServerInfo, StoredRegistration } from '../storage/states.js';
 import { inSpan, PROVIDER } from '../telemetry/tracing.js';
 import type { Vault } from '../vault/vault.js';
-import type { ClientMetadata } from './input.js';
-import { type ClientProfile, registerClient } from './registration.js';
+import { type ClientMetadata, type ClientProfile, registerClient } from './registration.js';
 import { CLIENT_SECRET_KIND, REGISTRATION_TOKEN_KIND, secretKey } from './state.js';
 
 /** An `invalid_request` about one field of the provider body. */

@@ -20,7 +20,7 @@ import { parseShape } from '../contract/validation.js';
 import type { AuthorizationServerInfo, StoredRegistration } from '../storage/states.js';
 import { ASSERTION_FILE } from './assertion-sources.js';
 import { invalid } from './client.js';
-import { customAuthMethod } from './registration.js';
+import { type ClientMetadata, customAuthMethod } from './registration.js';
 import { type EndpointFields, movedSecret, type SecretEndpoints } from './secret-binding.js';
 
 /**
@@ -90,9 +90,6 @@ export interface ProviderSpec {
   profileAuthMethod?: 'client_secret_basic' | 'client_secret_post' | undefined;
 }
 
-/** Client metadata an operator sets for dynamic registration (RFC 7591 §2), as stored. */
-export type ClientMetadata = Record<string, string | string[]>;
-
 /** The fields given, without the ones left out. */
 function metadataOf(
   given: z.output<typeof ClientMetadataBody> | undefined,
@@ -110,6 +107,8 @@ const EXPLICIT_FIELDS = [
   'revocation_endpoint',
   'issuer',
   'scope_separator',
+  'scope_param',
+  'token_response',
   'pkce',
   'token_endpoint_auth_method',
   'api_base_url',

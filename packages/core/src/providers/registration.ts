@@ -50,6 +50,9 @@ export interface RegisteredClient extends ClientRegistration {
   response?: Record<string, unknown>;
 }
 
+/** Client metadata an operator sets for dynamic registration (RFC 7591 §2), as stored. */
+export type ClientMetadata = Record<string, string | string[]>;
+
 /** What stands in a shown registration answer for a secret the server handed out. */
 export const MASKED = '(masked)';
 

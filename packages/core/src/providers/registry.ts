@@ -10,9 +10,9 @@ import type { AuthorizationServerInfo, ProviderState } from '../storage/states.j
 import type { Vault } from '../vault/vault.js';
 import type { AssertionSource } from './assertion-sources.js';
 import { checkResourceUrl, registerAt } from './client.js';
-import { type ClientMetadata, type ProviderSpec, parseProviderInput } from './input.js';
+import { type ProviderSpec, parseProviderInput } from './input.js';
 import { rediscovered } from './rediscovery.js';
-import type { ClientProfile } from './registration.js';
+import type { ClientMetadata, ClientProfile } from './registration.js';
 import { rootOnly } from './root-only.js';
 import {
   CLIENT_SECRET_KIND,

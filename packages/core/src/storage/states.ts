@@ -275,18 +275,30 @@ export const ConnectionStateSchema = z.object({
    */
   account: z.string().optional(),
   /**
-   * The last refresh that failed without ending the connection (the server's error, no
-   * answer): the refresh token it concerns (a hash, never the token), what failed, and when
-   * one more attempt may be made. Until then no instance presents that token again; every
-   * caller reads this verdict instead. Absent: the last refresh did not fail so.
-   */
-  /**
    * The name the portal gives the connection's tools (docs/api.md §18); absent: its last
    * path segment.
    */
   alias: z.string().optional(),
   /** The portal's tool policy of the connection (docs/api.md §18); absent: every tool. */
   tools: ToolPolicyBody.optional(),
+  /** A refresh answered a new refresh token: its server rotates them. Absent: none seen yet. */
+  rotating: z.boolean().optional(),
+  /**
+   * When the current refresh token expires, epoch ms, where the server said
+   * (`refresh_token_expires_in`). Absent: it did not.
+   */
+  refresh_token_expires_at: z.number().optional(),
+  /**
+   * The refresh-token expiry a `connection.expiring` event was sent for, so each is told
+   * once. Absent: none sent.
+   */
+  expiring_noticed: z.number().optional(),
+  /**
+   * The last refresh that failed without ending the connection (the server's error, no
+   * answer): the refresh token it concerns (a hash, never the token), what failed, and when
+   * one more attempt may be made. Until then no instance presents that token again; every
+   * caller reads this verdict instead. Absent: the last refresh did not fail so.
+   */
   refresh_failure: z
     .object({
       token: z.string(),

@@ -253,7 +253,12 @@ export function createAuthorizationServer(world: WorldState) {
       rotatedAt: null,
       successor: null,
     });
-    return { ...answer, refresh_token: refreshToken };
+    const stated = opt('refreshTokenLifetimeSeconds', 0);
+    return {
+      ...answer,
+      refresh_token: refreshToken,
+      ...(stated > 0 ? { refresh_token_expires_in: stated } : {}),
+    };
   }
 
   async function token(request: Request): Promise<Response> {
@@ -329,6 +334,11 @@ export function createAuthorizationServer(world: WorldState) {
         }
       }
       if (refresh === undefined || refresh.revoked || refresh.clientId !== client.client_id) {
+        return tokenError(400, 'invalid_grant', refused);
+      }
+      const stated = opt('refreshTokenLifetimeSeconds', 0) * 1000;
+      if (stated > 0 && now() - refresh.issuedAt >= stated) {
+        refresh.revoked = true;
         return tokenError(400, 'invalid_grant', refused);
       }
       const idle = opt('refreshTokenUnusedLifetimeSeconds', 0) * 1000;

@@ -260,6 +260,14 @@ export interface TestWorldOptions {
    */
   refreshTokenUnusedLifetimeSeconds?: number;
   /**
+   * Refresh tokens end this many seconds after their issue, used or not, and every answer
+   * that issues one says so in `refresh_token_expires_in`. GitHub Apps' user refresh tokens
+   * last six months and their answers carry `refresh_token_expires_in`
+   * (https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens).
+   * Seconds here, so that a test runs it. Default 0: no stated end.
+   */
+  refreshTokenLifetimeSeconds?: number;
+  /**
    * The RFC 8707 `resource` values the authorization server takes, each compared exactly
    * (character for character: a trailing `/` is another value). Default: only the one the
    * protected-resource metadata publishes, as Microsoft Entra ID does — it refuses any
