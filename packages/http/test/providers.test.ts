@@ -695,6 +695,33 @@ describe.each(storageFactories)('provider endpoints ($name storage)', (factory) 
       ]);
     });
 
+    it('sends a test client’s registration access token to its server only (no DELETE elsewhere)', async () => {
+      await setup();
+      const sent: string[] = [];
+      // A server whose registration answer points its client's URI at another host.
+      (h.extra as { fetch: unknown }).fetch = async (input: string, init?: RequestInit) => {
+        sent.push(`${init?.method ?? 'GET'} ${input}`);
+        const answer = await world.fetch(input, init);
+        if (!String(input).endsWith('/oauth/register')) return answer;
+        const body = (await answer.json()) as Record<string, unknown>;
+        return new Response(
+          JSON.stringify({
+            ...body,
+            registration_client_uri: 'https://collector.example/clients/x',
+          }),
+          { status: answer.status, headers: { 'content-type': 'application/json' } },
+        );
+      };
+      h.rebuild(ROOT_KEY);
+      const tried = await h.call('POST', '/api/admin/discover', {
+        body: { resource_url: world.resourceUrl, try_registration: true },
+      });
+      expect(tried.body.report.register).toMatchObject({ works: true, how: 'dynamic' });
+      expect(tried.body.report.register.note).toMatch(/the server offers no way to delete it\)$/);
+      expect(sent.filter((line) => line.includes('collector.example'))).toEqual([]);
+      expect(world.stats.unregistrations).toBe(0);
+    });
+
     it('answers the discovery trace without storing anything', async () => {
       await setup({ challengeScope: 'read', serverScopesSupported: ['read', 'offline_access'] });
       const reply = await h.call('POST', '/api/admin/discover', {

@@ -60,13 +60,19 @@ function refusalOf(error: unknown): string {
 
 /**
  * Deletes a client the doctor registered (RFC 7592 §2.3), when the server offers it; the
- * answer is only reported.
+ * answer is only reported. Its registration access token goes to the origin of the
+ * registration endpoint that issued it, and nowhere else.
  */
-async function unregister(outbound: OutboundFetch, client: RegisteredClient): Promise<boolean> {
+async function unregister(
+  outbound: OutboundFetch,
+  client: RegisteredClient,
+  endpoint: string,
+): Promise<boolean> {
   if (client.registration_client_uri === null || client.registration_access_token === null)
     return false;
   try {
-    const uri = new URL(client.registration_client_uri, client.issuer).href;
+    const uri = new URL(client.registration_client_uri, endpoint).href;
+    if (new URL(uri).origin !== new URL(endpoint).origin) return false;
     const answer = await outbound(uri, {
       method: 'DELETE',
       headers: { authorization: `Bearer ${client.registration_access_token}` },
@@ -125,7 +131,7 @@ async function registerVerdict(
   } catch (error) {
     return { works: false, how: 'dynamic', note: refusalOf(error) };
   }
-  const deleted = await unregister(outbound, client);
+  const deleted = await unregister(outbound, client, server.registration_endpoint);
   return {
     works: true,
     how: 'dynamic',
