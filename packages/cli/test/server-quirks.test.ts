@@ -73,20 +73,28 @@ describe(`the quirks of servers people use, against ${INSTANCES} keyway serve pr
       configuration: { resource_url: world.resourceUrl },
     });
     expect(provider.status).toBe(201);
-    return { served, world, connection: await authorized(name, world) };
+    return { served, world, connection: (await authorized(name, world)).connection };
   }
 
-  /** Alice's connection of provider `name`: started on one instance, back on another. */
-  async function authorized(name: string, world: TestWorld): Promise<string> {
+  /**
+   * Alice's connection of provider `name`: started on one instance, back on another (or
+   * both on `at`); the consent URL it went to and the redirect back, for a test to read.
+   */
+  async function authorized(
+    name: string,
+    world: TestWorld,
+    at?: string,
+  ): Promise<{ connection: string; consent: URL; back: URL }> {
     const connection = `acme/users/alice/${name}`;
-    const started = await call(on(1), 'POST', `/api/oauth/authorize/${name}`, {
+    const started = await call(at ?? on(1), 'POST', `/api/oauth/authorize/${name}`, {
       connection_id: connection,
     });
-    const back = new URL(world.consent(started.body.authorization_url));
-    const landed = await fetch(`${on(2)}${back.pathname}${back.search}`);
+    const consent = new URL(started.body.authorization_url);
+    const back = new URL(world.consent(consent.href));
+    const landed = await fetch(`${at ?? on(2)}${back.pathname}${back.search}`);
     expect(landed.status).toBe(200);
     await landed.text();
-    return connection;
+    return { connection, consent, back };
   }
 
   /** Thirty callers on every instance at once, the access token expired: their answers. */
@@ -186,7 +194,7 @@ describe(`the quirks of servers people use, against ${INSTANCES} keyway serve pr
           },
         });
         expect(put.status).toBe(201);
-        const connection = await authorized(name, world);
+        const { connection } = await authorized(name, world);
         const view = await call(on(1), 'GET', `/api/oauth/connections/${connection}`);
         expect(view.body.status).toBe('active');
       } finally {
@@ -257,7 +265,7 @@ describe(`the quirks of servers people use, against ${INSTANCES} keyway serve pr
       });
       expect([renamed.status, renamed.body.error]).toEqual([502, 'registration_failed']);
       expect(world.stats.registrations).toBe(3);
-      const connection = await authorized('figma-listed', world);
+      const { connection } = await authorized('figma-listed', world);
       const view = await call(on(0), 'GET', `/api/oauth/connections/${connection}`);
       expect(view.body.status).toBe('active');
     } finally {
@@ -296,14 +304,8 @@ describe(`the quirks of servers people use, against ${INSTANCES} keyway serve pr
       expect(world.clients.get(put.body.credentials.client_id)?.redirect_uris).toEqual([
         put.body.credentials.redirect_uri,
       ]);
-      const started = await call(https.url, 'POST', '/api/oauth/authorize/appsignal', {
-        connection_id: 'acme/users/alice/appsignal',
-      });
-      const back = new URL(world.consent(started.body.authorization_url));
+      const { back } = await authorized('appsignal', world, https.url);
       expect(back.origin).toBe('https://keyway.example.test');
-      const landed = await fetch(`${https.url}${back.pathname}${back.search}`);
-      expect(landed.status).toBe(200);
-      await landed.text();
       const view = await call(on(1), 'GET', '/api/oauth/connections/acme/users/alice/appsignal');
       expect(view.body.status).toBe('active');
     } finally {
@@ -351,15 +353,9 @@ describe(`the quirks of servers people use, against ${INSTANCES} keyway serve pr
         });
         expect(put.status).toBe(201);
         expect(put.body.resource.resource).toBe(resource);
-        const started = await call(on(1), 'POST', `/api/oauth/authorize/${name}`, {
-          connection_id: `acme/users/alice/${name}`,
-        });
-        expect(new URL(started.body.authorization_url).searchParams.get('resource')).toBe(resource);
-        const back = new URL(world.consent(started.body.authorization_url));
+        const { consent, back } = await authorized(name, world);
+        expect(consent.searchParams.get('resource')).toBe(resource);
         expect(back.searchParams.get('error')).toBeNull();
-        const landed = await fetch(`${on(2)}${back.pathname}${back.search}`);
-        expect(landed.status).toBe(200);
-        await landed.text();
         const refreshed = await call(
           on(0),
           'GET',
@@ -399,7 +395,7 @@ describe(`the quirks of servers people use, against ${INSTANCES} keyway serve pr
       expect(put.status).toBe(201);
       // The metadata lists no method: RFC 8414 §2 reads that as client_secret_basic.
       expect(put.body.credentials.token_endpoint_auth_method).toBe('client_secret_basic');
-      const connection = await authorized('hubspot', world);
+      const { connection } = await authorized('hubspot', world);
       const failed = await call(on(1), 'GET', `/api/oauth/connections/${connection}`);
       expect([failed.body.status, failed.body.error]).toEqual([
         'error',
@@ -498,33 +494,26 @@ describe(`the quirks of servers people use, against ${INSTANCES} keyway serve pr
         credentials: { client_id: client.client_id, client_secret: 'slack-secret' },
       });
       expect(put.status).toBe(201);
-      const started = await call(on(1), 'POST', '/api/oauth/authorize/slack-user', {
-        connection_id: 'acme/users/alice/slack',
-      });
-      const consent = new URL(started.body.authorization_url).searchParams;
-      expect([consent.get('user_scope'), consent.get('scope')]).toEqual([
+      const { consent } = await authorized('slack-user', world);
+      expect([consent.searchParams.get('user_scope'), consent.searchParams.get('scope')]).toEqual([
         'search:read,users:read',
         null,
       ]);
-      const back = new URL(world.consent(started.body.authorization_url));
-      const landed = await fetch(`${on(2)}${back.pathname}${back.search}`);
-      expect(landed.status).toBe(200);
-      await landed.text();
-      const view = await call(on(0), 'GET', '/api/oauth/connections/acme/users/alice/slack');
+      const view = await call(on(0), 'GET', '/api/oauth/connections/acme/users/alice/slack-user');
       expect([view.body.status, view.body.scopes, view.body.metadata]).toEqual([
         'active',
         ['search:read', 'users:read'],
         { team_id: 'T0KEYWAY' },
       ]);
       // The user's token, not the bot token at the top of the answer, and used as Bearer.
-      const first = await call(on(1), 'GET', '/api/oauth/credentials/acme/users/alice/slack');
+      const first = await call(on(1), 'GET', '/api/oauth/credentials/acme/users/alice/slack-user');
       expect([first.status, first.body.token_type]).toEqual([200, 'Bearer']);
       expect(first.body.access_token).toMatch(/^at_/);
       expect(world.isValidAccessToken(first.body.access_token)).toBe(true);
       const refreshed = await call(
         on(2),
         'GET',
-        '/api/oauth/credentials/acme/users/alice/slack?force_refresh=true',
+        '/api/oauth/credentials/acme/users/alice/slack-user?force_refresh=true',
       );
       expect(refreshed.status).toBe(200);
       expect(refreshed.body.access_token).not.toBe(first.body.access_token);

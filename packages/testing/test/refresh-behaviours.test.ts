@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '../src/index.js';
+import { s256 } from './pkce.js';
 
 /*
  * The refresh behaviours of the servers people use, as switches of the world: a family
@@ -21,13 +22,7 @@ async function grantIn(options: TestWorldOptions) {
   });
   const client = (await registered.json()) as { client_id: string };
   const verifier = 'v'.repeat(43);
-  const digest = new Uint8Array(
-    await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier)),
-  );
-  const challenge = btoa(String.fromCharCode(...digest))
-    .replace(/\+/g, '-')
-    .replace(/\//g, '_')
-    .replace(/=+$/, '');
+  const challenge = await s256(verifier);
   const authorize = new URL(`${world.issuer}/oauth/authorize`);
   const params = {
     response_type: 'code',

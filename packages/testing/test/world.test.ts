@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createTestWorld } from '../src/index.js';
+import { s256 } from './pkce.js';
 
 const probe = (fetch: (url: string, init?: RequestInit) => Promise<Response>, url: string) =>
   fetch(url, {
@@ -66,13 +67,7 @@ describe('createTestWorld()', () => {
     expect(registered.status).toBe(201);
     const client = (await registered.json()) as { client_id: string; client_secret: string };
     const verifier = 'v'.repeat(43);
-    const digest = new Uint8Array(
-      await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier)),
-    );
-    const challenge = btoa(String.fromCharCode(...digest))
-      .replace(/\+/g, '-')
-      .replace(/\//g, '_')
-      .replace(/=+$/, '');
+    const challenge = await s256(verifier);
     const authorize = new URL('https://auth.example.test/oauth/authorize');
     for (const [k, v] of Object.entries({
       response_type: 'code',

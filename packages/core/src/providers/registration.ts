@@ -115,6 +115,11 @@ export function redirectUriOf(profile: ClientProfile, issuer: string, kind: Call
 
 const STRENGTH: TokenEndpointAuthMethod[] = ['client_secret_basic', 'client_secret_post', 'none'];
 
+/** A method of {@link STRENGTH} (the ones registration deals in), or `null` for anything else. */
+function registrationMethod(value: unknown): TokenEndpointAuthMethod | null {
+  return STRENGTH.find((method) => method === value) ?? null;
+}
+
 function isLoopback(url: URL): boolean {
   return url.hostname === 'localhost' || url.hostname === '127.0.0.1' || url.hostname === '[::1]';
 }
@@ -220,7 +225,7 @@ export async function registerClient(
   outbound: OutboundFetch,
   server: AuthorizationServerInfo,
   profile: ClientProfile,
-  metadata: Readonly<Record<string, string | string[]>> = {},
+  metadata: Readonly<ClientMetadata> = {},
 ): Promise<RegisteredClient> {
   const documentUrl = new URL(profile.metadataDocumentUrl);
   if (server.client_id_metadata_document_supported && documentUrl.protocol === 'https:') {
@@ -245,11 +250,9 @@ export async function registerClient(
           : ''),
     );
   }
-  const asked = metadata.token_endpoint_auth_method;
-  const requested: TokenEndpointAuthMethod =
-    asked === 'client_secret_basic' || asked === 'client_secret_post' || asked === 'none'
-      ? asked
-      : strongestAuthMethod(server.token_endpoint_auth_methods_supported);
+  const requested =
+    registrationMethod(metadata.token_endpoint_auth_method) ??
+    strongestAuthMethod(server.token_endpoint_auth_methods_supported);
   const redirectUri = serverRedirectUri(profile, server.issuer);
   let response: Response;
   try {
@@ -298,14 +301,9 @@ export async function registerClient(
     typeof client.client_secret === 'string' && client.client_secret !== ''
       ? client.client_secret
       : null;
-  const returned = client.token_endpoint_auth_method;
   // Use what the server says; when it says nothing, what we asked for if a secret came back.
-  const method: TokenEndpointAuthMethod =
-    returned === 'client_secret_basic' || returned === 'client_secret_post' || returned === 'none'
-      ? returned
-      : secret !== null
-        ? requested
-        : 'none';
+  const method =
+    registrationMethod(client.token_endpoint_auth_method) ?? (secret !== null ? requested : 'none');
   if (method !== 'none' && secret === null) {
     throw registrationFailed(`the server chose ${method} but issued no client secret`);
   }
