@@ -32,18 +32,34 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The client end of a held request: its port, and the server's port it is connected to. */
+type Peer = { port: number; serverPort: number };
+
 /**
- * The process on this machine that holds a loopback TCP connection whose local port is
- * `port`: how the test tells which instance sent the refresh it holds (Linux's /proc).
+ * The process on this machine that holds the loopback TCP connection from `peer.port` to
+ * `peer.serverPort`: how the test tells which instance sent the refresh it holds (Linux's
+ * /proc). Matched on both ports and on the established state: the same ephemeral port may
+ * at once be another process's connection to another server, or an earlier connection in
+ * TIME_WAIT (listed with inode 0) on a machine that has run many.
  */
-function pidOfClientPort(port: number): number | null {
-  const hex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
-  let inode: string | undefined;
-  for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
-    const columns = line.trim().split(/\s+/);
-    if (columns[1]?.endsWith(hex)) inode = columns[9];
+function pidOfClient(peer: Peer): number | null {
+  const hex = (port: number) => `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const inodes = new Set<string>();
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const [, local, remote, state, , , , , , inode] = line.trim().split(/\s+/);
+      if (
+        local?.endsWith(hex(peer.port)) &&
+        remote?.endsWith(hex(peer.serverPort)) &&
+        state === '01' &&
+        inode !== undefined &&
+        inode !== '0'
+      ) {
+        inodes.add(`socket:[${inode}]`);
+      }
+    }
   }
-  if (inode === undefined) return null;
+  if (inodes.size === 0) return null;
   for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
     let fds: string[];
     try {
@@ -53,12 +69,18 @@ function pidOfClientPort(port: number): number | null {
     }
     for (const fd of fds) {
       try {
-        if (readlinkSync(`/proc/${pid}/fd/${fd}`) === `socket:[${inode}]`) return Number(pid);
+        if (inodes.has(readlinkSync(`/proc/${pid}/fd/${fd}`))) return Number(pid);
       } catch {}
     }
   }
   return null;
 }
+
+/** Who sent a request: its client port and the port it reached. */
+const peerOf = (req: IncomingMessage): Peer => ({
+  port: req.socket.remotePort ?? 0,
+  serverPort: req.socket.localPort ?? 0,
+});
 
 /** What happens to the next refresh request at the token endpoint. */
 type Gate =
@@ -124,17 +146,16 @@ async function peers() {
     grants,
     /** Holds the next refresh request as `kind` says; resolves with the port it came from. */
     hold(kind: 'request' | 'answer') {
-      return new Promise<{ port: number; drop: () => void }>((resolve) => {
+      return new Promise<{ peer: Peer; drop: () => void }>((resolve) => {
         gate =
           kind === 'request'
             ? {
                 kind,
-                held: (req) =>
-                  resolve({ port: req.socket.remotePort ?? 0, drop: () => req.destroy() }),
+                held: (req) => resolve({ peer: peerOf(req), drop: () => req.destroy() }),
               }
             : {
                 kind,
-                held: (req) => resolve({ port: req.socket.remotePort ?? 0, drop: () => {} }),
+                held: (req) => resolve({ peer: peerOf(req), drop: () => {} }),
               };
       });
     },
@@ -329,8 +350,8 @@ describe.each(ENGINES)('a refresh that fails is single-flight too: $name', (engi
     await connect(id);
     const held = world.hold('request');
     const first = credentials(0, id, true).catch(() => null);
-    const { port, drop } = await held;
-    const holder = pidOfClientPort(port);
+    const { peer, drop } = await held;
+    const holder = pidOfClient(peer);
     expect(holder).not.toBeNull();
     await deployment.kill(holder as number);
     drop();
@@ -353,8 +374,8 @@ describe.each(ENGINES)('a refresh that fails is single-flight too: $name', (engi
     await connect(id);
     const held = world.hold('answer');
     const first = credentials(1, id, true).catch(() => null);
-    const { port } = await held;
-    const holder = pidOfClientPort(port);
+    const { peer } = await held;
+    const holder = pidOfClient(peer);
     expect(holder).not.toBeNull();
     // oidc-provider rotated the refresh token; its answer never reaches the holder.
     await deployment.kill(holder as number);
