@@ -25,12 +25,48 @@ describe.each(storageFactories)('refresh verdicts across instances ($name storag
   let storage: Storage;
   let world: TestWorld;
 
+  /**
+   * Who has asked for the refresh lease since {@link gateTokenRequests}, and the token
+   * requests it holds until both instances have: a storm is then a storm however slowly a
+   * busy machine (or a PostgreSQL pool) brings each instance's first caller to the lease —
+   * one that came after the verdict was recorded would rightly ask the server again.
+   */
+  let gate: { owners: Set<string>; open: () => void; opened: Promise<void> } | null = null;
+  const gateTokenRequests = () => {
+    let open = () => {};
+    const opened = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    gate = { owners: new Set(), open, opened };
+  };
+
   async function setup(lifetime = 120, extra: Partial<BrokerConfig> = {}) {
     spec.now = START;
+    gate = null;
     world = createTestWorld({ now: () => spec.now, accessTokenLifetime: lifetime });
-    storage = await factory.create();
-    first = spec.open(storage, { fetch: world.fetch, ...extra });
-    second = spec.another(storage, { fetch: world.fetch, ...extra });
+    const shared = await factory.create();
+    storage = new Proxy(shared, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver);
+        if (property !== 'acquireLease' || typeof value !== 'function') {
+          return typeof value === 'function' ? value.bind(target) : value;
+        }
+        return (key: string, owner: string, expiresAt: number, now: number) => {
+          if (gate !== null && key === `refresh:${CONNECTION}`) {
+            gate.owners.add(owner);
+            if (gate.owners.size >= 2) gate.open();
+          }
+          return shared.acquireLease(key, owner, expiresAt, now);
+        };
+      },
+    });
+    const fetch: typeof world.fetch = async (input, init) => {
+      const url = input instanceof Request ? input.url : String(input);
+      if (gate !== null && url.endsWith('/oauth/token')) await gate.opened;
+      return world.fetch(input, init);
+    };
+    first = spec.open(storage, { fetch, ...extra });
+    second = spec.another(storage, { fetch, ...extra });
     const put = await first.providers.put(ROOT, 'linear', {
       template: 'mcp',
       configuration: { resource_url: world.resourceUrl },
@@ -79,7 +115,9 @@ describe.each(storageFactories)('refresh verdicts across instances ($name storag
     world.set({ failures: { token: 'server_error' } });
     spec.now = START + 121_000; // expired: every caller needs the refresh
     const before = tokenRequests();
+    gateTokenRequests();
     const storm = await both(10);
+    gate = null;
     expect(storm.map((answer) => answer.status)).toEqual(Array(10).fill(502));
     expect(storm[0]?.body).toEqual({
       error: 'upstream_error',
