@@ -12,14 +12,14 @@ import { activeConnection, ROOT_KEY } from './fixtures.js';
 import { median } from './measure.js';
 import { benchDir, type Load, load, memoryOf, pickLoad, sleep } from './processes.js';
 
-const CONNECTION = 'acme/alice/demo';
-const CALL = JSON.stringify({
+export const CONNECTION = 'acme/alice/demo';
+export const CALL = JSON.stringify({
   jsonrpc: '2.0',
   id: 1,
   method: 'tools/call',
   params: { name: 'echo', arguments: { text: 'hello' } },
 });
-const MCP_HEADERS = {
+export const MCP_HEADERS = {
   'content-type': 'application/json',
   accept: 'application/json, text/event-stream',
   'mcp-protocol-version': '2025-11-25',

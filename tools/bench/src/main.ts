@@ -12,6 +12,7 @@ import { benchPortal } from './portal.js';
 import { benchPrefixList } from './prefix-list.js';
 import { benchRefreshStorm } from './refresh-storm.js';
 import { type Report, writeReport } from './report.js';
+import { benchScaleOut } from './scale-out.js';
 import { benchServe } from './serve.js';
 import { benchSince, HAND_OUT_GOAL_COMMIT } from './since.js';
 import { benchTokenCheck } from './token-check.js';
@@ -49,6 +50,10 @@ const GATEWAY = smoke
   ? { calls: 50, rounds: 1, connections: 8, seconds: 1, streams: 50, slowSeconds: 1 }
   : { calls: 2_000, rounds: 3, connections: 32, seconds: 5, streams: 1_000, slowSeconds: 5 };
 
+const SCALE_OUT = smoke
+  ? { connections: 6, seconds: 1, rounds: 1 }
+  : { connections: 48, seconds: 5, rounds: 3 };
+
 // The large tables are built once and kept outside the repository; a smoke run keeps nothing.
 const cacheDir = smoke
   ? mkdtempSync(join(tmpdir(), 'keyway-bench-'))
@@ -69,7 +74,9 @@ try {
     log,
   });
   const handler = await benchHandler({ cacheDir, size: SIZES.handler, budget: BUDGET });
-  log(`handler in process: ${(handler.ratio * 100).toFixed(0)}% of a bare function`);
+  log(
+    `handler in process: ${(handler.ratio * 100).toFixed(0)}% of a bare function (the same work bare: ${(handler.sameWork.ratio * 100).toFixed(0)}%)`,
+  );
   const serve = await benchServe(LOOPBACK);
   for (const row of serve.reads) {
     log(
@@ -115,6 +122,10 @@ try {
   log(
     `portal: tools/list of ${portal.connections} ${portal.list.portal.toFixed(0)} µs against ${portal.list.direct.toFixed(0)} µs of one; tools/call ${portal.call.portal.toFixed(0)} µs against ${portal.call.gateway.toFixed(0)} µs through the gateway; ${portal.idle.sessions} idle sessions +${((portal.idle.after - portal.idle.before) / 1024 / 1024).toFixed(1)} MiB`,
   );
+  const scaleOut = await benchScaleOut(postgres.url, SCALE_OUT);
+  log(
+    `scale-out on PostgreSQL: reads ${scaleOut.read.map(Math.round).join(' / ')} req/s, tools/call ${scaleOut.call.map(Math.round).join(' / ')} req/s with 1 / 2 / 3 processes`,
+  );
   const worstBodies = await benchWorstBodies({ budget: BUDGET });
   const slowest = worstBodies.reduce((a, b) => (b.answerMs > a.answerMs ? b : a));
   log(
@@ -133,6 +144,7 @@ try {
     since,
     gateway,
     portal,
+    scaleOut,
     worstBodies,
     loopback: LOOPBACK,
   };

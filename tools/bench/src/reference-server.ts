@@ -1,9 +1,11 @@
 // A reference server for the loopback benchmark, run in its own process: `bare` (node:http),
-// `hono` (Hono on @hono/node-server) or `floor` (node:http doing the floor of a token check
-// first: the bearer's HMAC, its id hash and one prepared point read of its row in the SQLite
-// file BENCH_FLOOR_DB, keyed with BENCH_FLOOR_ROOT_KEY). It answers each path of BENCH_ROUTES
-// (JSON: path → { status, headers, body }) with exactly those bytes, and prints where it
-// listens.
+// `hono` (Hono on @hono/node-server) or `floor`: node:http doing the least an authenticated
+// read can do — the floor of a token check (the bearer's HMAC, its id hash and one prepared
+// point read of its row in the SQLite file BENCH_FLOOR_DB, keyed with BENCH_FLOOR_ROOT_KEY),
+// then the route's own prepared point read (the token by name, the connection by id), the
+// JSON its row holds decoded, and the answer's JSON written. It answers each path of
+// BENCH_ROUTES (JSON: path → { status, headers, body }) with exactly those bytes, and prints
+// where it listens.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
@@ -51,17 +53,52 @@ if (kind === 'bare') {
     tagKeyOf(process.env.BENCH_FLOOR_ROOT_KEY ?? ''),
     (idHash) => find.get(idHash) as FloorRow | undefined,
   );
+  /** Each route's own read: its row, the JSON the row holds decoded; null when absent. */
+  const tokenByName = db.prepare(
+    'SELECT name, scopes, expires_at, created_at, created_by FROM keyway_tokens WHERE name = ? AND expires_at > ?',
+  );
+  const connectionById = db.prepare(
+    'SELECT id, provider_id, status, state, created_at, updated_at FROM keyway_connections WHERE id = ?',
+  );
+  const readOf = (path: string): (() => unknown) => {
+    const token = /^\/api\/admin\/tokens\/([^/]+)$/.exec(path)?.[1];
+    if (token !== undefined) {
+      return () => {
+        const row = tokenByName.get(token, Date.now()) as { scopes: string } | undefined;
+        return row === undefined ? null : JSON.parse(row.scopes);
+      };
+    }
+    const connection = /^\/api\/oauth\/connections\/(.+)$/.exec(path)?.[1];
+    if (connection !== undefined) {
+      return () => {
+        const row = connectionById.get(connection) as { state: string } | undefined;
+        return row === undefined ? null : JSON.parse(row.state);
+      };
+    }
+    throw new Error(`the floor has no read for ${path}`);
+  };
+  const answers = new Map(
+    [...routes].map(([path, canned]) => [
+      path,
+      { canned, read: readOf(path), value: JSON.parse(canned.body) as unknown },
+    ]),
+  );
   const server = createServer((req, res) => {
-    const canned = routes.get(req.url ?? '');
+    const route = answers.get(req.url ?? '');
     const token = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1];
-    if (canned === undefined || token === undefined) {
+    if (route === undefined || token === undefined) {
       res.writeHead(404).end();
       return;
     }
     check(token, 'acme').then(
       () => {
-        res.writeHead(canned.status, canned.headers);
-        res.end(canned.body);
+        if (route.read() === null) {
+          res.writeHead(404).end();
+          return;
+        }
+        // The answer's JSON written anew: the same bytes as Keyway's.
+        res.writeHead(route.canned.status, route.canned.headers);
+        res.end(JSON.stringify(route.value));
       },
       () => res.writeHead(401).end(),
     );

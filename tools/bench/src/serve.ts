@@ -25,7 +25,10 @@ export interface LoopbackRow {
   keyway: Load;
   bare: Load;
   hono: Load;
-  /** node:http with the floor of a token check (HMAC, id hash, one point read) first. */
+  /**
+   * node:http doing the same work: the floor of a token check (HMAC, id hash, one point
+   * read), then the route's own point read, its row's JSON decoded and the answer's written.
+   */
   floor: Load;
 }
 
@@ -181,6 +184,14 @@ export async function benchServe(options: ServeOptions): Promise<ServeResult> {
       BENCH_FLOOR_ROOT_KEY: ROOT_KEY,
     });
     stops.push(() => floor.stop());
+    // The floor does the route's work: its answers are Keyway's, byte for byte.
+    for (const path of paths) {
+      const response = await fetch(floor.base + path, { headers: authorization });
+      const text = await response.text();
+      if (response.status !== 200 || text !== canned[path]?.body) {
+        throw new Error(`the floor answered ${path} with ${response.status} ${text}`);
+      }
+    }
 
     const reads: LoopbackRow[] = [];
     for (const path of paths) {

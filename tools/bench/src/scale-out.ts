@@ -1,0 +1,141 @@
+import { generateVaultKey, rootPrincipal } from '@keyway/core';
+import { postgresStorage } from '@keyway/store-postgres';
+import { startServerProcess } from '@keyway/test-support/examples';
+import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
+import { createTestBroker, createTestWorld } from '@keyway/testing';
+import pg from 'pg';
+import { activeConnection, ROOT_KEY } from './fixtures.js';
+import { CALL, CONNECTION, MCP_HEADERS } from './gateway.js';
+import { median } from './measure.js';
+import { benchDir, load } from './processes.js';
+
+/** The sizes of a scale-out run. */
+export interface ScaleOutOptions {
+  /** Autocannon connections in all, shared among the processes loaded. */
+  connections: number;
+  seconds: number;
+  rounds: number;
+}
+
+/** Requests per second with 1, 2 and 3 processes (medians of the rounds), per request kind. */
+export interface ScaleOutResult {
+  processes: number[];
+  /** `GET /api/admin/tokens/<name>` with a broker token. */
+  read: number[];
+  /** `tools/call` through the gateway (`POST /mcp/<path>`). */
+  call: number[];
+  /** Answers that were not 2xx, errors and timeouts, over every run. */
+  failures: number;
+}
+
+/**
+ * Scale-out on PostgreSQL: three `keyway serve` processes on one database, in front of the
+ * SDK's MCP server; the authenticated read and a `tools/call` through the gateway loaded on
+ * one, two and three of them at once (the connections split among them, one autocannon per
+ * process, all in this process: the load generator shares the machine's cores with them).
+ */
+export async function benchScaleOut(
+  postgresUrl: string,
+  options: ScaleOutOptions,
+): Promise<ScaleOutResult> {
+  const name = `scale_${process.pid}`;
+  const admin = new pg.Client({ connectionString: postgresUrl });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE "${name}"`);
+  const url = new URL(postgresUrl);
+  url.pathname = `/${name}`;
+  const stops: (() => Promise<void>)[] = [];
+  try {
+    const upstream = await startServerProcess(process.execPath, ['.build/mcp-upstream.js'], {
+      cwd: benchDir,
+      env: {},
+      listening: /listening on (http:\/\/127\.0\.0\.1:\d+) proxy/,
+    });
+    stops.push(() => upstream.stop());
+    const vaultKey = generateVaultKey();
+    const world = createTestWorld({
+      resourceUrl: `${upstream.base}/mcp`,
+      issuer: `${upstream.base}/as`,
+    });
+    const storage = await postgresStorage({ connectionString: url.toString() });
+    const seeding = createTestBroker(world, {
+      rootKey: ROOT_KEY,
+      storage,
+      vaultKeys: [vaultKey],
+      allowedHosts: ['127.0.0.1'],
+    });
+    await activeConnection(world, seeding, CONNECTION);
+    const issued = await seeding.tokens.mint(rootPrincipal(), {
+      name: 'scale',
+      scopes: ['acme'],
+      expires_in: 86_400,
+    });
+    await seeding.close();
+
+    const cluster: BrokerProcess[] = [];
+    for (let i = 0; i < 3; i++) {
+      const started = await startBrokerProcess({
+        KEYWAY_ROOT_KEY: ROOT_KEY,
+        KEYWAY_DATABASE: url.toString(),
+        KEYWAY_VAULT_KEYS: vaultKey,
+        KEYWAY_LOG_LEVEL: 'silent',
+        KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
+      });
+      stops.push(() => started.stop());
+      cluster.push(started);
+    }
+    const authorization = `Bearer ${issued.access_token}`;
+    let failures = 0;
+    /** Requests per second of `count` processes loaded at once. */
+    const rate = async (count: number, kind: 'read' | 'call') => {
+      const each = Math.max(1, Math.floor(options.connections / count));
+      const loads = await Promise.all(
+        cluster.slice(0, count).map((broker) =>
+          kind === 'read'
+            ? load({
+                url: `${broker.url}/api/admin/tokens/scale`,
+                connections: each,
+                seconds: options.seconds,
+                headers: { authorization },
+              })
+            : load({
+                url: `${broker.url}/mcp/${CONNECTION}`,
+                connections: each,
+                seconds: options.seconds,
+                method: 'POST',
+                headers: { ...MCP_HEADERS, authorization },
+                body: () => CALL,
+              }),
+        ),
+      );
+      failures += loads.reduce((sum, one) => sum + one.failures, 0);
+      return loads.reduce((sum, one) => sum + one.requestsPerSecond, 0);
+    };
+    // Warm every process on both paths, then alternate the sizes round by round.
+    await rate(3, 'read');
+    await rate(3, 'call');
+    failures = 0;
+    const processes = [1, 2, 3];
+    const runs = {
+      read: processes.map(() => [] as number[]),
+      call: processes.map(() => [] as number[]),
+    };
+    for (let round = 0; round < options.rounds; round++) {
+      for (const [at, count] of processes.entries()) {
+        runs.read[at]?.push(await rate(count, 'read'));
+        runs.call[at]?.push(await rate(count, 'call'));
+      }
+    }
+    return {
+      processes,
+      read: runs.read.map(median),
+      call: runs.call.map(median),
+      failures,
+    };
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    await admin.end();
+  }
+}
