@@ -4,7 +4,7 @@ import { sqliteStorage } from '@keyway/store-sqlite';
 import Database from 'better-sqlite3';
 import { benchBroker, ROOT_KEY, sqliteTokens } from './fixtures.js';
 import { type FloorRow, floorCheck, tagKeyOf } from './floor.js';
-import { type Budget, type Compared, compare, turnByTurn } from './measure.js';
+import { type Budget, type Compared, compare } from './measure.js';
 
 /** The handler against a bare function, and the floor of the same work against it too. */
 export interface HandlerResult extends Compared {
@@ -67,21 +67,20 @@ export async function benchHandler(options: {
       throw new Error('the floor of the handler does not answer as the handler does');
     }
 
-    // Each call in a turn of the event loop of its own, as requests come (measure.ts).
-    const bareCall = turnByTurn(async () => {
+    const bareCall = async () => {
       await (await bare(new Request(url, { headers }), context)).text();
-    });
+    };
     const compared = await compare(
-      turnByTurn(async () => {
+      async () => {
         await (await handler(new Request(url, { headers }), context)).text();
-      }),
+      },
       bareCall,
       options.budget,
     );
     const floored = await compare(
-      turnByTurn(async () => {
+      async () => {
         await (await sameWork(new Request(url, { headers }), context)).text();
-      }),
+      },
       bareCall,
       options.budget,
     );

@@ -50,22 +50,6 @@ export async function measure(fn: () => unknown, timeMs: number): Promise<Measur
   };
 }
 
-/** Resolves at the end of this turn of the event loop. */
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/**
- * `fn`, each call in a turn of the event loop of its own, as a server's requests come: the
- * SQLite storage keeps one read transaction per turn (store-sqlite's snapshot.ts), which a
- * loop of calls that never yields would stretch over the whole measurement. The floor is
- * measured the same way, so the turn costs both alike.
- */
-export const turnByTurn =
-  (fn: () => unknown): (() => Promise<void>) =>
-  async () => {
-    await fn();
-    await nextTurn();
-  };
-
 /**
  * Measures a subject and its floor in alternating rounds (so drift of the machine hits
  * both alike) and reports the medians of the rounds, and the ratio of those medians.

@@ -2,7 +2,7 @@ import { rootPrincipal } from '@keyway/core';
 import { postgresStorage } from '@keyway/store-postgres';
 import { sqliteStorage } from '@keyway/store-sqlite';
 import { benchBroker, postgresConnections, sqliteConnections, tenantsOf } from './fixtures.js';
-import { type Budget, type Compared, compare, turnByTurn } from './measure.js';
+import { type Budget, type Compared, compare } from './measure.js';
 
 export interface PrefixListRow extends Compared {
   engine: 'sqlite' | 'postgres';
@@ -51,12 +51,9 @@ export async function benchPrefixList(options: {
       if (first.items.length !== 100) throw new Error(`the page held ${first.items.length} items`);
       // One pass over every tenant's first page first: measured warm, as a serving database.
       for (let k = 0; k < tenantsOf(options.size); k++) await floor();
-      // Each page in a turn of the event loop of its own, as requests come (measure.ts).
       const result = await compare(
-        turnByTurn(() =>
-          broker.connections.list(rootPrincipal(), { prefix: nextPrefix(), limit: 100 }),
-        ),
-        turnByTurn(floor),
+        () => broker.connections.list(rootPrincipal(), { prefix: nextPrefix(), limit: 100 }),
+        floor,
         options.budget,
       );
       rows.push({ engine, size: options.size, ...result });

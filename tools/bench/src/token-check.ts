@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { benchBroker, postgresTokens, ROOT_KEY, SAMPLE_TOKENS, sqliteTokens } from './fixtures.js';
 import { type FloorRow, floorCheck, idHashOf, tagKeyOf } from './floor.js';
-import { type Budget, type Compared, compare, turnByTurn } from './measure.js';
+import { type Budget, type Compared, compare } from './measure.js';
 
 export type Engine = 'memory' | 'sqlite' | 'postgres';
 
@@ -90,7 +90,7 @@ async function onSqlite(dir: string, size: number, budget: Budget): Promise<Comp
     tokens,
   );
   try {
-    return await compare(turnByTurn(run.keyway), turnByTurn(run.floor), budget);
+    return await compare(run.keyway, run.floor, budget);
   } finally {
     await broker.close();
     bare.close();
