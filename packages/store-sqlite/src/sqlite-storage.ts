@@ -12,7 +12,6 @@ import {
 } from '@keyway/sql';
 import type BetterSqlite3 from 'better-sqlite3';
 import { openSqlite, type SqliteConnection, wrapSqlite } from './driver.js';
-import { ReadSnapshot } from './snapshot.js';
 
 /** The SQL of each migration of the SQLite schema, in order (written once, in the SQL layer both SQL adapters share). */
 export const MIGRATIONS: readonly string[] = migrations(SQLITE);
@@ -59,15 +58,12 @@ function statementCache<S>(prepare: (sql: string) => S): (text: string) => S {
   };
 }
 
-/**
- * Runs programs on one SQLite connection, synchronously, statements cached; with a
- * {@link ReadSnapshot}, the reads of a turn of the event loop in one read transaction.
- */
-function sqliteDriver(db: SqliteConnection, snapshot?: ReadSnapshot) {
+/** Runs programs on one SQLite connection, synchronously, statements cached. */
+function sqliteDriver(db: SqliteConnection) {
   const prepared = statementCache((sql) => db.prepare(sql));
   // The point reads: rows answered as arrays of values (`values: true`).
   const preparedValues = statementCache((sql) => db.prepareValues(sql));
-  const run = (statement: Statement): unknown => {
+  const execute = (statement: Statement): unknown => {
     switch (statement.kind) {
       case 'run':
         return Number(prepared(statement.sql).run(...statement.params).changes);
@@ -82,35 +78,9 @@ function sqliteDriver(db: SqliteConnection, snapshot?: ReadSnapshot) {
         return undefined;
     }
   };
-  // A statement that only reads joins the turn's snapshot; any other (a `RETURNING` write
-  // is answered like a read) first ends the snapshots, as a write must.
-  const reads = new Map<string, boolean>();
-  const onlyReads = (statement: Statement): boolean => {
-    if (statement.kind === 'run' || statement.kind === 'script') return false;
-    let read = reads.get(statement.sql);
-    if (read === undefined) {
-      read = /^\s*SELECT\b/i.test(statement.sql) && !/\bRETURNING\b/i.test(statement.sql);
-      reads.set(statement.sql, read);
-    }
-    return read;
-  };
-  const execute =
-    snapshot === undefined
-      ? run
-      : (statement: Statement): unknown => {
-          if (!onlyReads(statement)) return snapshot.write(() => run(statement));
-          snapshot.read();
-          return run(statement);
-        };
   /** Runs a program now; as one `BEGIN IMMEDIATE` transaction when asked. */
-  const inTransaction = <T>(program: Program<T>): T =>
-    db.immediate(() => runSync(program, execute));
-  const executeSync = <T>(program: Program<T>, transaction: boolean): T => {
-    if (!transaction) return runSync(program, execute);
-    return snapshot === undefined
-      ? inTransaction(program)
-      : snapshot.write(() => inTransaction(program));
-  };
+  const executeSync = <T>(program: Program<T>, transaction: boolean): T =>
+    transaction ? db.immediate(() => runSync(program, execute)) : runSync(program, execute);
   const driver: SqlDriver = {
     // Each program runs to completion without yielding the event loop: no other request's
     // statement can interleave with it on this connection.
@@ -189,15 +159,11 @@ export function sqliteStorage<D extends object>(
   // last transactions, never corrupt the file.
   db.pragma('synchronous = NORMAL');
 
-  // A database the storage opened is its own: its reads of a turn share one read transaction
-  // (snapshot.ts). One given to it is left as it is: its owner may begin transactions of its own.
-  const snapshot = owned ? new ReadSnapshot(db) : undefined;
   return {
-    ...sqlStorage(SQLITE, sqliteDriver(db, snapshot).driver),
+    ...sqlStorage(SQLITE, sqliteDriver(db).driver),
     database: (typeof database === 'string' ? db.raw : database) as D,
     connection: db,
     async close() {
-      snapshot?.close();
       if (owned && db.open) db.close();
     },
   };
