@@ -166,6 +166,8 @@ export function resourcePathFromUrl(raw: string): string {
   if (raw.length > MAX_RAW_UTF16_LENGTH * 3) {
     throw invalid('length', `the path is longer than ${MAX_RESOURCE_PATH_LENGTH} characters`);
   }
+  // Without a `%` there is nothing to decode: the path is checked as it came (most are).
+  if (!raw.includes('%')) return parseResourcePath(raw);
   if (ENCODED_STRUCTURE.test(raw)) {
     throw invalid('encoded_structure', `${quote(raw)} contains an encoded "/", "\\" or "."`);
   }
