@@ -1,5 +1,4 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
@@ -98,11 +97,9 @@ export default defineConfig({
     projects,
     testTimeout: 20_000,
     hookTimeout: 60_000,
-    // One test file per core. Vitest's default is one fewer: a single worker on the 2-core
-    // machines CI runs on, where most test files wait on processes, browsers and loopback
-    // servers rather than compute. Measured on such a machine: 1,280 s of Vitest with one
-    // worker, 871 s with two, the same 2,426 tests passing.
-    maxWorkers: availableParallelism(),
+    // Vitest's default of one worker on these 2-core machines: with two, the suite took 865 s
+    // against 1,280 s, but timing-dependent tests flaked (the portal's list_changed relay on
+    // PostgreSQL); they are to be made robust first (#51's note).
     sequence: { sequencer: SlowestFirst },
   },
 });
