@@ -179,6 +179,31 @@ export async function activeConnection(
   if (outcome.status !== 'active') throw new Error(`${connectionId} did not activate`);
 }
 
+/**
+ * A broker on `storage` with connection `connectionId` authorized against an in-memory world
+ * whose MCP endpoint is the upstream at `upstreamBase`: the gateway then sends the world's
+ * token there. The caller closes the broker.
+ */
+export async function upstreamConnection(
+  storage: Parameters<typeof createBroker>[0]['storage'],
+  upstreamBase: string,
+  vaultKey: string,
+  connectionId: string,
+): Promise<Broker> {
+  const world = createTestWorld({
+    resourceUrl: `${upstreamBase}/mcp`,
+    issuer: `${upstreamBase}/as`,
+  });
+  const broker = createTestBroker(world, {
+    rootKey: ROOT_KEY,
+    storage,
+    vaultKeys: [vaultKey],
+    allowedHosts: ['127.0.0.1'],
+  });
+  await activeConnection(world, broker, connectionId);
+  return broker;
+}
+
 /** A SQLite file of `size` connections in tenants of 1,000, built once and reused. */
 export async function sqliteConnections(dir: string, size: number): Promise<string> {
   const file = join(dir, `connections-${size}.sqlite`);

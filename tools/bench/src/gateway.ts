@@ -7,8 +7,7 @@ import { generateVaultKey, rootPrincipal } from '@keyway/core';
 import { sqliteStorage } from '@keyway/store-sqlite';
 import { startServerProcess } from '@keyway/test-support/examples';
 import { startBrokerProcess } from '@keyway/test-support/processes';
-import { createTestBroker, createTestWorld } from '@keyway/testing';
-import { activeConnection, ROOT_KEY } from './fixtures.js';
+import { ROOT_KEY, upstreamConnection } from './fixtures.js';
 import { median } from './measure.js';
 import { benchDir, type Load, load, memoryOf, pickLoad, sleep } from './processes.js';
 
@@ -183,19 +182,12 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
     const file = join(dir, 'keyway.sqlite');
     const vaultKey = generateVaultKey();
     writeFileSync(`${file}.vault-keys`, `${vaultKey}\n`, { mode: 0o600 });
-    // The connection is authorized against an in-memory world whose MCP endpoint is the
-    // upstream's URL: the gateway then sends the world's token there.
-    const world = createTestWorld({
-      resourceUrl: `${upstreamBase}/mcp`,
-      issuer: `${upstreamBase}/as`,
-    });
-    const seeding = createTestBroker(world, {
-      rootKey: ROOT_KEY,
-      storage: sqliteStorage(file),
-      vaultKeys: [vaultKey],
-      allowedHosts: ['127.0.0.1'],
-    });
-    await activeConnection(world, seeding, CONNECTION);
+    const seeding = await upstreamConnection(
+      sqliteStorage(file),
+      upstreamBase,
+      vaultKey,
+      CONNECTION,
+    );
     const { access_token: upstreamToken } = await seeding.connections.credentials(
       rootPrincipal(),
       CONNECTION,

@@ -1,10 +1,9 @@
 import { generateVaultKey, rootPrincipal } from '@keyway/core';
 import { postgresStorage } from '@keyway/store-postgres';
 import { startServerProcess } from '@keyway/test-support/examples';
+import { createTestDatabase } from '@keyway/test-support/postgres';
 import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
-import { createTestBroker, createTestWorld } from '@keyway/testing';
-import pg from 'pg';
-import { activeConnection, ROOT_KEY } from './fixtures.js';
+import { ROOT_KEY, upstreamConnection } from './fixtures.js';
 import { CALL, CONNECTION, MCP_HEADERS } from './gateway.js';
 import { median } from './measure.js';
 import { benchDir, load } from './processes.js';
@@ -38,13 +37,7 @@ export async function benchScaleOut(
   postgresUrl: string,
   options: ScaleOutOptions,
 ): Promise<ScaleOutResult> {
-  const name = `scale_${process.pid}`;
-  const admin = new pg.Client({ connectionString: postgresUrl });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE "${name}"`);
-  const url = new URL(postgresUrl);
-  url.pathname = `/${name}`;
+  const database = await createTestDatabase(postgresUrl);
   const stops: (() => Promise<void>)[] = [];
   try {
     const upstream = await startServerProcess(process.execPath, ['.build/mcp-upstream.js'], {
@@ -54,18 +47,8 @@ export async function benchScaleOut(
     });
     stops.push(() => upstream.stop());
     const vaultKey = generateVaultKey();
-    const world = createTestWorld({
-      resourceUrl: `${upstream.base}/mcp`,
-      issuer: `${upstream.base}/as`,
-    });
-    const storage = await postgresStorage({ connectionString: url.toString() });
-    const seeding = createTestBroker(world, {
-      rootKey: ROOT_KEY,
-      storage,
-      vaultKeys: [vaultKey],
-      allowedHosts: ['127.0.0.1'],
-    });
-    await activeConnection(world, seeding, CONNECTION);
+    const storage = await postgresStorage({ connectionString: database.url });
+    const seeding = await upstreamConnection(storage, upstream.base, vaultKey, CONNECTION);
     const issued = await seeding.tokens.mint(rootPrincipal(), {
       name: 'scale',
       scopes: ['acme'],
@@ -77,7 +60,7 @@ export async function benchScaleOut(
     for (let i = 0; i < 3; i++) {
       const started = await startBrokerProcess({
         KEYWAY_ROOT_KEY: ROOT_KEY,
-        KEYWAY_DATABASE: url.toString(),
+        KEYWAY_DATABASE: database.url,
         KEYWAY_VAULT_KEYS: vaultKey,
         KEYWAY_LOG_LEVEL: 'silent',
         KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
@@ -135,7 +118,6 @@ export async function benchScaleOut(
     };
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => {});
-    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await admin.end();
+    await database.drop();
   }
 }
