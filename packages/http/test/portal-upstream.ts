@@ -23,7 +23,7 @@ export class PortalUpstream {
   world!: TestWorld;
   /** Every JSON-RPC method `/mcp` received, in order. */
   readonly methods: string[] = [];
-  /** How many event streams (`GET /mcp`) were asked for. */
+  /** How many event streams (`GET /mcp`) were opened: a notice sent from then on is sent on one. */
   streams = 0;
   /** A tool that needs a scope the token lacks: answered `403 insufficient_scope`. */
   readonly stepUp = new Map<string, string>();
@@ -103,7 +103,6 @@ export class PortalUpstream {
         .end('{"error":"invalid_token"}');
       return;
     }
-    if (req.method === 'GET') this.streams += 1;
     const message =
       body === '' ? null : (JSON.parse(body) as { method?: string; params?: { name?: string } });
     if (message?.method !== undefined) this.methods.push(message.method);
@@ -126,6 +125,9 @@ export class PortalUpstream {
     const response = this.modern
       ? await this.#modern.fetch(request)
       : await this.#stateful(request);
+    // Counted once the server holds the stream, not when it is asked for: a test that
+    // waits for it then knows a change it makes is sent on it.
+    if (req.method === 'GET' && response.status === 200) this.streams += 1;
     await writeWebResponse(res, response);
   }
 

@@ -200,10 +200,13 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
       },
     );
     const upstreams = { linear, notion, github, sentry };
+    /** How many callers' event streams (`GET /portal/…`) the portal opened. */
+    let listening = 0;
 
     beforeEach(async () => {
       progressGate = gate();
       received.length = 0;
+      listening = 0;
       subscribers.clear();
       const now = () => h?.now ?? START;
       await linear.start({}, now);
@@ -248,6 +251,7 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
     /** A fetch that keeps every answer's text, for the search for upstream secrets. */
     const keeping = async (input: string | URL | Request, init?: RequestInit) => {
       const response = await fetch(input, init);
+      if (init?.method === 'GET' && response.status === 200) listening += 1;
       response
         .clone()
         .text()
@@ -462,12 +466,19 @@ describe.each(storageFactories.filter(({ name }) => name === 'sqlite' || name ==
       expect((await client.listTools()).tools.map((tool) => tool.name)).not.toContain(
         'github__list_pulls',
       );
+      // A notice is sent on an open stream or not at all: the caller's own to the portal,
+      // and the one the portal's watch of GitHub opened after the list.
+      await expect.poll(() => listening).toBe(1);
+      await expect.poll(() => github.streams).toBe(1);
       for (const server of github.servers) {
         server.registerTool('list_pulls', { description: 'Lists pull requests' }, async () => ({
           content: [{ type: 'text', text: 'no pulls' }],
         }));
       }
-      await expect.poll(() => changes).toEqual(['notifications/tools/list_changed']);
+      // Three hops (server, gateway, portal) on a machine that may be busy: waited for longer.
+      await expect
+        .poll(() => changes, { timeout: 10_000 })
+        .toEqual(['notifications/tools/list_changed']);
       expect((await client.listTools()).tools.map((tool) => tool.name)).toContain(
         'github__list_pulls',
       );
