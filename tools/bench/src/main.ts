@@ -1,6 +1,7 @@
 // `pnpm bench`: every benchmark of docs/benchmarks.md, each figure a ratio against a floor
 // measured in the same run. `--smoke` runs tiny sizes in seconds (CI proves the benchmarks
-// still run); `--out <file>` writes the report elsewhere.
+// still run); `--out <file>` writes the report elsewhere; `--token-check` runs the token
+// check alone and writes no report (its rows, run after run: how they vary).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -73,84 +74,88 @@ try {
     budget: BUDGET,
     log,
   });
-  const handler = await benchHandler({ cacheDir, size: SIZES.handler, budget: BUDGET });
-  log(
-    `handler in process: ${(handler.ratio * 100).toFixed(0)}% of a bare function (the same work bare: ${(handler.sameWork.ratio * 100).toFixed(0)}%)`,
-  );
-  const serve = await benchServe(LOOPBACK);
-  for (const row of serve.reads) {
+  if (args.includes('--token-check')) {
+    log(`token check alone: ${((Date.now() - started) / 1000).toFixed(0)} s, no report written`);
+  } else {
+    const handler = await benchHandler({ cacheDir, size: SIZES.handler, budget: BUDGET });
     log(
-      `${row.route}: ${Math.round(row.keyway.requestsPerSecond)} req/s, bare ${Math.round(row.bare.requestsPerSecond)}, Hono ${Math.round(row.hono.requestsPerSecond)}`,
+      `handler in process: ${(handler.ratio * 100).toFixed(0)}% of a bare function (the same work bare: ${(handler.sameWork.ratio * 100).toFixed(0)}%)`,
     );
+    const serve = await benchServe(LOOPBACK);
+    for (const row of serve.reads) {
+      log(
+        `${row.route}: ${Math.round(row.keyway.requestsPerSecond)} req/s, bare ${Math.round(row.bare.requestsPerSecond)}, Hono ${Math.round(row.hono.requestsPerSecond)}`,
+      );
+    }
+    log(
+      `request log and metrics: ${Math.round(serve.observed.quiet.requestsPerSecond)} req/s quiet, ${Math.round(serve.observed.logged.requestsPerSecond)} logged, ${Math.round(serve.observed.metered.requestsPerSecond)} logged and metered`,
+    );
+    log(
+      `workers: ${Math.round(serve.workers.one.requestsPerSecond)} req/s with 1 process, ${Math.round(serve.workers.many.requestsPerSecond)} with ${serve.workers.count} workers`,
+    );
+    log(`minting: ${Math.round(serve.mint.requestsPerSecond)} tokens/s`);
+    const prefixList = await benchPrefixList({
+      cacheDir,
+      postgresUrl: postgres.url,
+      size: SIZES.connections,
+      budget: BUDGET,
+      log,
+    });
+    const storm = await benchRefreshStorm({ postgresUrl: postgres.url, ...STORM });
+    log(`refresh storm: ${storm.refreshes.join(', ')} upstream refresh(es) per storm`);
+    const handOuts = await benchHandOuts(HAND_OUTS);
+    log(
+      `hand-outs: ${Math.round(handOuts.grouped)}/s grouped, ${Math.round(handOuts.perRow)}/s with one commit per row`,
+    );
+    const since = benchSince({
+      repo,
+      commit: process.env.KEYWAY_BENCH_SINCE ?? HAND_OUT_GOAL_COMMIT,
+      rounds: 5,
+      smoke,
+    });
+    log(
+      'skipped' in since
+        ? `hand-outs since ${since.commit}: ${since.skipped}`
+        : `hand-outs since ${since.commit.slice(0, 12)}: ${Math.round(since.now.rate)}/s now, ${Math.round(since.then.rate)}/s then`,
+    );
+    const gateway = await benchGateway(GATEWAY);
+    log(
+      `gateway: tools/call ${gateway.roundTrip.gateway.toFixed(0)} µs through it, ${gateway.roundTrip.direct.toFixed(0)} µs direct; ${gateway.idle.streams} idle streams +${((gateway.idle.after - gateway.idle.before) / 1024 / 1024).toFixed(1)} MiB`,
+    );
+    const portal = await benchPortal(PORTAL);
+    log(
+      `portal: tools/list of ${portal.connections} ${portal.list.portal.toFixed(0)} µs against ${portal.list.direct.toFixed(0)} µs of one; tools/call ${portal.call.portal.toFixed(0)} µs against ${portal.call.gateway.toFixed(0)} µs through the gateway; ${portal.idle.sessions} idle sessions +${((portal.idle.after - portal.idle.before) / 1024 / 1024).toFixed(1)} MiB`,
+    );
+    const scaleOut = await benchScaleOut(postgres.url, SCALE_OUT);
+    log(
+      `scale-out on PostgreSQL: reads ${scaleOut.read.map(Math.round).join(' / ')} req/s, tools/call ${scaleOut.call.map(Math.round).join(' / ')} req/s with 1 / 2 / 3 processes`,
+    );
+    const worstBodies = await benchWorstBodies({ budget: BUDGET });
+    const slowest = worstBodies.reduce((a, b) => (b.answerMs > a.answerMs ? b : a));
+    log(
+      `worst bodies: ${worstBodies.length}, slowest answer ${slowest.answerMs.toFixed(1)} ms (${slowest.name}), largest ${Math.max(...worstBodies.map((row) => row.answerBytes))} bytes`,
+    );
+    const report: Report = {
+      smoke,
+      date: new Date(),
+      seconds: (Date.now() - started) / 1000,
+      tokenCheck,
+      handler,
+      serve,
+      prefixList,
+      storm,
+      handOuts,
+      since,
+      gateway,
+      portal,
+      scaleOut,
+      worstBodies,
+      loopback: LOOPBACK,
+    };
+    const text = writeReport(report, out);
+    if (out === null) console.log(`\n${text}`);
+    else log(`wrote ${out}`);
   }
-  log(
-    `request log and metrics: ${Math.round(serve.observed.quiet.requestsPerSecond)} req/s quiet, ${Math.round(serve.observed.logged.requestsPerSecond)} logged, ${Math.round(serve.observed.metered.requestsPerSecond)} logged and metered`,
-  );
-  log(
-    `workers: ${Math.round(serve.workers.one.requestsPerSecond)} req/s with 1 process, ${Math.round(serve.workers.many.requestsPerSecond)} with ${serve.workers.count} workers`,
-  );
-  log(`minting: ${Math.round(serve.mint.requestsPerSecond)} tokens/s`);
-  const prefixList = await benchPrefixList({
-    cacheDir,
-    postgresUrl: postgres.url,
-    size: SIZES.connections,
-    budget: BUDGET,
-    log,
-  });
-  const storm = await benchRefreshStorm({ postgresUrl: postgres.url, ...STORM });
-  log(`refresh storm: ${storm.refreshes.join(', ')} upstream refresh(es) per storm`);
-  const handOuts = await benchHandOuts(HAND_OUTS);
-  log(
-    `hand-outs: ${Math.round(handOuts.grouped)}/s grouped, ${Math.round(handOuts.perRow)}/s with one commit per row`,
-  );
-  const since = benchSince({
-    repo,
-    commit: process.env.KEYWAY_BENCH_SINCE ?? HAND_OUT_GOAL_COMMIT,
-    rounds: 5,
-    smoke,
-  });
-  log(
-    'skipped' in since
-      ? `hand-outs since ${since.commit}: ${since.skipped}`
-      : `hand-outs since ${since.commit.slice(0, 12)}: ${Math.round(since.now.rate)}/s now, ${Math.round(since.then.rate)}/s then`,
-  );
-  const gateway = await benchGateway(GATEWAY);
-  log(
-    `gateway: tools/call ${gateway.roundTrip.gateway.toFixed(0)} µs through it, ${gateway.roundTrip.direct.toFixed(0)} µs direct; ${gateway.idle.streams} idle streams +${((gateway.idle.after - gateway.idle.before) / 1024 / 1024).toFixed(1)} MiB`,
-  );
-  const portal = await benchPortal(PORTAL);
-  log(
-    `portal: tools/list of ${portal.connections} ${portal.list.portal.toFixed(0)} µs against ${portal.list.direct.toFixed(0)} µs of one; tools/call ${portal.call.portal.toFixed(0)} µs against ${portal.call.gateway.toFixed(0)} µs through the gateway; ${portal.idle.sessions} idle sessions +${((portal.idle.after - portal.idle.before) / 1024 / 1024).toFixed(1)} MiB`,
-  );
-  const scaleOut = await benchScaleOut(postgres.url, SCALE_OUT);
-  log(
-    `scale-out on PostgreSQL: reads ${scaleOut.read.map(Math.round).join(' / ')} req/s, tools/call ${scaleOut.call.map(Math.round).join(' / ')} req/s with 1 / 2 / 3 processes`,
-  );
-  const worstBodies = await benchWorstBodies({ budget: BUDGET });
-  const slowest = worstBodies.reduce((a, b) => (b.answerMs > a.answerMs ? b : a));
-  log(
-    `worst bodies: ${worstBodies.length}, slowest answer ${slowest.answerMs.toFixed(1)} ms (${slowest.name}), largest ${Math.max(...worstBodies.map((row) => row.answerBytes))} bytes`,
-  );
-  const report: Report = {
-    smoke,
-    date: new Date(),
-    seconds: (Date.now() - started) / 1000,
-    tokenCheck,
-    handler,
-    serve,
-    prefixList,
-    storm,
-    handOuts,
-    since,
-    gateway,
-    portal,
-    scaleOut,
-    worstBodies,
-    loopback: LOOPBACK,
-  };
-  const text = writeReport(report, out);
-  if (out === null) console.log(`\n${text}`);
-  else log(`wrote ${out}`);
 } finally {
   await postgres.stop();
   if (smoke) rmSync(cacheDir, { recursive: true, force: true });

@@ -76,4 +76,66 @@ export async function compare(
   return { subject: measured, floor: floored, ratio: measured.opsPerSecond / floored.opsPerSecond };
 }
 
+/** Throughput of `fn` kept `inFlight` calls deep for `timeMs` (a warm-up of the same length first). */
+async function throughputInFlight(
+  fn: () => Promise<unknown>,
+  inFlight: number,
+  timeMs: number,
+): Promise<number> {
+  const run = async (ms: number): Promise<number> => {
+    const end = performance.now() + ms;
+    let calls = 0;
+    const lane = async () => {
+      while (performance.now() < end) {
+        await fn();
+        calls += 1;
+      }
+    };
+    const started = performance.now();
+    await Promise.all(Array.from({ length: inFlight }, lane));
+    return calls / ((performance.now() - started) / 1000);
+  };
+  collect();
+  await run(Math.min(200, timeMs));
+  return run(timeMs);
+}
+
+/** A subject against its floor, each kept `inFlight` calls deep. */
+export interface ComparedInFlight {
+  inFlight: number;
+  /** Median calls per second over the rounds. */
+  subject: number;
+  floor: number;
+  /** Median over the rounds of each round's subject / floor. */
+  ratio: number;
+  /** Each round's subject / floor, in order: how much one round says. */
+  rounds: number[];
+}
+
+/**
+ * {@link compare} for a subject that waits on a server (a database): `inFlight` calls at a
+ * time, as a server's concurrent requests make them, in alternating rounds.
+ */
+export async function compareInFlight(
+  subject: () => Promise<unknown>,
+  floor: () => Promise<unknown>,
+  inFlight: number,
+  budget: Budget,
+): Promise<ComparedInFlight> {
+  const subjects: number[] = [];
+  const floors: number[] = [];
+  for (let round = 0; round < budget.rounds; round++) {
+    floors.push(await throughputInFlight(floor, inFlight, budget.timeMs));
+    subjects.push(await throughputInFlight(subject, inFlight, budget.timeMs));
+  }
+  const rounds = subjects.map((rate, round) => rate / (floors[round] as number));
+  return {
+    inFlight,
+    subject: median(subjects),
+    floor: median(floors),
+    ratio: median(rounds),
+    rounds,
+  };
+}
+
 export { median };

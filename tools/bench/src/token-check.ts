@@ -7,7 +7,13 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { benchBroker, postgresTokens, ROOT_KEY, SAMPLE_TOKENS, sqliteTokens } from './fixtures.js';
 import { type FloorRow, floorCheck, idHashOf, tagKeyOf } from './floor.js';
-import { type Budget, type Compared, compare } from './measure.js';
+import {
+  type Budget,
+  type Compared,
+  type ComparedInFlight,
+  compare,
+  compareInFlight,
+} from './measure.js';
 
 export type Engine = 'memory' | 'sqlite' | 'postgres';
 
@@ -15,7 +21,16 @@ export type Engine = 'memory' | 'sqlite' | 'postgres';
 export interface TokenCheckRow extends Compared {
   engine: Engine;
   size: number;
+  /**
+   * PostgreSQL: the same checks {@link IN_FLIGHT} at a time, Keyway's pool against a floor
+   * pool of the same size. One at a time, a check is a round trip to another process, and
+   * how soon each side is woken decides most of it (rounds of one run differ by a third).
+   */
+  inFlight?: ComparedInFlight;
 }
+
+/** How many PostgreSQL checks are kept in flight (a server's concurrent requests). */
+export const IN_FLIGHT = 8;
 
 const TAG_KEY = tagKeyOf(ROOT_KEY);
 
@@ -102,18 +117,22 @@ async function onPostgres(
   dir: string,
   size: number,
   budget: Budget,
-): Promise<Compared> {
+): Promise<Compared & { inFlight: ComparedInFlight }> {
   const { url, tokens } = await postgresTokens(serverUrl, dir, size);
-  const broker = benchBroker(await postgresStorage({ connectionString: url }));
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
+  // The floor's pool is Keyway's: node-postgres, as many connections (the adapter's default).
+  const broker = benchBroker(await postgresStorage({ connectionString: url, maxConnections: 10 }));
+  const pool = new pg.Pool({ connectionString: url, max: 10 });
+  // An idle connection the server ends as it stops (57P01) is no failure of the benchmark.
+  pool.on('error', (error: Error & { code?: string }) => {
+    if (error.code !== '57P01') throw error;
+  });
   const run = subjects(
     broker,
     floorCheck(
       TAG_KEY,
       async (idHash) =>
         (
-          await client.query<FloorRow>({
+          await pool.query<FloorRow>({
             name: 'floor-token',
             text: 'SELECT scopes, expires_at FROM keyway_tokens WHERE id_hash = $1',
             values: [idHash],
@@ -123,10 +142,12 @@ async function onPostgres(
     tokens,
   );
   try {
-    return await compare(run.keyway, run.floor, budget);
+    const alone = await compare(run.keyway, run.floor, budget);
+    const inFlight = await compareInFlight(run.keyway, run.floor, IN_FLIGHT, budget);
+    return { ...alone, inFlight };
   } finally {
     await broker.close();
-    await client.end();
+    await pool.end();
   }
 }
 
@@ -141,7 +162,7 @@ export async function benchTokenCheck(options: {
   const rows: TokenCheckRow[] = [];
   for (const engine of ['memory', 'sqlite', 'postgres'] as const) {
     for (const size of options.sizes) {
-      const result =
+      const result: Compared & { inFlight?: ComparedInFlight } =
         engine === 'memory'
           ? await onMemory(size, options.budget)
           : engine === 'sqlite'
@@ -149,8 +170,14 @@ export async function benchTokenCheck(options: {
             : await onPostgres(options.postgresUrl, options.cacheDir, size, options.budget);
       rows.push({ engine, size, ...result });
       options.log(
-        `token check ${engine} ${size}: ${Math.round(result.subject.opsPerSecond)}/s vs floor ${Math.round(result.floor.opsPerSecond)}/s = ${(result.ratio * 100).toFixed(0)}%`,
+        `token check ${engine} ${size}: ${Math.round(result.subject.opsPerSecond)}/s vs floor ${Math.round(result.floor.opsPerSecond)}/s = ${(result.ratio * 100).toFixed(0)}%, p99 ${result.subject.p99.toFixed(1)} µs (floor ${result.floor.p99.toFixed(1)} µs)`,
       );
+      const { inFlight } = result;
+      if (inFlight !== undefined) {
+        options.log(
+          `  ${inFlight.inFlight} in flight: ${Math.round(inFlight.subject)}/s vs floor ${Math.round(inFlight.floor)}/s = ${(inFlight.ratio * 100).toFixed(0)}% (rounds ${inFlight.rounds.map((r) => (r * 100).toFixed(0)).join(', ')})`,
+        );
+      }
     }
   }
   return rows;
