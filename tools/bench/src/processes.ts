@@ -31,7 +31,24 @@ export interface Load {
   p99: number;
   /** Answers that were not 2xx, and socket errors and timeouts. */
   failures: number;
+  /** The failures by kind: each status that was not 2xx, `errors`, `timeouts` (absent: none). */
+  failed: Record<string, number>;
 }
+
+/** Failures by kind ({@link Load.failed}), summed. */
+export function failedOf(counts: Record<string, number>[]): Record<string, number> {
+  const all: Record<string, number> = {};
+  for (const one of counts) {
+    for (const [kind, count] of Object.entries(one)) all[kind] = (all[kind] ?? 0) + count;
+  }
+  return all;
+}
+
+/** `502: 3, timeouts: 1`, or `none`. */
+export const describeFailed = (failed: Record<string, number>): string =>
+  Object.entries(failed)
+    .map(([kind, count]) => `${kind}: ${count}`)
+    .join(', ') || 'none';
 
 /** The median of several load runs (failures summed). */
 export const pickLoad = (all: Load[]): Load => ({
@@ -39,6 +56,7 @@ export const pickLoad = (all: Load[]): Load => ({
   p50: median(all.map((l) => l.p50)),
   p99: median(all.map((l) => l.p99)),
   failures: all.reduce((sum, l) => sum + l.failures, 0),
+  failed: failedOf(all.map((l) => l.failed)),
 });
 
 /** Runs autocannon against one URL. */
@@ -67,11 +85,19 @@ export async function load(options: {
           ],
         }),
   });
+  const failed: Record<string, number> = {};
+  for (const [status, stats] of Object.entries(result.statusCodeStats ?? {})) {
+    const count = stats?.count ?? 0;
+    if (!status.startsWith('2') && count > 0) failed[status] = count;
+  }
+  if (result.errors > 0) failed.errors = result.errors;
+  if (result.timeouts > 0) failed.timeouts = result.timeouts;
   return {
     requestsPerSecond: result.requests.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
     failures: result.non2xx + result.errors + result.timeouts,
+    failed,
   };
 }
 

@@ -6,7 +6,7 @@ import type { HandlerResult } from './handler.js';
 import type { Compared } from './measure.js';
 import type { PortalResult } from './portal.js';
 import type { PrefixListRow } from './prefix-list.js';
-import type { Load } from './processes.js';
+import { describeFailed, type Load } from './processes.js';
 import type { StormResult } from './refresh-storm.js';
 import type { ScaleOutResult } from './scale-out.js';
 import type { ServeOptions, ServeResult } from './serve.js';
@@ -329,7 +329,7 @@ export function writeReport(report: Report, file: string | null): string {
         `| ${count} | ${int(scaleOut.read[at] ?? 0)}/s | ${pct((scaleOut.read[at] ?? 0) / (scaleOut.read[0] ?? 1))} | ${int(scaleOut.call[at] ?? 0)}/s | ${pct((scaleOut.call[at] ?? 0) / (scaleOut.call[0] ?? 1))} |`,
     ),
     '',
-    `Failed requests: ${scaleOut.failures}. The refresh storm on such a cluster (three processes, one refresh per expiry) is proved, counted and not timed, by packages/cli/test/refresh-failures.test.ts and server-quirks.test.ts; the storm above is two instances in one process.`,
+    `Failed requests: ${scaleOut.failures} (reads: ${describeFailed(scaleOut.failed.read)}; \`tools/call\`: ${describeFailed(scaleOut.failed.call)}). The refresh storm on such a cluster (three processes, one refresh per expiry) is proved, counted and not timed, by packages/cli/test/refresh-failures.test.ts and server-quirks.test.ts; the storm above is two instances in one process.`,
     '',
   );
 

@@ -6,7 +6,7 @@ import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/pro
 import { ROOT_KEY, upstreamConnection } from './fixtures.js';
 import { CALL, CONNECTION, MCP_HEADERS } from './gateway.js';
 import { median } from './measure.js';
-import { benchDir, load } from './processes.js';
+import { benchDir, failedOf, load } from './processes.js';
 
 /** The sizes of a scale-out run. */
 export interface ScaleOutOptions {
@@ -25,6 +25,8 @@ export interface ScaleOutResult {
   call: number[];
   /** Answers that were not 2xx, errors and timeouts, over every run. */
   failures: number;
+  /** The same by request kind, then by failure kind (`502`, `errors`, `timeouts`). */
+  failed: { read: Record<string, number>; call: Record<string, number> };
 }
 
 /**
@@ -70,6 +72,7 @@ export async function benchScaleOut(
     }
     const authorization = `Bearer ${issued.access_token}`;
     let failures = 0;
+    let failed = { read: {} as Record<string, number>, call: {} as Record<string, number> };
     /** Requests per second of `count` processes loaded at once. */
     const rate = async (count: number, kind: 'read' | 'call') => {
       const each = Math.max(1, Math.floor(options.connections / count));
@@ -93,12 +96,14 @@ export async function benchScaleOut(
         ),
       );
       failures += loads.reduce((sum, one) => sum + one.failures, 0);
+      failed[kind] = failedOf([failed[kind], ...loads.map((one) => one.failed)]);
       return loads.reduce((sum, one) => sum + one.requestsPerSecond, 0);
     };
     // Warm every process on both paths, then alternate the sizes round by round.
     await rate(3, 'read');
     await rate(3, 'call');
     failures = 0;
+    failed = { read: {}, call: {} };
     const processes = [1, 2, 3];
     const runs = {
       read: processes.map(() => [] as number[]),
@@ -115,6 +120,7 @@ export async function benchScaleOut(
       read: runs.read.map(median),
       call: runs.call.map(median),
       failures,
+      failed,
     };
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => {});

@@ -242,15 +242,21 @@ export function connectionGone(socket: Closing): AbortSignal {
  * A Node request body read whole, at most `limit` bytes, `hold` told of each chunk before it
  * is kept: a larger declared length is refused before reading, and reading stops at the first
  * byte past the limit or when `hold` throws (the rest is discarded by the adapter after the
- * answer).
+ * answer). Exported for its tests.
  */
-function readNodeBody(
+export function readNodeBody(
   req: NodeRequest,
   limit: number,
   hold: (bytes: number) => void,
 ): Promise<Uint8Array> {
   if (Number(req.headers['content-length'] ?? 0) > limit) return Promise.reject(tooLarge(limit));
   return new Promise((resolve, reject) => {
+    // A client that left before its body was read (while its token was checked): its
+    // `aborted` and `close` came before these listeners, and nothing else will.
+    if (req.destroyed && !req.readableEnded) {
+      reject(new KeywayError('invalid_request', 'the request body ended before it was complete'));
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer) => {
@@ -282,16 +288,20 @@ function readNodeBody(
         }),
       );
     };
+    // Closed before its end, with no error told (Node tells none once the body was whole).
+    const onClose = () => onError(new Error('the request closed before its end'));
     const cleanup = () => {
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onError);
       req.off('aborted', onError);
+      req.off('close', onClose);
     };
     req.on('data', onData);
     req.once('end', onEnd);
     req.once('error', onError);
     req.once('aborted', onError);
+    req.once('close', onClose);
   });
 }
 

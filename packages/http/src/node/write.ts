@@ -33,6 +33,13 @@ export async function writeReply(res: ServerResponse, reply: Reply): Promise<voi
  * client goes away, the first chunk held back with `holdFirst`.
  */
 function writePiped(res: ServerResponse, body: PipedBody, holdFirst: boolean): Promise<void> {
+  // Its client went away before the answer came: no `close` will come to cancel the body,
+  // and its first write would pause it for a `drain` that never comes either. Cancelled now,
+  // it settles (the gateway's slot is freed, the upstream request closed).
+  if (res.destroyed) {
+    body.cancel(new DOMException('the client went away', 'AbortError'));
+    return Promise.resolve();
+  }
   return new Promise((resolve, reject) => {
     let held: Uint8Array | undefined;
     let holding = holdFirst;
