@@ -329,7 +329,7 @@ export function writeReport(report: Report, file: string | null): string {
         `| ${count} | ${int(scaleOut.read[at] ?? 0)}/s | ${pct((scaleOut.read[at] ?? 0) / (scaleOut.read[0] ?? 1))} | ${int(scaleOut.call[at] ?? 0)}/s | ${pct((scaleOut.call[at] ?? 0) / (scaleOut.call[0] ?? 1))} |`,
     ),
     '',
-    `Failed requests: ${scaleOut.failures} (reads: ${describeFailed(scaleOut.failed.read)}; \`tools/call\`: ${describeFailed(scaleOut.failed.call)}). The refresh storm on such a cluster (three processes, one refresh per expiry) is proved, counted and not timed, by packages/cli/test/refresh-failures.test.ts and server-quirks.test.ts; the storm above is two instances in one process.`,
+    `Failed requests: ${[scaleOut.failed.read, scaleOut.failed.call].flatMap(Object.values).reduce((sum, count) => sum + count, 0)} (reads: ${describeFailed(scaleOut.failed.read)}; \`tools/call\`: ${describeFailed(scaleOut.failed.call)}). The refresh storm on such a cluster (three processes, one refresh per expiry) is proved, counted and not timed, by packages/cli/test/refresh-failures.test.ts and server-quirks.test.ts; the storm above is two instances in one process.`,
     '',
   );
 

@@ -23,9 +23,10 @@ export interface ScaleOutResult {
   read: number[];
   /** `tools/call` through the gateway (`POST /mcp/<path>`). */
   call: number[];
-  /** Answers that were not 2xx, errors and timeouts, over every run. */
-  failures: number;
-  /** The same by request kind, then by failure kind (`502`, `errors`, `timeouts`). */
+  /**
+   * Answers that were not 2xx, errors and timeouts over every run, by request kind, then by
+   * failure kind (`502`, `errors`, `timeouts`).
+   */
   failed: { read: Record<string, number>; call: Record<string, number> };
 }
 
@@ -71,7 +72,6 @@ export async function benchScaleOut(
       cluster.push(started);
     }
     const authorization = `Bearer ${issued.access_token}`;
-    let failures = 0;
     let failed = { read: {} as Record<string, number>, call: {} as Record<string, number> };
     /** Requests per second of `count` processes loaded at once. */
     const rate = async (count: number, kind: 'read' | 'call') => {
@@ -95,14 +95,12 @@ export async function benchScaleOut(
               }),
         ),
       );
-      failures += loads.reduce((sum, one) => sum + one.failures, 0);
       failed[kind] = failedOf([failed[kind], ...loads.map((one) => one.failed)]);
       return loads.reduce((sum, one) => sum + one.requestsPerSecond, 0);
     };
     // Warm every process on both paths, then alternate the sizes round by round.
     await rate(3, 'read');
     await rate(3, 'call');
-    failures = 0;
     failed = { read: {}, call: {} };
     const processes = [1, 2, 3];
     const runs = {
@@ -119,7 +117,6 @@ export async function benchScaleOut(
       processes,
       read: runs.read.map(median),
       call: runs.call.map(median),
-      failures,
       failed,
     };
   } finally {

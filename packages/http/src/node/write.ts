@@ -6,8 +6,11 @@ import type { Reply } from '../responses.js';
 
 /** Writes a {@link Reply}: one `writeHead`, then its text in one `end`, or its stream. */
 export async function writeReply(res: ServerResponse, reply: Reply): Promise<void> {
-  if (res.headersSent) {
-    // Answered already (`503` at the shutdown deadline): this answer's body is dropped.
+  if (res.headersSent || res.destroyed) {
+    // Answered already (`503` at the shutdown deadline), or its client went away before the
+    // answer came (no `close` will come to cancel a stream, and a paused piped body would
+    // wait for a `drain` that never comes): the body is dropped, which settles it (the
+    // gateway's slot is freed, the upstream request closed).
     if (reply.body instanceof ReadableStream) await reply.body.cancel().catch(() => {});
     else if (reply.body !== null && typeof reply.body !== 'string') reply.body.cancel();
     return;
@@ -33,13 +36,6 @@ export async function writeReply(res: ServerResponse, reply: Reply): Promise<voi
  * client goes away, the first chunk held back with `holdFirst`.
  */
 function writePiped(res: ServerResponse, body: PipedBody, holdFirst: boolean): Promise<void> {
-  // Its client went away before the answer came: no `close` will come to cancel the body,
-  // and its first write would pause it for a `drain` that never comes either. Cancelled now,
-  // it settles (the gateway's slot is freed, the upstream request closed).
-  if (res.destroyed) {
-    body.cancel(new DOMException('the client went away', 'AbortError'));
-    return Promise.resolve();
-  }
   return new Promise((resolve, reject) => {
     let held: Uint8Array | undefined;
     let holding = holdFirst;
