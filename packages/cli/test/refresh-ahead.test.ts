@@ -75,8 +75,15 @@ describe('refresh ahead, three keyway serve processes on one PostgreSQL', () => 
       world.set({ accessTokenLifetime: 3600 });
       const before = await call(1, 'GET', `/api/oauth/connections/${CONNECTION}`);
       const expiresAt = Date.parse(before.body.token_expires_at);
-      await expect.poll(() => world.stats.refreshes, { timeout: 20_000, interval: 100 }).toBe(2);
+      // Waits for the broker to store the refresh: the server counts it before the broker
+      // writes the new token.
+      const refreshedAt = async () =>
+        (await call(2, 'GET', `/api/oauth/connections/${CONNECTION}`)).body.last_refreshed_at;
+      await expect
+        .poll(refreshedAt, { timeout: 20_000, interval: 100 })
+        .not.toBe(before.body.last_refreshed_at);
       const after = await call(2, 'GET', `/api/oauth/connections/${CONNECTION}`);
+      expect(world.stats.refreshes).toBe(2);
       // Ahead of the expiry, by the sweep: no caller asked.
       expect(Date.parse(after.body.last_refreshed_at)).toBeLessThan(expiresAt);
       const answers = await Promise.all(
