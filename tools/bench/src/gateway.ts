@@ -48,12 +48,20 @@ export interface GatewayResult {
    * `signedIn`: the same gateway with the access token of an MCP client that signed in
    * (docs/api.md §17): a broker token bound to the endpoint, checked the same way.
    */
-  roundTrip: { direct: number; proxy: number; hop: number; gateway: number; signedIn: number };
+  roundTrip: {
+    direct: number;
+    proxy: number;
+    hop: number;
+    sameWork: number;
+    gateway: number;
+    signedIn: number;
+  };
   throughput: {
     connections: number;
     direct: Load;
     proxy: Load;
     hop: Load;
+    sameWork: Load;
     gateway: Load;
     signedIn: Load;
   };
@@ -206,6 +214,17 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       KEYWAY_SIGN_IN: 'token',
     });
     stops.push(() => keyway.stop());
+    // The same-work hop reads the file keyway serve keeps: started once its schema is there.
+    const sameWorkProcess = await startServerProcess(
+      process.execPath,
+      ['.build/proxy-hop.js', new URL(upstreamBase).port, '--same-work', file],
+      {
+        cwd: benchDir,
+        env: { HOP_ROOT_KEY: ROOT_KEY, HOP_VAULT_KEY: vaultKey },
+        listening: /hop listening on (http:\/\/127\.0\.0\.1:\d+)/,
+      },
+    );
+    stops.push(() => sameWorkProcess.stop());
     const pid = keyway.child.pid as number;
     const minted = await fetch(`${keyway.url}/api/admin/tokens`, {
       method: 'POST',
@@ -220,6 +239,10 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       url: `${keyway.url}/mcp/${CONNECTION}`,
       authorization: `Bearer ${brokerToken}`,
     };
+    const sameWork = {
+      url: `${sameWorkProcess.base}/mcp/${CONNECTION}`,
+      authorization: gateway.authorization,
+    };
     const signedIn = {
       url: gateway.url,
       authorization: `Bearer ${await signedInToken(keyway.url, brokerToken)}`,
@@ -230,14 +253,26 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       ['direct', direct],
       ['proxy', proxy],
       ['hop', hop],
+      ['sameWork', sameWork],
       ['gateway', gateway],
       ['signedIn', signedIn],
     ] as const;
     for (const [, side] of sides) await roundTrip(side.url, side.authorization, 200);
+    // The same-work hop checks the token: another one is refused.
+    const refused = await fetch(sameWork.url, {
+      method: 'POST',
+      headers: {
+        ...MCP_HEADERS,
+        authorization: `Bearer ${brokerToken.slice(0, -1)}${brokerToken.endsWith('A') ? 'B' : 'A'}`,
+      },
+      body: CALL,
+    });
+    if (refused.status !== 401) throw new Error(`the same-work hop answered ${refused.status}`);
     const trips = {
       direct: [] as number[],
       proxy: [] as number[],
       hop: [] as number[],
+      sameWork: [] as number[],
       gateway: [] as number[],
       signedIn: [] as number[],
     };
@@ -250,6 +285,7 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       direct: [] as Load[],
       proxy: [] as Load[],
       hop: [] as Load[],
+      sameWork: [] as Load[],
       gateway: [] as Load[],
       signedIn: [] as Load[],
     };
@@ -322,6 +358,7 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
         direct: median(trips.direct),
         proxy: median(trips.proxy),
         hop: median(trips.hop),
+        sameWork: median(trips.sameWork),
         gateway: median(trips.gateway),
         signedIn: median(trips.signedIn),
       },
@@ -330,6 +367,7 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
         direct: pickLoad(loads.direct),
         proxy: pickLoad(loads.proxy),
         hop: pickLoad(loads.hop),
+        sameWork: pickLoad(loads.sameWork),
         gateway: pickLoad(loads.gateway),
         signedIn: pickLoad(loads.signedIn),
       },

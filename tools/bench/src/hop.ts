@@ -1,15 +1,42 @@
-import { createServer, request as httpRequest, type Server } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+
+/**
+ * What a hop sends upstream in place of the caller's request line and token, or `null` to
+ * answer 401 itself.
+ */
+export type Swap = (
+  req: IncomingMessage,
+) => { path: string; token: string } | null | Promise<{ path: string; token: string } | null>;
+
+/** The bare hop's swap: the same path, a fixed token, nothing checked. */
+const FIXED: Swap = (req) => ({ path: req.url ?? '/', token: 'proxy-token' });
 
 /**
  * The floor of any proxy hop in `pnpm bench`: a bare node:http reverse proxy to a server on
  * `port` of this host, which swaps in a fixed token and pipes both ways (no check, no
- * storage, no parsing of the answer).
+ * storage, no parsing of the answer). With `swap`, the hop first does that work (the
+ * same-work hop of same-work-hop.ts).
  */
-export function proxyHop(port: number): Server {
-  return createServer((req, res) => {
-    const headers = { ...req.headers, authorization: 'Bearer proxy-token' };
+export function proxyHop(port: number, swap: Swap = FIXED): Server {
+  const forward = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    to: { path: string; token: string } | null,
+  ) => {
+    if (to === null) {
+      res.writeHead(401).end();
+      req.resume();
+      return;
+    }
+    const headers = { ...req.headers, authorization: `Bearer ${to.token}` };
     const forwarded = httpRequest(
-      { host: '127.0.0.1', port, path: req.url, method: req.method, headers },
+      { host: '127.0.0.1', port, path: to.path, method: req.method, headers },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(res);
@@ -17,5 +44,15 @@ export function proxyHop(port: number): Server {
     );
     forwarded.once('error', () => res.destroy());
     req.pipe(forwarded);
+  };
+  return createServer((req, res) => {
+    const to = swap(req);
+    // The bare hop's swap answers at once: no promise, no turn of the event loop.
+    if (to instanceof Promise) {
+      to.then(
+        (value) => forward(req, res, value),
+        () => res.writeHead(500).end(),
+      );
+    } else forward(req, res, to);
   });
 }

@@ -1,14 +1,28 @@
-// The bare proxy hop of `pnpm bench` (hop.ts) in a process of its own, in front of the MCP
-// server whose port is its argument: the floor of a hop that costs what the gateway's
-// topology costs (client → another process → the server's process).
+// The hops of `pnpm bench` (hop.ts) in a process of their own, in front of the MCP server
+// whose port is the first argument: the floor of a hop that costs what the gateway's
+// topology costs (client → another process → the server's process). With
+// `--same-work <keyway.sqlite>` (and HOP_ROOT_KEY, HOP_VAULT_KEY set), the hop does the
+// gateway's work first (same-work-hop.ts).
 import { proxyHop } from './hop.js';
+import { sameWorkSwap } from './same-work-hop.js';
 
 const port = Number(process.argv[2]);
-if (!Number.isInteger(port) || port <= 0) {
-  console.error('usage: node proxy-hop.js <port of the MCP server>');
+const at = process.argv.indexOf('--same-work');
+const file = at === -1 ? undefined : process.argv[at + 1];
+const { HOP_ROOT_KEY: rootKey, HOP_VAULT_KEY: vaultKey } = process.env;
+if (!Number.isInteger(port) || port <= 0 || (at !== -1 && (!file || !rootKey || !vaultKey))) {
+  console.error(
+    'usage: node proxy-hop.js <port of the MCP server> [--same-work <keyway.sqlite>] (HOP_ROOT_KEY, HOP_VAULT_KEY set)',
+  );
   process.exit(2);
 }
-const hop = proxyHop(port);
+const hop =
+  file === undefined
+    ? proxyHop(port)
+    : proxyHop(
+        port,
+        sameWorkSwap({ file, rootKey: rootKey as string, vaultKey: vaultKey as string }),
+      );
 hop.maxConnections = 10_000;
 hop.listen(0, '127.0.0.1', () => {
   console.log(`hop listening on http://127.0.0.1:${(hop.address() as { port: number }).port}`);

@@ -1,0 +1,71 @@
+import { createDecipheriv } from 'node:crypto';
+import Database from 'better-sqlite3';
+import { type FloorRow, floorCheck, tagKeyOf } from './floor.js';
+import type { Swap } from './hop.js';
+
+/** What the same-work hop reads of a connection: the gateway's one statement (hand-out.ts). */
+const HAND_OUT = `SELECT c.status, c.state, v.ciphertext, p.id, p.state -> '$.hand_out'
+  FROM keyway_connections AS c
+  LEFT JOIN keyway_vault_entries AS v ON v.kind = 'connection_tokens' AND v.key = c.id
+  LEFT JOIN keyway_providers AS p ON p.id = c.provider_id
+  WHERE c.id = ?`;
+
+/** A compact JWE (`dir`, A256GCM) opened with node:crypto: the vault's format, no checks. */
+function open(key: Buffer, jwe: string): string {
+  const [header, , iv, ciphertext, tag] = jwe.split('.') as [
+    string,
+    string,
+    string,
+    string,
+    string,
+  ];
+  const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'), {
+    authTagLength: 16,
+  });
+  decipher.setAAD(Buffer.from(header, 'ascii'));
+  decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+  const plaintext = decipher.update(Buffer.from(ciphertext, 'base64url'));
+  return Buffer.concat([plaintext, decipher.final()]).toString('utf8');
+}
+
+/**
+ * The least a gateway in front of `/mcp/<connection>` can do before it forwards a call, on
+ * the SQLite file `keyway serve` keeps (read-only): the token check's floor (floor.ts) for
+ * the connection, the connection with its sealed tokens and its provider in one prepared
+ * read, its state parsed, the tokens opened once per ciphertext (as Keyway keeps them
+ * opened), their expiry checked, and the access token swapped in. No validation, no error
+ * objects, no log, no SSRF guard.
+ */
+export function sameWorkSwap(options: { file: string; rootKey: string; vaultKey: string }): Swap {
+  const db = new Database(options.file, { readonly: true });
+  const find = db.prepare('SELECT scopes, expires_at FROM keyway_tokens WHERE id_hash = ?');
+  const check = floorCheck(tagKeyOf(options.rootKey), (idHash) => find.get(idHash) as FloorRow);
+  const handOut = db.prepare(HAND_OUT).raw();
+  const key = Buffer.from(options.vaultKey, 'base64url');
+  const opened = new Map<string, { ciphertext: string; token: string; expiresAt: number | null }>();
+  return async (req) => {
+    const connection = /^\/mcp\/(.+)$/.exec(req.url ?? '')?.[1];
+    const token = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1];
+    if (connection === undefined || token === undefined) return null;
+    try {
+      await check(token, connection);
+    } catch {
+      return null;
+    }
+    const row = handOut.get(connection) as [string, string, string | null, string | null, unknown];
+    if (row === undefined || row[0] !== 'active' || row[2] === null) return null;
+    JSON.parse(row[1]);
+    let tokens = opened.get(connection);
+    if (tokens?.ciphertext !== row[2]) {
+      const sealed = JSON.parse(open(key, row[2])) as {
+        access_token: string;
+        expires_at: number | null;
+      };
+      if (typeof sealed.access_token !== 'string') throw new Error('no access token sealed');
+      tokens = { ciphertext: row[2], token: sealed.access_token, expiresAt: sealed.expires_at };
+      opened.set(connection, tokens);
+    }
+    if (tokens.expiresAt !== null && tokens.expiresAt <= Date.now()) return null;
+    return { path: '/mcp', token: tokens.token };
+  };
+}
