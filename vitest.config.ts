@@ -101,8 +101,9 @@ export default defineConfig({
     // One test file per core. Vitest's default is one fewer: a single worker on the 2-core
     // machines CI runs on, where most test files wait on processes, browsers and loopback
     // servers rather than compute. Measured on such a machine: 1,241-1,314 s of Vitest with
-    // one worker, 865-1,000 s with two. A test that waits on another process allows for a
-    // starved one: the multi-process refresh tests hold a 5 s lease (1.5 s lapsed).
+    // one worker, 865-1,000 s with two (405 s on a faster machine of the same kind). A test
+    // that waits on another process allows for a starved one: the multi-process refresh
+    // tests hold a 5 s lease (1.5 s lapsed).
     maxWorkers: availableParallelism(),
     sequence: { sequencer: SlowestFirst },
   },
