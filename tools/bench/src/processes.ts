@@ -29,11 +29,16 @@ export interface Load {
   /** Latency percentiles, milliseconds. */
   p50: number;
   p99: number;
-  /** Answers that were not 2xx, and socket errors and timeouts. */
-  failures: number;
-  /** The failures by kind: each status that was not 2xx, `errors`, `timeouts` (absent: none). */
+  /**
+   * Answers that were not 2xx, and socket errors and timeouts, by kind: each status that was
+   * not 2xx, `errors`, `timeouts` (absent: none). {@link countFailed} counts them.
+   */
   failed: Record<string, number>;
 }
+
+/** How many requests failed, of every kind ({@link Load.failed}). */
+export const countFailed = (failed: Record<string, number>): number =>
+  Object.values(failed).reduce((sum, count) => sum + count, 0);
 
 /** Failures by kind ({@link Load.failed}), summed. */
 export function failedOf(counts: Record<string, number>[]): Record<string, number> {
@@ -50,12 +55,11 @@ export const describeFailed = (failed: Record<string, number>): string =>
     .map(([kind, count]) => `${kind}: ${count}`)
     .join(', ') || 'none';
 
-/** The median of several load runs (failures summed). */
+/** The median of several load runs (failures summed by kind). */
 export const pickLoad = (all: Load[]): Load => ({
   requestsPerSecond: median(all.map((l) => l.requestsPerSecond)),
   p50: median(all.map((l) => l.p50)),
   p99: median(all.map((l) => l.p99)),
-  failures: all.reduce((sum, l) => sum + l.failures, 0),
   failed: failedOf(all.map((l) => l.failed)),
 });
 
@@ -96,7 +100,6 @@ export async function load(options: {
     requestsPerSecond: result.requests.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
-    failures: result.non2xx + result.errors + result.timeouts,
     failed,
   };
 }

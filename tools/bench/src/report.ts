@@ -6,7 +6,7 @@ import type { HandlerResult } from './handler.js';
 import type { Compared } from './measure.js';
 import type { PortalResult } from './portal.js';
 import type { PrefixListRow } from './prefix-list.js';
-import { describeFailed, type Load } from './processes.js';
+import { countFailed, describeFailed, failedOf, type Load } from './processes.js';
 import type { StormResult } from './refresh-storm.js';
 import type { ScaleOutResult } from './scale-out.js';
 import type { ServeOptions, ServeResult } from './serve.js';
@@ -145,7 +145,11 @@ export function writeReport(report: Report, file: string | null): string {
   }
   const failures = report.serve.reads.reduce(
     (sum, row) =>
-      sum + row.keyway.failures + row.bare.failures + row.hono.failures + row.floor.failures,
+      sum +
+      countFailed(row.keyway.failed) +
+      countFailed(row.bare.failed) +
+      countFailed(row.hono.failed) +
+      countFailed(row.floor.failed),
     0,
   );
   push('', `Failed requests (non-2xx, errors, timeouts): ${failures}.`, '');
@@ -162,7 +166,7 @@ export function writeReport(report: Report, file: string | null): string {
     `| 1 | ${int(workers.one.requestsPerSecond)}/s | ${workers.one.p99} ms | 100% |`,
     `| ${workers.count} workers | ${int(workers.many.requestsPerSecond)}/s | ${workers.many.p99} ms | ${pct(scaling)} |`,
     '',
-    `Failed requests: ${workers.one.failures + workers.many.failures}.`,
+    `Failed requests: ${countFailed(workers.one.failed) + countFailed(workers.many.failed)}.`,
     '',
   );
 
@@ -185,7 +189,7 @@ export function writeReport(report: Report, file: string | null): string {
     '',
     '| Mints (root key, `POST /api/admin/tokens`) | p99 | Failed | RSS idle | RSS peak | RSS after the load |',
     '| ---: | ---: | ---: | ---: | ---: | ---: |',
-    `| ${int(report.serve.mint.requestsPerSecond)}/s | ${report.serve.mint.p99} ms | ${report.serve.mint.failures} | ${mib(report.serve.memory.idleRss)} | ${mib(report.serve.memory.peakRss)} | ${mib(report.serve.memory.rssAfterLoad)} |`,
+    `| ${int(report.serve.mint.requestsPerSecond)}/s | ${report.serve.mint.p99} ms | ${countFailed(report.serve.mint.failed)} | ${mib(report.serve.memory.idleRss)} | ${mib(report.serve.memory.peakRss)} | ${mib(report.serve.memory.rssAfterLoad)} |`,
     '',
   );
 
@@ -346,7 +350,7 @@ export function writeReport(report: Report, file: string | null): string {
         `| ${count} | ${int(scaleOut.read[at] ?? 0)}/s | ${pct((scaleOut.read[at] ?? 0) / (scaleOut.read[0] ?? 1))} | ${int(scaleOut.call[at] ?? 0)}/s | ${pct((scaleOut.call[at] ?? 0) / (scaleOut.call[0] ?? 1))} |`,
     ),
     '',
-    `Failed requests: ${[scaleOut.failed.read, scaleOut.failed.call].flatMap(Object.values).reduce((sum, count) => sum + count, 0)} (reads: ${describeFailed(scaleOut.failed.read)}; \`tools/call\`: ${describeFailed(scaleOut.failed.call)}). The refresh storm on such a cluster (three processes, one refresh per expiry) is proved, counted and not timed, by packages/cli/test/refresh-failures.test.ts and server-quirks.test.ts; the storm above is two instances in one process.`,
+    `Failed requests: ${countFailed(failedOf([scaleOut.failed.read, scaleOut.failed.call]))} (reads: ${describeFailed(scaleOut.failed.read)}; \`tools/call\`: ${describeFailed(scaleOut.failed.call)}). The refresh storm on such a cluster (three processes, one refresh per expiry) is proved, counted and not timed, by packages/cli/test/refresh-failures.test.ts and server-quirks.test.ts; the storm above is two instances in one process.`,
     '',
   );
 
