@@ -1,5 +1,5 @@
 import { InsufficientScopeError, type KeywayError } from '@keyway/core';
-import { type PipedBody, pipedStream } from '@keyway/core/outbound';
+import { type PipedBody, pipedStream, withHeaders } from '@keyway/core/outbound';
 
 /* The answers every Keyway route and guard gives (docs/api.md §1.2, §1.3). */
 
@@ -32,7 +32,7 @@ export function json(
 ): Reply & { body: string } {
   return {
     status,
-    headers: headers === undefined ? JSON_HEADERS : { ...JSON_HEADERS, ...headers },
+    headers: headers === undefined ? JSON_HEADERS : withHeaders(JSON_HEADERS, headers),
     body: JSON.stringify(body),
   };
 }

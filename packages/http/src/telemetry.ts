@@ -1,4 +1,5 @@
 import type { Principal } from '@keyway/core';
+import { withHeaders } from '@keyway/core/outbound';
 import { activeTracer, NO_SPAN } from '@keyway/core/telemetry';
 import {
   propagation,
@@ -95,7 +96,7 @@ export function observed(
         if (reply.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
         if (onRequest === undefined) return reply;
         const requestId = crypto.randomUUID();
-        reply.headers = { ...reply.headers, 'x-request-id': requestId };
+        reply.headers = withHeaders(reply.headers, { 'x-request-id': requestId });
         const context = span.spanContext();
         try {
           onRequest({

@@ -17,6 +17,7 @@ import {
 import { isoTimeOrNull } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import { type RevocationOutcome, revoke } from '../grants/revocation.js';
+import type { ListConnectionsQuery } from '../storage/record-types.js';
 import { connectionState } from '../storage/states.js';
 import { type AheadOutcome, activeConnections, refreshNow, sweepAhead } from './ahead.js';
 import {
@@ -399,13 +400,16 @@ export class ConnectionService {
     const now = this.#deps.now();
     return listPage(
       options,
-      (window) =>
-        this.#deps.storage.listConnections({
-          ...scope,
-          ...window,
-          ...(providerId === undefined ? {} : { providerId }),
-          ...(options.status === undefined ? {} : { status: options.status }),
-        }),
+      (window) => {
+        // Set field by field: built by spreads (`{ ...scope, ...window }`), the query took a
+        // hidden class of its own on every request on Node 20 (see withHeaders).
+        const listed: ListConnectionsQuery = { limit: window.limit };
+        if (window.after !== undefined) listed.after = window.after;
+        if (scope.within !== undefined) listed.within = scope.within;
+        if (providerId !== undefined) listed.providerId = providerId;
+        if (options.status !== undefined) listed.status = options.status;
+        return this.#deps.storage.listConnections(listed);
+      },
       (record) => record.id,
       (record) => connectionView(record, now),
     );

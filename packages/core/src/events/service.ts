@@ -11,7 +11,7 @@ import {
 import { isoTime } from '../contract/time.js';
 import { parseQuery } from '../contract/validation.js';
 import type { Storage, WebhookDeliveryStatus } from '../storage/contract.js';
-import type { WebhookDeliveryRecord } from '../storage/record-types.js';
+import type { ListAuditQuery, WebhookDeliveryRecord } from '../storage/record-types.js';
 import { eventOf, type KeywayEvent } from './log.js';
 import type { WebhookSender } from './webhooks.js';
 
@@ -80,15 +80,16 @@ export class EventService {
     return listPage(
       options,
       // Newest first: the cursor is the last id seen, and the next page is before it.
-      ({ limit, after }) =>
-        this.#storage.listAuditEvents({
-          ...scope,
-          ...(tokensBelow === undefined ? {} : { tokensBelow }),
-          ...(options.type === undefined ? {} : { type: options.type }),
-          ...(options.since === undefined ? {} : { since: Date.parse(options.since) }),
-          ...(after === undefined ? {} : { before: after }),
-          limit,
-        }),
+      ({ limit, after }) => {
+        // Set field by field, not spread: see ConnectionService.list.
+        const listed: ListAuditQuery = { limit };
+        if (scope.within !== undefined) listed.within = scope.within;
+        if (tokensBelow !== undefined) listed.tokensBelow = tokensBelow;
+        if (options.type !== undefined) listed.type = options.type;
+        if (options.since !== undefined) listed.since = Date.parse(options.since);
+        if (after !== undefined) listed.before = after;
+        return this.#storage.listAuditEvents(listed);
+      },
       (record) => record.id,
       eventOf,
     );

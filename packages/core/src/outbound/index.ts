@@ -12,6 +12,7 @@ export type { AddressClass } from '../platform/address.js';
 export { classifyAddress, isIpLiteral } from '../platform/address.js';
 export type { BoundedReadErrors } from '../platform/bytes.js';
 export { readBounded } from '../platform/bytes.js';
+export { withHeaders } from '../platform/headers.js';
 export {
   assertOutboundUrl,
   createOutboundFetch,

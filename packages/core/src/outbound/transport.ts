@@ -1,6 +1,7 @@
 import { classifyAddress, isIpLiteral } from '../platform/address.js';
 import { builtinModules } from '../platform/builtin.js';
 import { utf8 } from '../platform/bytes.js';
+import { withHeaders } from '../platform/headers.js';
 import { allowedHostSet, normalizeHost } from './hosts.js';
 import { OutboundError } from './network-failure.js';
 import {
@@ -191,7 +192,9 @@ function createNodeExchange(options: ResolvingFetchOptions): Exchange {
     // Framed always: Node's client sends a DELETE's (or OPTIONS') body without a length
     // or chunking otherwise, which the server reads as the next request.
     const headers =
-      body === null ? init.headers : { ...init.headers, 'content-length': String(body.byteLength) };
+      body === null
+        ? init.headers
+        : withHeaders(init.headers, { 'content-length': String(body.byteLength) });
     const { signal } = init;
     let request: NodeClientRequest | undefined;
     const answer = new Promise<ExchangeAnswer>((resolvePromise, reject) => {

@@ -36,6 +36,7 @@ import type { PlatformCrypto } from '../platform/crypto.js';
 import type { Storage, TokenStorage } from '../storage/contract.js';
 import type {
   EventWrite,
+  ListTokensQuery,
   TokenCheckRecord,
   TokenRecord,
   TokenTreeChanges,
@@ -370,12 +371,13 @@ export class TokenService {
   async list(principal: Principal, query?: ListQuery): Promise<Page<TokenView>> {
     return listPage(
       parseQuery(TokenListQuery, query),
-      (window) =>
-        this.#storage.listLiveTokens({
-          ...(principal.kind === 'token' ? { treeOf: principal.name } : {}),
-          ...window,
-          now: this.#now(),
-        }),
+      (window) => {
+        // Set field by field, not spread: see ConnectionService.list.
+        const listed: ListTokensQuery = { limit: window.limit, now: this.#now() };
+        if (window.after !== undefined) listed.after = window.after;
+        if (principal.kind === 'token') listed.treeOf = principal.name;
+        return this.#storage.listLiveTokens(listed);
+      },
       (record) => record.name,
       toView,
     );

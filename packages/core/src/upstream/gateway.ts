@@ -16,6 +16,7 @@ import {
   type RelayedAnswer,
 } from '../outbound/piped.js';
 import { toBase64Url } from '../platform/bytes.js';
+import { withHeaders } from '../platform/headers.js';
 import { RESOURCE_CHANGED } from '../providers/party.js';
 import type { ConnectionRecord } from '../storage/record-types.js';
 import { type ConnectionTokens, connectionState, renewable } from '../storage/states.js';
@@ -334,7 +335,7 @@ export class Gateway {
       if (piped !== undefined && tokens.dpop === undefined) {
         const answer: PipedAnswer = await piped(url, {
           method,
-          headers: { ...headers, authorization: `Bearer ${tokens.access_token}` },
+          headers: withHeaders(headers, { authorization: `Bearer ${tokens.access_token}` }),
           body,
           signal,
         });

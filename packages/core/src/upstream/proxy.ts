@@ -6,6 +6,7 @@ import type { ConnectionValue } from '../catalog/schema.js';
 import { KeywayError } from '../contract/errors.js';
 import { OutboundError } from '../outbound/network-failure.js';
 import { RELAYED, type RelayedAnswer } from '../outbound/piped.js';
+import { withHeaders } from '../platform/headers.js';
 import type { ConnectionTokens } from '../storage/states.js';
 import type { UpstreamDeps } from './deps.js';
 import { type GatewayAnswer, type GatewayRequest, webAnswer } from './gateway.js';
@@ -200,7 +201,7 @@ export class ApiProxy {
       const send = (tokens: ConnectionTokens): Promise<UpstreamAnswer> => {
         const init = {
           method: request.method,
-          headers: { ...headers, authorization: `Bearer ${tokens.access_token}` },
+          headers: withHeaders(headers, { authorization: `Bearer ${tokens.access_token}` }),
           body,
           signal,
         };
