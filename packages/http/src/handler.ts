@@ -10,6 +10,7 @@ import {
   readFormBody,
   readJsonBody,
   readQuery,
+  webBodyBytes,
 } from './request.js';
 import { errorReply, json, type Reply, toResponse } from './responses.js';
 import {
@@ -91,6 +92,7 @@ function webIncoming(request: Request, context: unknown): Incoming {
     path: rawPathOf(request),
     authorization: () => request.headers.get('authorization'),
     header: (name) => request.headers.get(name),
+    bytes: (limit) => webBodyBytes(request, limit),
     searchParams: () => new URL(request.url).searchParams,
     search: () => new URL(request.url).search,
     request: () => request,
@@ -139,8 +141,8 @@ class Context implements RouteContext {
     this.connectFrameAncestors = shared.connectFrameAncestors;
     this.clientAddress = () => shared.clientAddress(incoming);
     this.document = shared.document;
-    this.body = () => readJsonBody(incoming.request(), shared.maxBodyBytes);
-    this.form = () => readFormBody(incoming.request(), shared.maxBodyBytes);
+    this.body = () => readJsonBody(incoming, shared.maxBodyBytes);
+    this.form = () => readFormBody(incoming, shared.maxBodyBytes);
     this.query = () =>
       route.query === undefined ? {} : readQuery(incoming.searchParams(), route.query);
   }

@@ -21,7 +21,13 @@ export interface Incoming {
   searchParams(): URLSearchParams;
   /** The query as the target wrote it (`?…`, or empty), as a URL holds it. */
   search(): string;
-  /** The request as a Web `Request`, made when first asked (bodies, hooks). */
+  /**
+   * The whole body, at most `limit` bytes: `payload_too_large` beyond (a declared length is
+   * refused before reading), `invalid_request` when it ends early. On Node, read from the
+   * socket with no Web `Request`.
+   */
+  bytes(limit: number): Promise<Uint8Array>;
+  /** The request as a Web `Request`, made when first asked (the portal, hooks). */
   request(): Request;
   /** The client address the adapter or runtime gave beside the request, or null. */
   clientAddress(): string | null;

@@ -74,21 +74,32 @@ function isJsonMediaType(contentType: string | null): boolean {
 export const tooLarge = (limit: number) =>
   new KeywayError('payload_too_large', `the request body is larger than ${limit} bytes`);
 
+/** The `400` of a body that ended before it was whole. */
+export const brokenBody = (cause: unknown) =>
+  new KeywayError('invalid_request', 'the request body ended before it was complete', { cause });
+
+/**
+ * A Web request's whole body, at most `limit` bytes: `413` beyond (a declared length is
+ * refused before reading), `400` when it ends early (the client went away, or its
+ * connection broke, while sending: its request, not a fault of the server).
+ */
+export function webBodyBytes(request: Request, limit: number): Promise<Uint8Array> {
+  return readBounded(request, limit, { tooLarge: () => tooLarge(limit), broken: brokenBody });
+}
+
+/** What a request body is read from: its headers, and its bytes (as {@link webBodyBytes}). */
+export interface BodySource {
+  header(name: string): string | null;
+  bytes(limit: number): Promise<Uint8Array>;
+}
+
 /**
  * Reads a JSON request body: at most `limit` bytes (413, checked before anything else,
  * without buffering more than the limit), `application/json` (415), UTF-8 JSON (400).
  */
-export async function readJsonBody(request: Request, limit: number): Promise<unknown> {
-  const bytes = await readBounded(request, limit, {
-    tooLarge: () => tooLarge(limit),
-    // The client went away (or its connection broke) while sending: its request, not a
-    // fault of the server.
-    broken: (cause) =>
-      new KeywayError('invalid_request', 'the request body ended before it was complete', {
-        cause,
-      }),
-  });
-  if (!isJsonMediaType(request.headers.get('content-type'))) {
+export async function readJsonBody(source: BodySource, limit: number): Promise<unknown> {
+  const bytes = await source.bytes(limit);
+  if (!isJsonMediaType(source.header('content-type'))) {
     throw new KeywayError(
       'unsupported_media_type',
       'the request body must be JSON, sent with "Content-Type: application/json"',
@@ -111,15 +122,9 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
  * Reads a form body (`application/x-www-form-urlencoded`: the OAuth endpoints' requests and
  * the sign-in pages' forms): at most `limit` bytes (413), that media type (415), UTF-8.
  */
-export async function readFormBody(request: Request, limit: number): Promise<URLSearchParams> {
-  const bytes = await readBounded(request, limit, {
-    tooLarge: () => tooLarge(limit),
-    broken: (cause) =>
-      new KeywayError('invalid_request', 'the request body ended before it was complete', {
-        cause,
-      }),
-  });
-  const mediaType = request.headers.get('content-type')?.split(';', 1)[0]?.trim().toLowerCase();
+export async function readFormBody(source: BodySource, limit: number): Promise<URLSearchParams> {
+  const bytes = await source.bytes(limit);
+  const mediaType = source.header('content-type')?.split(';', 1)[0]?.trim().toLowerCase();
   if (mediaType !== 'application/x-www-form-urlencoded') {
     throw new KeywayError(
       'unsupported_media_type',

@@ -1,5 +1,9 @@
 import { once } from 'node:events';
-import { createServer as createHttpServer, Agent as HttpAgent } from 'node:http';
+import {
+  createServer as createHttpServer,
+  Agent as HttpAgent,
+  type IncomingMessage,
+} from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { memoryStorage } from '@keyway/store-memory';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -12,6 +16,17 @@ import { Harness, ROOT_KEY, sendRaw } from './harness.js';
  * keep-alive connection serves the next request) or the connection closed when it is too
  * large, and a client that goes away mid-body is no internal error.
  */
+
+/** Sends a mint with 8 of its 1,000 declared bytes, then closes the socket. */
+async function leaveMidBody(port: number): Promise<void> {
+  const socket = connect(port, '127.0.0.1');
+  await once(socket, 'connect');
+  socket.write(
+    `POST /api/admin/tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ROOT_KEY}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":`,
+  );
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  socket.destroy();
+}
 
 describe('request bodies over Node http', () => {
   let server: ReturnType<typeof createHttpServer> | undefined;
@@ -98,13 +113,7 @@ describe('request bodies over Node http', () => {
   it('a client that goes away while sending its body is not an internal error', async () => {
     const h = new Harness(memoryStorage());
     const port = await start(h);
-    const socket = connect(port, '127.0.0.1');
-    await once(socket, 'connect');
-    socket.write(
-      `POST /api/admin/tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ROOT_KEY}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":`,
-    );
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    socket.destroy();
+    await leaveMidBody(port);
     while (answered.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
     expect(answered).toEqual([400]);
     expect(h.errors).toEqual([]);
@@ -147,5 +156,136 @@ describe('request bodies over Node http', () => {
       server.closeAllConnections();
       server.close();
     }
+  });
+});
+
+/*
+ * The same bodies through createHandler's own handler, whose JSON and form bodies the Node
+ * adapter reads from the socket with no Web Request (a Request and its two AbortSignals made
+ * each POST a dozen hidden classes of its own).
+ */
+describe("request bodies over Node http, read by createHandler's own handler", () => {
+  let server: ReturnType<typeof createHttpServer> | undefined;
+  const answered: number[] = [];
+
+  afterEach(() => {
+    server?.closeAllConnections();
+    server?.close();
+    server = undefined;
+    answered.splice(0);
+  });
+
+  async function start(h: Harness, before?: (req: IncomingMessage) => Promise<void>) {
+    const handle = toNodeHandler(h.handler);
+    server = createHttpServer((req, res) => {
+      res.on('finish', () => answered.push(res.statusCode));
+      if (before === undefined) handle(req, res);
+      else void before(req).then(() => handle(req, res));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    return (server.address() as AddressInfo).port;
+  }
+
+  const mint = (port: number, body: string | Uint8Array, headers: Record<string, string> = {}) =>
+    sendRaw({
+      port,
+      method: 'POST',
+      path: '/api/admin/tokens',
+      headers: {
+        authorization: `Bearer ${ROOT_KEY}`,
+        'content-type': 'application/json',
+        ...headers,
+      },
+      body: typeof body === 'string' ? new TextEncoder().encode(body) : body,
+    });
+
+  it('reads a JSON body from the socket: the token is minted as asked', async () => {
+    const h = new Harness(memoryStorage());
+    const port = await start(h);
+    const minted = await mint(
+      port,
+      JSON.stringify({ name: 'ci', scopes: ['acme'], expires_in: 600 }),
+    );
+    expect(minted.status).toBe(201);
+    expect(JSON.parse(minted.text)).toMatchObject({ name: 'ci', scopes: ['acme/**'] });
+    expect(h.errors).toEqual([]);
+  });
+
+  it('refuses a declared length over the limit with 413, before reading it', async () => {
+    const h = new Harness(memoryStorage());
+    const port = await start(h);
+    const socket = connect(port, '127.0.0.1');
+    await once(socket, 'connect');
+    let answer = '';
+    socket.on('data', (chunk) => {
+      answer += chunk;
+    });
+    // Declares 2 MiB, sends 10 bytes: the answer comes without waiting for the rest.
+    socket.write(
+      `POST /api/admin/tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ROOT_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${2 * 1024 * 1024}\r\n\r\n{"name":"x`,
+    );
+    // The whole answer (chunked), without waiting for the rest of the body.
+    await expect.poll(() => answer.endsWith('0\r\n\r\n')).toBe(true);
+    socket.destroy();
+    expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
+    expect(answer.toLowerCase()).toContain('\r\nconnection: close\r\n');
+    expect(answer).toContain(
+      '{"error":"payload_too_large","error_description":"the request body is larger than 1048576 bytes"}',
+    );
+    expect(answered).toEqual([413]);
+  });
+
+  it('refuses a chunked body that grows past the limit with 413', async () => {
+    const h = new Harness(memoryStorage());
+    const port = await start(h);
+    const refused = await mint(port, new Uint8Array(1024 * 1024 + 1).fill(0x20), {
+      'transfer-encoding': 'chunked',
+    });
+    expect(refused.status).toBe(413);
+    expect(JSON.parse(refused.text).error).toBe('payload_too_large');
+    expect(h.errors).toEqual([]);
+  });
+
+  it('refuses a body that is not JSON by its media type with 415, and one that is not JSON with 400', async () => {
+    const h = new Harness(memoryStorage());
+    const port = await start(h);
+    const form = await mint(port, 'name=ci', {
+      'content-type': 'application/x-www-form-urlencoded',
+    });
+    expect([form.status, JSON.parse(form.text).error]).toEqual([415, 'unsupported_media_type']);
+    const broken = await mint(port, '{"name":');
+    expect([broken.status, JSON.parse(broken.text).error_description]).toEqual([
+      400,
+      'the request body is not valid JSON',
+    ]);
+  });
+
+  it('a client that goes away while sending its body is answered 400, not an internal error', async () => {
+    const h = new Harness(memoryStorage());
+    const port = await start(h);
+    await leaveMidBody(port);
+    // Its answer has no socket left to go to: the request log tells what it was.
+    await expect.poll(() => h.requestLog.length).toBe(1);
+    expect(JSON.parse(h.requestLog[0] as string).status).toBe(400);
+    expect(h.errors).toEqual([]);
+  });
+
+  it('reads a body another middleware consumed already through the Web request made of it', async () => {
+    const h = new Harness(memoryStorage());
+    // As Express's body parser leaves it: the stream read to its end, the value on `body`.
+    const port = await start(h, async (req) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      (req as IncomingMessage & { body?: unknown }).body = JSON.parse(
+        Buffer.concat(chunks).toString('utf8'),
+      );
+    });
+    const minted = await mint(
+      port,
+      JSON.stringify({ name: 'parsed', scopes: ['acme'], expires_in: 600 }),
+    );
+    expect(minted.status).toBe(201);
+    expect(JSON.parse(minted.text).name).toBe('parsed');
   });
 });

@@ -2,7 +2,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KeywayError } from '@keyway/core';
 import { dispatchOf, type KeywayHandler } from '../handler.js';
 import type { Forwarded, Incoming } from '../incoming.js';
-import { DEFAULT_MAX_BODY_BYTES, setRawTarget, tooLarge } from '../request.js';
+import {
+  brokenBody,
+  DEFAULT_MAX_BODY_BYTES,
+  setRawTarget,
+  tooLarge,
+  webBodyBytes,
+} from '../request.js';
 import { errorReply } from '../responses.js';
 import { streamOf } from './streams.js';
 import { writeReply, writeWebResponse } from './write.js';
@@ -170,6 +176,14 @@ class NodeIncoming implements Incoming {
     return this.#urlOf().search;
   }
 
+  bytes(limit: number): Promise<Uint8Array> {
+    // A body Express's parser consumed already, or one a Web request holds: read as before.
+    if (this.made !== undefined || this.#req.readableEnded) {
+      return webBodyBytes(this.request(), limit);
+    }
+    return readNodeBody(this.#req, limit, () => {});
+  }
+
   request(): Request {
     // Aborted when the client goes away before its answer is written (the gateway then
     // closes its upstream request): a Web request's own, as `Request` keeps its listener.
@@ -282,11 +296,7 @@ export function readNodeBody(
     };
     const onError = (cause: Error) => {
       cleanup();
-      reject(
-        new KeywayError('invalid_request', 'the request body ended before it was complete', {
-          cause,
-        }),
-      );
+      reject(brokenBody(cause));
     };
     // Closed before its end, with no error told (Node tells none once the body was whole).
     const onClose = () => onError(new Error('the request closed before its end'));
