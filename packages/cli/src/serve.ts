@@ -284,12 +284,17 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
         return;
       }
       inFlight.add(res);
-      res.once('close', () => inFlight.delete(res));
+      res.on('close', settled);
       handle(req, res);
     },
   );
   // The answers not yet finished: what the shutdown deadline answers 503 (docs/operations.md).
+  // One listener shared by every answer, added with `on` (a response closes once): no
+  // closure and no `once` wrapper made per request.
   const inFlight = new Set<ServerResponse>();
+  function settled(this: ServerResponse): void {
+    inFlight.delete(this);
+  }
   server.maxConnections = limits.maxConnections;
   const host = options.host ?? DEFAULT_HOST;
   server.listen(options.port ?? 8787, host);

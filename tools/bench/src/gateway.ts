@@ -9,7 +9,7 @@ import { startServerProcess } from '@keyway/test-support/examples';
 import { startBrokerProcess } from '@keyway/test-support/processes';
 import { ROOT_KEY, upstreamConnection } from './fixtures.js';
 import { median } from './measure.js';
-import { benchDir, type Load, load, memoryOf, pickLoad, sleep } from './processes.js';
+import { benchDir, type Load, load, memoryOf, pickLoad, settledRss, sleep } from './processes.js';
 
 export const CONNECTION = 'acme/alice/demo';
 export const CALL = JSON.stringify({
@@ -310,8 +310,9 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       accept: 'text/event-stream',
       'last-event-id': 'idle',
     };
-    await sleep(500);
-    const before = memoryOf(pid).rss;
+    // Each figure once idle (settledRss): sampled at once after the loads above, the heap
+    // still held their garbage, and the streams once measured less than nothing.
+    const before = await settledRss(pid);
     const open: IncomingMessage[] = [];
     for (let batch = 0; batch < options.streams; batch += 50) {
       const size = Math.min(50, options.streams - batch);
@@ -321,8 +322,7 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
         )),
       );
     }
-    await sleep(500);
-    const after = memoryOf(pid).rss;
+    const after = await settledRss(pid);
     for (const response of open) response.destroy();
     await sleep(500);
 

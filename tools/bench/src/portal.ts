@@ -8,7 +8,7 @@ import { startBrokerProcess } from '@keyway/test-support/processes';
 import { createTestBroker, createTestWorld } from '@keyway/testing';
 import { activeConnection, ROOT_KEY } from './fixtures.js';
 import { median } from './measure.js';
-import { benchDir, memoryOf, sleep } from './processes.js';
+import { benchDir, settledRss } from './processes.js';
 
 /*
  * The portal (docs/api.md §18) over loopback: `keyway serve` on SQLite in front of the
@@ -244,21 +244,11 @@ export async function benchPortal(options: PortalOptions): Promise<PortalResult>
         );
       }
     };
-    // What the process holds once idle: V8 collects an idle process's garbage within
-    // seconds (its memory reducer), so the least of ten samples a second apart is taken,
-    // not what the sessions' opening left to collect.
-    const settled = async () => {
-      let least = Number.POSITIVE_INFINITY;
-      for (let sample = 0; sample < 10; sample++) {
-        await sleep(1000);
-        least = Math.min(least, memoryOf(pid).rss);
-      }
-      return least;
-    };
+    // What the process holds once idle (settledRss), not what opening them left to collect.
     await open(Math.ceil(options.sessions / 2));
-    const before = await settled();
+    const before = await settledRss(pid);
     await open(options.sessions);
-    const after = await settled();
+    const after = await settledRss(pid);
     return {
       connections: options.connections,
       listDelayMs: options.listDelayMs,

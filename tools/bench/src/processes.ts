@@ -112,5 +112,19 @@ export function memoryOf(pid: number): { rss: number; peak: number } {
   return { rss: field('VmRSS'), peak: field('VmHWM') };
 }
 
+/**
+ * What a process holds once idle, bytes: V8 collects an idle process's garbage within
+ * seconds (its memory reducer), so the least of ten samples a second apart is taken, not
+ * what the work before left to collect.
+ */
+export async function settledRss(pid: number): Promise<number> {
+  let least = Number.POSITIVE_INFINITY;
+  for (let sample = 0; sample < 10; sample++) {
+    await sleep(1000);
+    least = Math.min(least, memoryOf(pid).rss);
+  }
+  return least;
+}
+
 /** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
