@@ -1,4 +1,4 @@
-import { listScope } from '../auth/listing.js';
+import { listScope, pathsQuery } from '../auth/listing.js';
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { KeywayError } from '../contract/errors.js';
@@ -401,11 +401,7 @@ export class ConnectionService {
     return listPage(
       options,
       (window) => {
-        // Set field by field: built by spreads (`{ ...scope, ...window }`), the query took a
-        // hidden class of its own on every request on Node 20 (see withHeaders).
-        const listed: ListConnectionsQuery = { limit: window.limit };
-        if (window.after !== undefined) listed.after = window.after;
-        if (scope.within !== undefined) listed.within = scope.within;
+        const listed: ListConnectionsQuery = pathsQuery(scope, window);
         if (providerId !== undefined) listed.providerId = providerId;
         if (options.status !== undefined) listed.status = options.status;
         return this.#deps.storage.listConnections(listed);

@@ -81,7 +81,7 @@ export class EventService {
       options,
       // Newest first: the cursor is the last id seen, and the next page is before it.
       ({ limit, after }) => {
-        // Set field by field, not spread: see ConnectionService.list.
+        // Set field by field, not spread: see pathsQuery.
         const listed: ListAuditQuery = { limit };
         if (scope.within !== undefined) listed.within = scope.within;
         if (tokensBelow !== undefined) listed.tokensBelow = tokensBelow;

@@ -1,5 +1,5 @@
 import { delegationRoot } from '../auth/delegation.js';
-import { listScope } from '../auth/listing.js';
+import { listScope, pathsQuery } from '../auth/listing.js';
 import { actorOf, assertCoversPath, type Principal } from '../auth/principal.js';
 import type { RateLimiter } from '../auth/rate-limit.js';
 import { parseResourcePath } from '../auth/resource-path.js';
@@ -19,7 +19,6 @@ import { discover } from '../discovery/index.js';
 import type { EventLog } from '../events/log.js';
 import type { OutboundFetch } from '../outbound/fetch.js';
 import type { Storage } from '../storage/contract.js';
-import type { ListPathsQuery } from '../storage/record-types.js';
 import type { Observer } from '../telemetry/observation.js';
 import { type DiscoveryReport, doctorReport } from './doctor.js';
 import type { ClientProfile } from './registration.js';
@@ -145,13 +144,7 @@ export class ProviderService {
     for (const id of this.#o.registry.declaredIds()) await this.#o.registry.ensureDeclared(id);
     return listPage(
       options,
-      (window) => {
-        // Set field by field, not spread: see ConnectionService.list.
-        const listed: ListPathsQuery = { limit: window.limit };
-        if (window.after !== undefined) listed.after = window.after;
-        if (scope.within !== undefined) listed.within = scope.within;
-        return this.#o.storage.listProviders(listed);
-      },
+      (window) => this.#o.storage.listProviders(pathsQuery(scope, window)),
       (record) => record.id,
       (record) => providerView(record, this.#o.profile),
     );

@@ -372,7 +372,7 @@ export class TokenService {
     return listPage(
       parseQuery(TokenListQuery, query),
       (window) => {
-        // Set field by field, not spread: see ConnectionService.list.
+        // Set field by field, not spread: see pathsQuery.
         const listed: ListTokensQuery = { limit: window.limit, now: this.#now() };
         if (window.after !== undefined) listed.after = window.after;
         if (principal.kind === 'token') listed.treeOf = principal.name;

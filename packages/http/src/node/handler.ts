@@ -268,7 +268,7 @@ export function readNodeBody(
     // A client that left before its body was read (while its token was checked): its
     // `aborted` and `close` came before these listeners, and nothing else will.
     if (req.destroyed && !req.readableEnded) {
-      reject(new KeywayError('invalid_request', 'the request body ended before it was complete'));
+      reject(brokenBody(new Error('the client left before its body was read')));
       return;
     }
     const chunks: Buffer[] = [];
