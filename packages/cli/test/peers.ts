@@ -66,16 +66,20 @@ export function oidcProvider(
 /**
  * The in-memory test world, served over loopback HTTP so other processes can reach it.
  * Options go to `createTestWorld` (default: rotating refresh tokens, access tokens of 30 s,
- * due for a refresh in their second half).
+ * due for a refresh in their second half). `answered` runs after the world has made each
+ * answer and before it is sent: a change it makes to the world is in place before the broker
+ * can act on that answer, however slowly the test itself runs.
  */
 export async function serveWorld(
   options: TestWorldOptions | ((origin: string) => TestWorldOptions) = {},
+  answered?: (world: TestWorld) => void,
 ): Promise<{ world: TestWorld; close(): Promise<void> }> {
   let world: TestWorld | null = null;
   const server = createServer((req, res) => {
-    (world as TestWorld)
-      .fetch(toWebRequest(req))
-      .then((response) => writeWebResponse(res, response));
+    (world as TestWorld).fetch(toWebRequest(req)).then((response) => {
+      answered?.(world as TestWorld);
+      return writeWebResponse(res, response);
+    });
   });
   const origin = await listen(server);
   world = createTestWorld({
