@@ -72,10 +72,16 @@ export async function untilRefused(url: string): Promise<string | null> {
   return code;
 }
 
-/** Starts `keyway serve` in a new process on a free port and waits until it listens. */
-export async function startBrokerProcess(env: Record<string, string>): Promise<BrokerProcess> {
+/**
+ * Starts `keyway serve` in a new process on a free port and waits until it listens; `nodeOptions`
+ * go to `node` before the entry (`--log-maps`).
+ */
+export async function startBrokerProcess(
+  env: Record<string, string>,
+  nodeOptions: string[] = [],
+): Promise<BrokerProcess> {
   const entry = await bundleCli();
-  const child = spawn(process.execPath, [entry, 'serve'], {
+  const child = spawn(process.execPath, [...nodeOptions, entry, 'serve'], {
     env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
