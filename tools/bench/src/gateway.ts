@@ -202,7 +202,7 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
     );
     await seeding.close();
 
-    const keyway = await startBrokerProcess({
+    const brokerEnv = {
       KEYWAY_ROOT_KEY: ROOT_KEY,
       KEYWAY_DATABASE: file,
       KEYWAY_LOG_LEVEL: 'silent',
@@ -212,7 +212,8 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       KEYWAY_GATEWAY_MAX_STREAMS_PER_CALLER: String(options.streams * 2),
       // MCP clients may sign in: the same gateway, with their endpoint-bound tokens too.
       KEYWAY_SIGN_IN: 'token',
-    });
+    };
+    const keyway = await startBrokerProcess(brokerEnv);
     stops.push(() => keyway.stop());
     // The same-work hop reads the file keyway serve keeps: started once its schema is there.
     const sameWorkProcess = await startServerProcess(
@@ -304,32 +305,39 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       }
     }
 
-    // Idle event streams, held open through the gateway.
+    // Idle event streams, held open through the gateway of a `keyway serve` of its own on the
+    // same file, as the portal's sessions are measured: in the process of the loads above, the
+    // heap still held their garbage and gave some of it back while the streams opened (-37,
+    // -40 and, sampled once idle, -43 KiB a stream).
+    const idleKeyway = await startBrokerProcess(brokerEnv);
+    stops.push(() => idleKeyway.stop());
+    const idlePid = idleKeyway.child.pid as number;
+    const idleUrl = `${idleKeyway.url}/mcp/${CONNECTION}`;
+    await roundTrip(idleUrl, gateway.authorization, 200);
     const streamHeaders = {
       authorization: gateway.authorization,
       accept: 'text/event-stream',
       'last-event-id': 'idle',
     };
-    // As the portal's sessions: half as many opened first, unmeasured, so the heap holds
-    // streams already, then each figure once idle (settledRss). Sampled at once after the
-    // loads above, the heap still held their garbage, and the streams measured less than
-    // nothing (-37 and -40 KiB a stream).
+    // Half as many opened first, unmeasured, so the heap holds streams already, then each
+    // figure once idle (settledRss).
     const open: IncomingMessage[] = [];
     const openMore = async (count: number) => {
       for (let batch = 0; batch < count; batch += 50) {
         const size = Math.min(50, count - batch);
         open.push(
           ...(await Promise.all(
-            Array.from({ length: size }, () => openStream(gateway.url, streamHeaders)),
+            Array.from({ length: size }, () => openStream(idleUrl, streamHeaders)),
           )),
         );
       }
     };
     await openMore(Math.ceil(options.streams / 2));
-    const before = await settledRss(pid);
+    const before = await settledRss(idlePid);
     await openMore(options.streams);
-    const after = await settledRss(pid);
+    const after = await settledRss(idlePid);
     for (const response of open) response.destroy();
+    await idleKeyway.stop();
     await sleep(500);
 
     // A slow reader of a fast stream.
