@@ -1,4 +1,4 @@
-import type { KeywayEvent } from '@keyway/core';
+import type { KeywayEvent, Storage } from '@keyway/core';
 import { createTestWorld, type TestWorld, type TestWorldOptions } from '@keyway/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Harness, storageFactories } from './harness.js';
@@ -23,10 +23,13 @@ describe.each(storageFactories)('refresh ahead ($name storage)', (factory) => {
     options: TestWorldOptions,
     extra: Record<string, unknown>,
     provider: Record<string, unknown> = {},
+    prepare: (storage: Storage) => void = () => {},
   ) {
     events.length = 0;
     world = createTestWorld({ now: () => h.now, ...options });
-    h = new Harness(await factory.create(), {
+    const storage = await factory.create();
+    prepare(storage);
+    h = new Harness(storage, {
       fetch: world.fetch,
       baseUrl: BASE,
       providerManagement: true,
@@ -93,6 +96,44 @@ describe.each(storageFactories)('refresh ahead ($name storage)', (factory) => {
       true,
       true,
     ]);
+  });
+
+  it('does not refresh again the tokens another instance refreshed after the sweep read the connection', async () => {
+    // The sweep judges a connection due on the record its list read; another instance may
+    // refresh it before the sweep gets to it. The tokens then read are the new ones, valid
+    // for an hour: refreshing them is a second refresh of one expiry (a flake of the
+    // three-process test showed it, 3 refreshes for 2).
+    let between: (() => Promise<void>) | null = null;
+    await connected({ accessTokenLifetime: 3600 }, { refreshAhead: 'rotating' }, {}, (storage) => {
+      const list = storage.listConnections.bind(storage);
+      storage.listConnections = async (query) => {
+        const page = await list(query);
+        const other = between;
+        between = null;
+        await other?.();
+        return page;
+      };
+    });
+    expect(
+      (await h.call('GET', `/api/oauth/credentials/${CONNECTION}?force_refresh=true`)).status,
+    ).toBe(200);
+    h.now += 59 * MINUTE;
+    // Read by the sweep's list, then refreshed by "another instance" (a caller's forced
+    // refresh), then reached by the sweep.
+    between = async () => {
+      const forced = await h.call('GET', `/api/oauth/credentials/${CONNECTION}?force_refresh=true`);
+      expect(forced.status).toBe(200);
+    };
+    expect(await h.broker.connections.refreshAhead()).toEqual({
+      due: 1,
+      refreshed: 0,
+      failed: 0,
+      expiring: 0,
+    });
+    expect([world.stats.refreshes, world.stats.refreshTokenReuses]).toEqual([2, 0]);
+    // Its next round reads the new tokens, not due.
+    expect((await h.broker.connections.refreshAhead()).due).toBe(0);
+    expect(world.stats.refreshes).toBe(2);
   });
 
   it('leaves a connection whose refresh tokens do not rotate to its callers, unless told all', async () => {

@@ -129,7 +129,9 @@ export async function sweepAhead(
 /**
  * Refreshes one connection of a sweep (its lease taken): `refreshed` with new tokens,
  * `failed` (recorded by the refresh: an event, the connection's error, or the current
- * tokens kept after a transient failure), `skipped` when it has nothing to refresh with.
+ * tokens kept after a transient failure), `skipped` when it has nothing to refresh with,
+ * or when the connection changed since the sweep read `record` (another instance refreshed
+ * it: the next round judges the tokens it wrote).
  */
 export async function refreshNow(
   records: ConnectionRecords,
@@ -139,6 +141,13 @@ export async function refreshNow(
   try {
     const tokens = await records.tokensOf(record);
     if (tokens === null || !renewable(tokens)) return 'skipped';
+    // The tokens are read now, the record was read by the sweep's list: the tokens judged due
+    // are those only if the record has not been written since (its version). A refresh
+    // writes the tokens and the record in one transaction, so the record read after the
+    // tokens tells; without this, tokens another instance had just renewed were refreshed
+    // again.
+    const current = await records.get(record.id);
+    if (current === null || current.version !== record.version) return 'skipped';
     const next = await refresher.refreshOnce(record.id, tokens);
     return next.access_token === tokens.access_token ? 'failed' : 'refreshed';
   } catch {
