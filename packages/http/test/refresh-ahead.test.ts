@@ -51,6 +51,20 @@ describe.each(storageFactories)('refresh ahead ($name storage)', (factory) => {
     );
   }
 
+  /** Runs once, after a round's list has read its page and before the round goes on. */
+  let between: (() => Promise<void>) | null = null;
+  /** Makes the storage's next list run `between` once it has read its page. */
+  const interleaved = (storage: Storage) => {
+    const list = storage.listConnections.bind(storage);
+    storage.listConnections = async (query) => {
+      const page = await list(query);
+      const other = between;
+      between = null;
+      await other?.();
+      return page;
+    };
+  };
+
   const view = async () => (await h.call('GET', `/api/oauth/connections/${CONNECTION}`)).body;
   const typed = (type: string) => events.filter((event) => event.type === type);
 
@@ -103,17 +117,7 @@ describe.each(storageFactories)('refresh ahead ($name storage)', (factory) => {
     // refresh it before the sweep gets to it. The tokens then read are the new ones, valid
     // for an hour: refreshing them is a second refresh of one expiry (a flake of the
     // three-process test showed it, 3 refreshes for 2).
-    let between: (() => Promise<void>) | null = null;
-    await connected({ accessTokenLifetime: 3600 }, { refreshAhead: 'rotating' }, {}, (storage) => {
-      const list = storage.listConnections.bind(storage);
-      storage.listConnections = async (query) => {
-        const page = await list(query);
-        const other = between;
-        between = null;
-        await other?.();
-        return page;
-      };
-    });
+    await connected({ accessTokenLifetime: 3600 }, { refreshAhead: 'rotating' }, {}, interleaved);
     expect(
       (await h.call('GET', `/api/oauth/credentials/${CONNECTION}?force_refresh=true`)).status,
     ).toBe(200);
@@ -134,6 +138,22 @@ describe.each(storageFactories)('refresh ahead ($name storage)', (factory) => {
     // Its next round reads the new tokens, not due.
     expect((await h.broker.connections.refreshAhead()).due).toBe(0);
     expect(world.stats.refreshes).toBe(2);
+  });
+
+  it('does not refresh an idle connection again that another instance refreshed after the round read it', async () => {
+    // Idle refresh judges on the record its list read too (docs/connections.md "Idle refresh":
+    // instances that do this at once refresh a connection once).
+    await connected({ accessTokenLifetime: 3600 }, { refreshIdleAfter: DAY }, {}, interleaved);
+    h.now += DAY + 1;
+    between = async () => {
+      const forced = await h.call('GET', `/api/oauth/credentials/${CONNECTION}?force_refresh=true`);
+      expect(forced.status).toBe(200);
+    };
+    expect(await h.broker.connections.refreshIdle()).toEqual({ due: 1, refreshed: 0, failed: 0 });
+    expect([world.stats.refreshes, world.stats.refreshTokenReuses]).toEqual([1, 0]);
+    // The forced refresh touched it: the next round finds nothing idle.
+    expect(await h.broker.connections.refreshIdle()).toEqual({ due: 0, refreshed: 0, failed: 0 });
+    expect(world.stats.refreshes).toBe(1);
   });
 
   it('leaves a connection whose refresh tokens do not rotate to its callers, unless told all', async () => {
