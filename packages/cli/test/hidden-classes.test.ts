@@ -24,31 +24,29 @@ const dir = mkdtempSync(join(tmpdir(), 'keyway-hidden-classes-'));
 /** One kind of request; `i` is unique to the request in the whole test (a mint's name). */
 type Ask = (base: string, token: string, i: number) => Promise<number>;
 
-const asked = (base: string, path: string, token: string, init: RequestInit = {}) =>
-  fetch(`${base}${path}`, {
-    ...init,
-    headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string>) },
-  }).then(async (response) => {
-    await response.arrayBuffer();
-    return response.status;
-  });
+/** A JSON route of the API, by `callApi`: its status. */
+const read = (base: string, token: string, method: string, path: string, body?: unknown) =>
+  callApi(base, token, method, path, body).then((answer) => answer.status);
 
 const ROUTES: Record<string, Ask> = {
-  'token read': (base, token) => asked(base, '/api/admin/tokens/agent', token),
-  'connection read': (base, token) => asked(base, `/api/oauth/connections/${CONNECTION}`, token),
-  'connection list': (base, token) => asked(base, '/api/oauth/connections?limit=10', token),
+  'token read': (base, token) => read(base, token, 'GET', '/api/admin/tokens/agent'),
+  'connection read': (base, token) =>
+    read(base, token, 'GET', `/api/oauth/connections/${CONNECTION}`),
+  'connection list': (base, token) => read(base, token, 'GET', '/api/oauth/connections?limit=10'),
   'credentials hand-out': (base, token) =>
-    asked(base, `/api/oauth/credentials/${CONNECTION}`, token),
+    read(base, token, 'GET', `/api/oauth/credentials/${CONNECTION}`),
   'token mint': (base, _token, i) =>
-    asked(base, '/api/admin/tokens', ROOT_KEY, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ name: `load.${i}`, scopes: ['acme/load'], expires_in: 600 }),
+    read(base, ROOT_KEY, 'POST', '/api/admin/tokens', {
+      name: `load.${i}`,
+      scopes: ['acme/load'],
+      expires_in: 600,
     }),
-  'gateway tools/call': (base, token, i) =>
-    asked(base, `/mcp/${CONNECTION}`, token, {
+  // Not JSON for callApi: the gateway may answer an event stream.
+  'gateway tools/call': async (base, token, i) => {
+    const response = await fetch(`${base}/mcp/${CONNECTION}`, {
       method: 'POST',
       headers: {
+        authorization: `Bearer ${token}`,
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
         'mcp-protocol-version': '2025-11-25',
@@ -59,7 +57,10 @@ const ROUTES: Record<string, Ask> = {
         method: 'tools/call',
         params: { name: 'echo', arguments: { text: `call ${i}` } },
       }),
-    }),
+    });
+    await response.arrayBuffer();
+    return response.status;
+  },
 };
 
 /** What a route answers: 201 for a mint, 200 otherwise. */
