@@ -26,18 +26,54 @@ describe.each(storageFactories)('refresh verdicts across instances ($name storag
   let world: TestWorld;
 
   /**
-   * Who has asked for the refresh lease since {@link gateTokenRequests}, and the token
-   * requests it holds until both instances have: a storm is then a storm however slowly a
-   * busy machine (or a PostgreSQL pool) brings each instance's first caller to the lease —
-   * one that came after the verdict was recorded would rightly ask the server again.
+   * The storm's gate: the token requests it holds until every caller has joined a refresh
+   * (`callers` of them have read the connection, then a turn of the event loop has passed)
+   * and both instances have asked for the refresh lease. A storm is then a storm however
+   * slowly a busy machine (or a PostgreSQL pool) brings each caller to its refresh: one that
+   * came after the verdict was recorded would rightly ask the server again. A caller's path
+   * from its read to its refresh has no I/O once its instance has opened the tokens it reads
+   * (the storm's callers are served from that cache), so the turn is enough.
    */
-  let gate: { owners: Set<string>; open: () => void; opened: Promise<void> } | null = null;
-  const gateTokenRequests = () => {
+  let gate: {
+    callers: number;
+    reads: number;
+    joined: boolean;
+    owners: Set<string>;
+    open: () => void;
+    opened: Promise<void>;
+  } | null = null;
+  const gateTokenRequests = (callers: number) => {
     let open = () => {};
     const opened = new Promise<void>((resolve) => {
       open = resolve;
     });
-    gate = { owners: new Set(), open, opened };
+    gate = { callers, reads: 0, joined: false, owners: new Set(), open, opened };
+  };
+  const openWhenReady = () => {
+    if (gate !== null && gate.joined && gate.owners.size >= 2) gate.open();
+  };
+
+  /** A caller's read of the connection for its hand-out, counted for the gate. */
+  const readDone = async () => {
+    const counting = gate;
+    if (counting === null) return;
+    counting.reads += 1;
+    if (counting.reads < counting.callers) return;
+    await new Promise((resolve) => setImmediate(resolve));
+    counting.joined = true;
+    openWhenReady();
+  };
+  const countingReads = (fast: NonNullable<Storage['fastPaths']>) => {
+    const read = fast.readForHandOut;
+    if (read === undefined) return fast;
+    return {
+      ...fast,
+      readForHandOut: async (id: string, vaultKind: string) => {
+        const result = await read(id, vaultKind);
+        if (id === CONNECTION) void readDone();
+        return result;
+      },
+    };
   };
 
   async function setup(lifetime = 120, extra: Partial<BrokerConfig> = {}) {
@@ -45,16 +81,19 @@ describe.each(storageFactories)('refresh verdicts across instances ($name storag
     gate = null;
     world = createTestWorld({ now: () => spec.now, accessTokenLifetime: lifetime });
     const shared = await factory.create();
+    // Every engine here reads a hand-out in one statement: the gate counts those reads.
+    expect(typeof shared.fastPaths?.readForHandOut).toBe('function');
     storage = new Proxy(shared, {
       get(target, property, receiver) {
         const value = Reflect.get(target, property, receiver);
+        if (property === 'fastPaths' && value !== undefined) return countingReads(value);
         if (property !== 'acquireLease' || typeof value !== 'function') {
           return typeof value === 'function' ? value.bind(target) : value;
         }
         return (key: string, owner: string, expiresAt: number, now: number) => {
           if (gate !== null && key === `refresh:${CONNECTION}`) {
             gate.owners.add(owner);
-            if (gate.owners.size >= 2) gate.open();
+            openWhenReady();
           }
           return shared.acquireLease(key, owner, expiresAt, now);
         };
@@ -113,9 +152,12 @@ describe.each(storageFactories)('refresh verdicts across instances ($name storag
   it('records a server error once for a storm of callers on both instances, and tries again for a later one', async () => {
     await setup();
     world.set({ failures: { token: 'server_error' } });
+    // Each instance opens the tokens once while they are fresh (nothing to refresh yet).
+    const warm = [await handOut(first), await handOut(second)];
+    expect(warm.map((answer) => answer.status)).toEqual([200, 200]);
     spec.now = START + 121_000; // expired: every caller needs the refresh
     const before = tokenRequests();
-    gateTokenRequests();
+    gateTokenRequests(10);
     const storm = await both(10);
     gate = null;
     expect(storm.map((answer) => answer.status)).toEqual(Array(10).fill(502));
