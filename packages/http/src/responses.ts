@@ -37,6 +37,11 @@ export function json(
   };
 }
 
+/** A JSON answer whose body is JSON already. */
+export function jsonText(status: number, body: string): Reply & { body: string } {
+  return { status, headers: JSON_HEADERS, body };
+}
+
 /** Public JSON documents: cacheable for a few minutes. */
 export const PUBLIC_JSON_HEADERS = {
   'content-type': 'application/json; charset=utf-8',

@@ -17,7 +17,7 @@ import {
 import { isoTimeOrNull } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
 import { type RevocationOutcome, revoke } from '../grants/revocation.js';
-import type { ListConnectionsQuery } from '../storage/record-types.js';
+import type { ConnectionRecord, ListConnectionsQuery } from '../storage/record-types.js';
 import { connectionState } from '../storage/states.js';
 import { type AheadOutcome, activeConnections, refreshNow, sweepAhead } from './ahead.js';
 import {
@@ -32,7 +32,7 @@ import { updatePortalSettings } from './portal-fields.js';
 import { CONNECTION_TOKENS_KIND, type ConnectionRecords, notFound } from './records.js';
 import type { Refresher } from './refresh.js';
 import { usableTokensOf } from './usable.js';
-import { type ConnectionView, connectionView, grantedScopes } from './view.js';
+import { type ConnectionView, ConnectionViewCache, connectionView, grantedScopes } from './view.js';
 import { connectWithoutConsent } from './without-consent.js';
 
 /** The connection probe, made by the upstream layer (docs/api.md §8). */
@@ -40,6 +40,14 @@ export type Probe = (principal: Principal, id: string) => Promise<ProbeResult>;
 
 /** The key of the in-process hand-out `connectionFetch` uses (not part of the API). */
 export const TRUSTED_HAND_OUT: unique symbol = Symbol('keyway.trustedHandOut');
+
+/**
+ * The method of `broker.connections` that answers a connection's view as the HTTP
+ * contract's JSON (`GET /api/oauth/connections/<path>`, docs/api.md §5), for what serves
+ * the contract (`@keyway/http`): {@link ConnectionService.get} serialized, made once per
+ * stored record and answered again while the record read is the same one.
+ */
+export const CONNECTION_VIEW_JSON: unique symbol = Symbol.for('keyway.connectionViewJson');
 
 /**
  * What `GET /api/oauth/credentials/<path>` answers (docs/api.md §5).
@@ -65,6 +73,7 @@ export class ConnectionService {
   readonly #flow: AuthorizationFlow;
   readonly #refresher: Refresher;
   readonly #probe: Probe;
+  readonly #views = new ConnectionViewCache();
 
   /**
    * @param deps What `createBroker` hands every part of the connections.
@@ -359,11 +368,21 @@ export class ConnectionService {
    * @throws {KeywayError} `invalid_path`, `insufficient_scope`, `not_found`.
    */
   async get(principal: Principal, id: string): Promise<ConnectionView> {
+    return connectionView(await this.#read(principal, id), this.#deps.now());
+  }
+
+  /** {@link ConnectionService.get} as JSON, for the HTTP API: made once per record read. */
+  async [CONNECTION_VIEW_JSON](principal: Principal, id: string): Promise<string> {
+    return this.#views.json(await this.#read(principal, id), this.#deps.now());
+  }
+
+  /** The record of a connection the principal may read. */
+  async #read(principal: Principal, id: string): Promise<ConnectionRecord> {
     const connectionId = parseResourcePath(id);
     assertCoversPath(principal, connectionId);
     const record = await this.#records.get(connectionId);
     if (record === null) throw notFound(connectionId);
-    return connectionView(record, this.#deps.now());
+    return record;
   }
 
   /**

@@ -2,7 +2,12 @@ import { type ConnectionFailure, connectionFailure } from '../contract/connectio
 import { isoTime, isoTimeOrNull } from '../contract/time.js';
 import type { ConnectionStatus } from '../storage/contract.js';
 import type { ConnectionRecord } from '../storage/record-types.js';
-import { connectionState, GrantedScopesSchema, readStored } from '../storage/states.js';
+import {
+  type ConnectionState,
+  connectionState,
+  GrantedScopesSchema,
+  readStored,
+} from '../storage/states.js';
 
 /*
  * A connection as the API shows it (API.md §5 "Connection view"), and the failures it
@@ -98,13 +103,22 @@ export function expiredWithoutRefresh(expiredAt: number): ConnectionFailure {
  * token expired without a refresh token shows why it cannot be used.
  */
 export function connectionView(record: ConnectionRecord, now: number): ConnectionView {
-  const state = connectionState(record);
-  const stuck =
-    record.status === 'active' &&
-    state.error === null &&
-    state.refreshable === false &&
-    state.token_expires_at !== null &&
-    state.token_expires_at <= now;
+  return viewOf(record, connectionState(record), now);
+}
+
+/**
+ * When the view of an active connection without a refresh token changes by time alone:
+ * once its access token has expired it shows `token_expired` (`null`: never by time).
+ */
+function expiresUnrefreshed(record: ConnectionRecord, state: ConnectionState): number | null {
+  return record.status === 'active' && state.error === null && state.refreshable === false
+    ? state.token_expires_at
+    : null;
+}
+
+function viewOf(record: ConnectionRecord, state: ConnectionState, now: number): ConnectionView {
+  const expires = expiresUnrefreshed(record, state);
+  const stuck = expires !== null && expires <= now;
   return {
     connection_id: record.id,
     provider_id: record.providerId,
@@ -126,10 +140,67 @@ export function connectionView(record: ConnectionRecord, now: number): Connectio
     error:
       state.error !== null
         ? connectionFailure(state.error)
-        : stuck && state.token_expires_at !== null
-          ? expiredWithoutRefresh(state.token_expires_at)
+        : stuck
+          ? expiredWithoutRefresh(expires)
           : null,
     alias: state.alias ?? null,
     tools: state.tools === undefined ? null : { ...state.tools },
   };
+}
+
+/** How many connections' views a broker keeps as JSON ({@link ConnectionViewCache}). */
+const VIEW_LIMIT = 1_000;
+
+/** A view as JSON, and the record it was made of. */
+interface MadeView {
+  version: number;
+  createdAt: number;
+  updatedAt: number;
+  incarnation: unknown;
+  /** When time alone changes it (epoch ms; `Infinity`: never). */
+  until: number;
+  json: string;
+}
+
+/**
+ * Connections' views as JSON (what `GET /api/oauth/connections/<path>` answers), each made
+ * once per stored record and served again while the record read is the same one: the same
+ * `version`, times and incarnation (a connection deleted and created again is another). A
+ * view that time alone changes (a token expiring without a refresh token) is made again
+ * from then on. Every write of a connection gives it a new version, so a view is never
+ * older than the record read with it; at most {@link VIEW_LIMIT} are kept, the oldest
+ * dropped first.
+ */
+export class ConnectionViewCache {
+  readonly #made = new Map<string, MadeView>();
+
+  /** The view of `record` at `now`, as JSON. */
+  json(record: ConnectionRecord, now: number): string {
+    const incarnation = (record.state as { incarnation?: unknown }).incarnation;
+    const made = this.#made.get(record.id);
+    if (
+      made !== undefined &&
+      made.version === record.version &&
+      made.updatedAt === record.updatedAt &&
+      made.createdAt === record.createdAt &&
+      made.incarnation === incarnation &&
+      now < made.until
+    ) {
+      return made.json;
+    }
+    const state = connectionState(record);
+    const json = JSON.stringify(viewOf(record, state, now));
+    const expires = expiresUnrefreshed(record, state);
+    this.#made.delete(record.id);
+    if (this.#made.size >= VIEW_LIMIT) this.#made.delete(this.#made.keys().next().value as string);
+    this.#made.set(record.id, {
+      version: record.version,
+      createdAt: record.createdAt,
+      updatedAt: record.updatedAt,
+      incarnation,
+      until: expires !== null && expires > now ? expires : Number.POSITIVE_INFINITY,
+      json,
+    });
+    return json;
+  }
 }

@@ -6,6 +6,7 @@
  *
  * @module
  */
+export { CONNECTION_VIEW_JSON } from '../connections/service.js';
 export {
   type ContractShape,
   contractSchema,

@@ -1,11 +1,11 @@
 import { storageFactories } from '@keyway/test-storages';
-import { connectInWorld, createTestWorld, type TestWorld } from '@keyway/testing';
+import { createTestWorld, type TestWorld } from '@keyway/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Broker } from '../../src/broker/broker.js';
 import type { BrokerConfig } from '../../src/broker/config.js';
 import { KeywayError } from '../../src/contract/errors.js';
 import type { Storage } from '../../src/storage/contract.js';
-import { brokerPerTest, ROOT } from '../support/spec.js';
+import { brokerPerTest, connectLinear, ROOT } from '../support/spec.js';
 
 /*
  * What a refresh settles is read by every caller on every instance (docs/api.md §5): a
@@ -50,7 +50,7 @@ describe.each(storageFactories)('refresh verdicts across instances ($name storag
     gate = { callers, reads: 0, joined: false, owners: new Set(), open, opened };
   };
   const openWhenReady = () => {
-    if (gate !== null && gate.joined && gate.owners.size >= 2) gate.open();
+    if (gate?.joined && gate.owners.size >= 2) gate.open();
   };
 
   /** A caller's read of the connection for its hand-out, counted for the gate. */
@@ -106,16 +106,7 @@ describe.each(storageFactories)('refresh verdicts across instances ($name storag
     };
     first = spec.open(storage, { fetch, ...extra });
     second = spec.another(storage, { fetch, ...extra });
-    const put = await first.providers.put(ROOT, 'linear', {
-      template: 'mcp',
-      configuration: { resource_url: world.resourceUrl },
-    });
-    expect(put.created).toBe(true);
-    const connected = await connectInWorld(world, first, {
-      providerId: 'linear',
-      connectionId: CONNECTION,
-    });
-    expect(connected.status).toBe('active');
+    await connectLinear(world, first, CONNECTION);
   }
 
   /** A hand-out's outcome: its token, or the status and wire body of its refusal. */

@@ -1,3 +1,4 @@
+import { connectInWorld, type TestWorld } from '@keyway/testing';
 import { afterEach, expect } from 'vitest';
 import { rootPrincipal } from '../../src/auth/principal.js';
 import { type Broker, createBroker } from '../../src/broker/broker.js';
@@ -32,6 +33,24 @@ export async function refusal(work: Promise<unknown>): Promise<KeywayError> {
   }
   expect(settled.error).toBeInstanceOf(KeywayError);
   return settled.error as KeywayError;
+}
+
+/**
+ * An `mcp` provider `linear` for the world's server, and `connectionId` authorized through
+ * it: the connection every spec of two instances starts from.
+ */
+export async function connectLinear(
+  world: TestWorld,
+  broker: Broker,
+  connectionId: string,
+): Promise<void> {
+  const put = await broker.providers.put(ROOT, 'linear', {
+    template: 'mcp',
+    configuration: { resource_url: world.resourceUrl },
+  });
+  expect(put.created).toBe(true);
+  const connected = await connectInWorld(world, broker, { providerId: 'linear', connectionId });
+  expect(connected.status).toBe('active');
 }
 
 /** An answer of the gateway or the proxy, its body read as JSON (or `null`) and as text. */

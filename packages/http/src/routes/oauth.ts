@@ -5,9 +5,10 @@ import {
   type UpdateConnectionInput,
   type VerifyInput,
 } from '@keyway/core';
+import { CONNECTION_VIEW_JSON } from '@keyway/core/contract';
 import { callbackReply, invalidCallbackReply } from '../callback-page.js';
 import { CALLBACK_SCRIPT, CONNECT_CALLBACK_SCRIPT } from '../inspector-assets.generated.js';
-import { json, noContent, PUBLIC_JSON_HEADERS, type Reply } from '../responses.js';
+import { json, jsonText, noContent, PUBLIC_JSON_HEADERS, type Reply } from '../responses.js';
 import { BODY_ERRORS, type Route, type RouteContext, resourcePath } from './route.js';
 
 /* The OAuth routes (docs/api.md §5, §6, §8): authorization, callbacks, connections. */
@@ -177,7 +178,10 @@ export const CONNECTION_ROUTES: Route[] = [
     ok: { 200: { description: 'The connection.', schema: 'ConnectionViewBody' } },
     errors: ['invalid_path', 'insufficient_scope', 'not_found'],
     handle: async ({ broker, principal, param }) =>
-      json(200, await broker.connections.get(principal, resourcePathFromUrl(param))),
+      jsonText(
+        200,
+        await broker.connections[CONNECTION_VIEW_JSON](principal, resourcePathFromUrl(param)),
+      ),
   },
   {
     method: 'PATCH',
