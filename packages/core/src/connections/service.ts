@@ -16,6 +16,7 @@ import {
 } from '../contract/schemas.js';
 import { isoTimeOrNull } from '../contract/time.js';
 import { parseQuery, parseShape } from '../contract/validation.js';
+import { CONNECTION_VIEW_JSON } from '../contract/view-json.js';
 import { type RevocationOutcome, revoke } from '../grants/revocation.js';
 import type { ConnectionRecord, ListConnectionsQuery } from '../storage/record-types.js';
 import { connectionState } from '../storage/states.js';
@@ -40,14 +41,6 @@ export type Probe = (principal: Principal, id: string) => Promise<ProbeResult>;
 
 /** The key of the in-process hand-out `connectionFetch` uses (not part of the API). */
 export const TRUSTED_HAND_OUT: unique symbol = Symbol('keyway.trustedHandOut');
-
-/**
- * The method of `broker.connections` that answers a connection's view as the HTTP
- * contract's JSON (`GET /api/oauth/connections/<path>`, docs/api.md §5), for what serves
- * the contract (`@keyway/http`): {@link ConnectionService.get} serialized, made once per
- * stored record and answered again while the record read is the same one.
- */
-export const CONNECTION_VIEW_JSON: unique symbol = Symbol.for('keyway.connectionViewJson');
 
 /**
  * What `GET /api/oauth/credentials/<path>` answers (docs/api.md §5).

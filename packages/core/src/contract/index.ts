@@ -6,7 +6,6 @@
  *
  * @module
  */
-export { CONNECTION_VIEW_JSON } from '../connections/service.js';
 export {
   type ContractShape,
   contractSchema,
@@ -15,3 +14,4 @@ export {
   type QueryShape,
   queryParameters,
 } from './document.js';
+export { CONNECTION_VIEW_JSON } from './view-json.js';
