@@ -2,6 +2,7 @@ import { type ConnectionFailure, connectionFailure } from '../contract/connectio
 import { KeywayError } from '../contract/errors.js';
 import { isoTimeOrNull } from '../contract/time.js';
 import type { EventSpec } from '../events/log.js';
+import { setBounded } from '../platform/bounded.js';
 import { toBase64Url } from '../platform/bytes.js';
 import { currentParty, PARTY_CHANGED, partyResourceUrl } from '../providers/party.js';
 import type { ConnectionRecord, VaultEntryRecord } from '../storage/record-types.js';
@@ -132,14 +133,12 @@ export class ConnectionRecords {
       // current state, so it is worked out at each read.
       return { ...tokens, party: await this.#legacyParty(record.providerId, issuer, client_id) };
     }
-    this.#opened.delete(record.id);
-    if (this.#opened.size >= OPENED_LIMIT) {
-      this.#opened.delete(this.#opened.keys().next().value as string);
-    }
-    this.#opened.set(record.id, {
-      ciphertext: entry.ciphertext,
-      tokens: { ...tokens, party, scope: [...tokens.scope] },
-    });
+    setBounded(
+      this.#opened,
+      record.id,
+      { ciphertext: entry.ciphertext, tokens: { ...tokens, party, scope: [...tokens.scope] } },
+      OPENED_LIMIT,
+    );
     return { ...tokens, party };
   }
 

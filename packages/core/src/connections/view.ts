@@ -1,5 +1,6 @@
 import { type ConnectionFailure, connectionFailure } from '../contract/connection-failure.js';
 import { isoTime, isoTimeOrNull } from '../contract/time.js';
+import { setBounded } from '../platform/bounded.js';
 import type { ConnectionStatus } from '../storage/contract.js';
 import type { ConnectionRecord } from '../storage/record-types.js';
 import {
@@ -191,16 +192,19 @@ export class ConnectionViewCache {
     const state = connectionState(record);
     const json = JSON.stringify(viewOf(record, state, now));
     const expires = expiresUnrefreshed(record, state);
-    this.#made.delete(record.id);
-    if (this.#made.size >= VIEW_LIMIT) this.#made.delete(this.#made.keys().next().value as string);
-    this.#made.set(record.id, {
-      version: record.version,
-      createdAt: record.createdAt,
-      updatedAt: record.updatedAt,
-      incarnation,
-      until: expires !== null && expires > now ? expires : Number.POSITIVE_INFINITY,
-      json,
-    });
+    setBounded(
+      this.#made,
+      record.id,
+      {
+        version: record.version,
+        createdAt: record.createdAt,
+        updatedAt: record.updatedAt,
+        incarnation,
+        until: expires !== null && expires > now ? expires : Number.POSITIVE_INFINITY,
+        json,
+      },
+      VIEW_LIMIT,
+    );
     return json;
   }
 }

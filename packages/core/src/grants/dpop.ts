@@ -1,4 +1,5 @@
 import * as oauth from 'oauth4webapi';
+import { setBounded } from '../platform/bounded.js';
 import type { AuthorizationServerInfo, ProviderState } from '../storage/states.js';
 
 /*
@@ -55,8 +56,7 @@ export async function dpopHandle(key: DpopKey): Promise<oauth.DPoPHandle> {
   const privateKey = await crypto.subtle.importKey('jwk', key.private_jwk, EC, false, ['sign']);
   const publicKey = await crypto.subtle.importKey('jwk', key.public_jwk, EC, true, ['verify']);
   const handle = oauth.DPoP({}, { privateKey, publicKey });
-  if (handles.size >= MAX_HANDLES) handles.delete(handles.keys().next().value as string);
-  handles.set(id, handle);
+  setBounded(handles, id, handle, MAX_HANDLES);
   return handle;
 }
 

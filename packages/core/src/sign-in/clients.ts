@@ -1,5 +1,6 @@
 import { KeywayError } from '../contract/errors.js';
 import { OutboundError } from '../outbound/network-failure.js';
+import { setBounded } from '../platform/bounded.js';
 import { toBase64Url } from '../platform/bytes.js';
 import type { SignInDeps } from './deps.js';
 import { redirectUriProblem } from './redirects.js';
@@ -108,12 +109,7 @@ export class SignInClients {
     const problem = documentUrlProblem(clientId);
     if (problem !== null) throw new UntrustedClient(`the client_id URL ${problem}`);
     const client = await this.#read(clientId);
-    if (this.#documents.size >= MAX_CACHED) {
-      const oldest = this.#documents.keys().next().value;
-      if (oldest !== undefined) this.#documents.delete(oldest);
-    }
-    this.#documents.delete(clientId);
-    this.#documents.set(clientId, { client, until: now + DOCUMENT_TTL_MS });
+    setBounded(this.#documents, clientId, { client, until: now + DOCUMENT_TTL_MS }, MAX_CACHED);
     return client;
   }
 
