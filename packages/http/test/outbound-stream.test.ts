@@ -5,6 +5,7 @@ import {
   createStreamingFetch,
   OutboundError,
   type PipedBody,
+  pipedHeader,
   pipedResponse,
   whenBodySettled,
 } from '@keyway/core/outbound';
@@ -411,6 +412,58 @@ describe('createStreamingFetch().piped: the same requests answered for an adapte
     caller.abort();
     await reading;
     expect(seen).toEqual(['ended', 'ended late', 'cancelled', 'idle', 'aborted']);
+  });
+
+  it('reads a header from the raw headers as Node’s own object has it, repeats included', async () => {
+    handle = (_req, res) => {
+      res.writeHead(
+        200,
+        [
+          ['Content-Type', 'application/json'],
+          ['content-type', 'text/plain'],
+          ['Mcp-Session-Id', 's-1'],
+          ['X-Two', 'a'],
+          ['x-two', 'b'],
+          ['Set-Cookie', 'a=1'],
+          ['set-cookie', 'b=2'],
+          ['Cookie', 'c=1'],
+          ['cookie', 'd=2'],
+          ['WWW-Authenticate', 'Bearer realm="x"'],
+          ['www-authenticate', 'DPoP'],
+        ].flat(),
+      );
+      res.end('{}');
+    };
+    const answer = await get('/piped-raw-headers');
+    answer.body?.cancel();
+    const names = [
+      'content-type',
+      'mcp-session-id',
+      'x-two',
+      'set-cookie',
+      'cookie',
+      'www-authenticate',
+      'x-none',
+    ];
+    const fromRaw = names.map((name) => pipedHeader(answer, name));
+    expect(fromRaw).toEqual([
+      'application/json',
+      's-1',
+      'a, b',
+      'a=1, b=2',
+      'c=1; d=2',
+      'Bearer realm="x", DPoP',
+      null,
+    ]);
+    // The same as read from Node's object of them all.
+    const fromObject = { status: answer.status, headers: answer.headers, body: null };
+    expect(names.map((name) => pipedHeader(fromObject, name))).toEqual(fromRaw);
+    expect(answer.rawHeaders?.slice(0, 4)).toEqual([
+      'Content-Type',
+      'application/json',
+      'content-type',
+      'text/plain',
+    ]);
   });
 
   it('reads as a Web Response where one is wanted', async () => {

@@ -27,6 +27,7 @@ export {
   type PipedFetch,
   type PipedInit,
   type PipedSink,
+  pipedHeader,
   pipedResponse,
   pipedStream,
   RELAYED,

@@ -33,7 +33,12 @@ export interface PipedBody {
 export interface PipedAnswer {
   status: number;
   /** The answer's headers as Node gives them: lower-case names. */
-  headers: Readonly<Record<string, string | string[] | undefined>>;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  /**
+   * The same headers as they came, name then value (Node's `rawHeaders`). Where they are
+   * given, `headers` is made only when something reads it: {@link pipedHeader} reads these.
+   */
+  readonly rawHeaders?: readonly string[];
   /** `null` for an answer without a body (`204`, `304`, `HEAD`). */
   body: PipedBody | null;
 }
@@ -65,11 +70,54 @@ export interface RelayedAnswer {
 /** A request through the guarded streaming fetch, answered piped. */
 export type PipedFetch = (url: string, init: PipedInit) => Promise<PipedAnswer>;
 
-/** One header of a piped answer, as `Headers.get` would give it (values joined), or `null`. */
+/**
+ * The headers whose repeats Node drops, keeping the first (its `message.headers`); a
+ * repeated `cookie` is joined with `; `, any other with `, `.
+ */
+const FIRST_ONLY = new Set([
+  'age',
+  'authorization',
+  'content-length',
+  'content-type',
+  'etag',
+  'expires',
+  'from',
+  'host',
+  'if-modified-since',
+  'if-unmodified-since',
+  'last-modified',
+  'location',
+  'max-forwards',
+  'proxy-authorization',
+  'referer',
+  'retry-after',
+  'server',
+  'user-agent',
+]);
+
+/**
+ * One header of a piped answer (`name` in lower case), as Node's `headers` object has it
+ * (repeats joined by Node's rules, `set-cookie`'s with `, `), or `null`. Read from the raw
+ * headers where there are some: Node then never builds its object of them all.
+ */
 export function pipedHeader(answer: PipedAnswer, name: string): string | null {
-  const value = answer.headers[name];
-  if (value === undefined) return null;
-  return Array.isArray(value) ? value.join(', ') : value;
+  const raw = answer.rawHeaders;
+  if (raw === undefined) {
+    const value = answer.headers[name];
+    if (value === undefined) return null;
+    return Array.isArray(value) ? value.join(', ') : value;
+  }
+  let found: string | null = null;
+  for (let i = 0; i < raw.length; i += 2) {
+    const key = raw[i] as string;
+    if (key.length !== name.length || key.toLowerCase() !== name) continue;
+    const value = raw[i + 1] as string;
+    if (found === null) {
+      if (FIRST_ONLY.has(name)) return value;
+      found = value;
+    } else found += name === 'cookie' ? `; ${value}` : `, ${value}`;
+  }
+  return found;
 }
 
 /**
@@ -138,7 +186,9 @@ export interface PipedSource {
 export interface ExchangeAnswer {
   status: number;
   statusText: string;
-  headers: Record<string, string | string[] | undefined>;
+  readonly headers: Record<string, string | string[] | undefined>;
+  /** As {@link PipedAnswer.rawHeaders}. */
+  readonly rawHeaders?: readonly string[];
   source: PipedSource | null;
 }
 

@@ -12,8 +12,10 @@ export { whenBodySettled } from './piped.js';
 
 import {
   type Exchange,
+  type ExchangeAnswer,
   exchangeOf,
   type PipedAnswer,
+  type PipedBody,
   type PipedFetch,
   SourceBody,
   settleHooks,
@@ -167,6 +169,27 @@ export function createStreamingFetch(options: StreamingFetchOptions = {}): Strea
  */
 export type StreamingFetch = OutboundFetch & { piped?: PipedFetch };
 
+/** A {@link PipedAnswer} over the exchange's: its headers object made only if read. */
+class Piped implements PipedAnswer {
+  readonly status: number;
+  readonly body: PipedBody | null;
+  readonly #head: ExchangeAnswer;
+
+  constructor(head: ExchangeAnswer, body: PipedBody | null) {
+    this.status = head.status;
+    this.body = body;
+    this.#head = head;
+  }
+
+  get headers(): Readonly<Record<string, string | string[] | undefined>> {
+    return this.#head.headers;
+  }
+
+  get rawHeaders(): readonly string[] | undefined {
+    return this.#head.rawHeaders;
+  }
+}
+
 /**
  * `piped` of {@link createStreamingFetch}: the same address policy, head deadline, idle limit
  * between chunks, caller's abort and error codes, over the transport's {@link Exchange}.
@@ -201,11 +224,11 @@ function pipedFetch(
     } finally {
       clearTimeout(head);
     }
-    const { status, headers, source } = answer;
+    const { source } = answer;
     const body =
       source === null
         ? null
         : new SourceBody(source, origin, { idleMs: idleTimeoutMs, signal: init.signal });
-    return { status, headers, body } satisfies PipedAnswer;
+    return new Piped(answer, body);
   };
 }

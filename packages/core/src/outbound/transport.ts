@@ -77,7 +77,9 @@ interface NodeEmitter {
 interface NodeIncoming extends NodeEmitter {
   statusCode?: number;
   statusMessage?: string;
-  headers: Record<string, string | string[] | undefined>;
+  /** Made by Node when first read. */
+  readonly headers: Record<string, string | string[] | undefined>;
+  rawHeaders: string[];
   pause(): unknown;
   resume(): unknown;
   destroy(error?: Error): unknown;
@@ -154,6 +156,30 @@ export function createNodeFetch(options: ResolvingFetchOptions = {}): Transport 
   return Object.assign(transport, { [EXCHANGE]: exchange });
 }
 
+/**
+ * Node's answer as an {@link ExchangeAnswer}: its `headers` object made only if something
+ * reads it (the gateway reads a few of the raw ones).
+ */
+class NodeAnswer implements ExchangeAnswer {
+  readonly status: number;
+  readonly statusText: string;
+  readonly rawHeaders: readonly string[];
+  readonly source: NodeIncoming | null;
+  readonly #message: NodeIncoming;
+
+  constructor(status: number, message: NodeIncoming, empty: boolean) {
+    this.status = status;
+    this.statusText = message.statusMessage ?? '';
+    this.rawHeaders = message.rawHeaders;
+    this.source = empty ? null : message;
+    this.#message = message;
+  }
+
+  get headers(): Record<string, string | string[] | undefined> {
+    return this.#message.headers;
+  }
+}
+
 /** The request under {@link createNodeFetch}: resolved, checked and pinned the same way. */
 function createNodeExchange(options: ResolvingFetchOptions): Exchange {
   const load = builtinModules();
@@ -218,12 +244,7 @@ function createNodeExchange(options: ResolvingFetchOptions): Exchange {
           const status = response.statusCode ?? 502;
           const empty = status === 204 || status === 304 || init.method === 'HEAD';
           if (empty) response.resume();
-          resolvePromise({
-            status,
-            statusText: response.statusMessage ?? '',
-            headers: response.headers,
-            source: empty ? null : response,
-          });
+          resolvePromise(new NodeAnswer(status, response, empty));
         },
       );
       request.once('error', reject);
