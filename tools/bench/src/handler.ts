@@ -3,7 +3,7 @@ import { createHandler } from '@keyway/http';
 import { sqliteStorage } from '@keyway/store-sqlite';
 import Database from 'better-sqlite3';
 import { benchBroker, ROOT_KEY, sqliteTokens } from './fixtures.js';
-import { type FloorRow, floorCheck, tagKeyOf } from './floor.js';
+import { FLOOR_TOKEN_READ, type FloorRow, floorCheck, tagKeyOf } from './floor.js';
 import { type Budget, type Compared, compare } from './measure.js';
 
 /** The handler against a bare function, and the floor of the same work against it too. */
@@ -47,7 +47,7 @@ export async function benchHandler(options: {
     const bare = async (_request: Request, _context: unknown) =>
       new Response(body, { status: 200, headers: responseHeaders });
 
-    const find = db.prepare('SELECT scopes, expires_at FROM keyway_tokens WHERE id_hash = ?');
+    const find = db.prepare(FLOOR_TOKEN_READ);
     const check = floorCheck(tagKeyOf(ROOT_KEY), (idHash) => find.get(idHash) as FloorRow);
     const byName = db.prepare(
       'SELECT name, scopes, expires_at, created_at, created_by FROM keyway_tokens WHERE name = ? AND expires_at > ?',

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import Database from 'better-sqlite3';
 import { Hono } from 'hono';
-import { type FloorRow, floorCheck, tagKeyOf } from './floor.js';
+import { FLOOR_TOKEN_READ, type FloorRow, floorCheck, tagKeyOf } from './floor.js';
 
 export interface CannedResponse {
   status: number;
@@ -48,7 +48,7 @@ if (kind === 'bare') {
 } else if (kind === 'floor') {
   const db = new Database(process.env.BENCH_FLOOR_DB ?? '');
   db.pragma('journal_mode = WAL');
-  const find = db.prepare('SELECT scopes, expires_at FROM keyway_tokens WHERE id_hash = ?');
+  const find = db.prepare(FLOOR_TOKEN_READ);
   const check = floorCheck(
     tagKeyOf(process.env.BENCH_FLOOR_ROOT_KEY ?? ''),
     (idHash) => find.get(idHash) as FloorRow | undefined,

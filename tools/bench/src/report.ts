@@ -68,7 +68,8 @@ export function writeReport(report: Report, file: string | null): string {
     'tokens in turn in a table of that many live tokens, with the default crypto (node:crypto',
     'on Node, as `keyway serve` runs). The floor is the same work written bare on node:crypto and the',
     "engine's driver: parse, HMAC-SHA-256, constant-time compare, SHA-256 of the id, one",
-    'prepared point read, expiry, scope match.',
+    'prepared point read of the columns Keyway reads (name, scopes, expiry, the endpoint a bound',
+    'token is for, its tool globs: docs/api.md §17 and §18), expiry, the endpoint, scope match.',
     '',
     '| Storage | Live tokens | Keyway | Floor | Keyway / floor | Keyway p99 | Floor p99 |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
@@ -132,7 +133,7 @@ export function writeReport(report: Report, file: string | null): string {
   push(
     '## Over loopback HTTP',
     '',
-    `\`keyway serve\` on SQLite in its own process; autocannon in the benchmark's process with ${report.loopback.connections} connections for ${report.loopback.seconds} s per round, ${report.loopback.rounds} round(s). The reference servers, each in its own process, answer the same status, headers and body: a bare \`node:http\` server, Hono on \`@hono/node-server\`, and the floor: the bare server doing the same work — the token check's floor (HMAC-SHA-256 of the bearer, SHA-256 of its id, one prepared point read of its row in the same SQLite file, expiry, scope), then the route's own prepared point read (the token by name, the connection by id), the JSON its row holds decoded, and the answer's JSON written: the least an authenticated read can do (its answers are checked to be Keyway's, byte for byte).`,
+    `\`keyway serve\` on SQLite in its own process; autocannon in the benchmark's process with ${report.loopback.connections} connections for ${report.loopback.seconds} s per round, ${report.loopback.rounds} round(s). The reference servers, each in its own process, answer the same status, headers and body: a bare \`node:http\` server, Hono on \`@hono/node-server\`, and the floor: the bare server doing the same work — the token check's floor (HMAC-SHA-256 of the bearer, SHA-256 of its id, one prepared point read of its row in the same SQLite file, expiry, endpoint, scope), then the route's own prepared point read (the token by name, the connection by id), the JSON its row holds decoded, and the answer's JSON written: the least an authenticated read can do (its answers are checked to be Keyway's, byte for byte).`,
     '',
     '| Route (broker token) | Keyway | Floor | Bare node:http | Hono | Keyway / Hono | Floor / Hono | Keyway / floor | Keyway p99 |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',

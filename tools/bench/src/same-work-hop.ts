@@ -1,6 +1,6 @@
 import { createDecipheriv } from 'node:crypto';
 import Database from 'better-sqlite3';
-import { type FloorRow, floorCheck, tagKeyOf } from './floor.js';
+import { FLOOR_TOKEN_READ, type FloorRow, floorCheck, tagKeyOf } from './floor.js';
 import type { Swap } from './hop.js';
 
 /** What the same-work hop reads of a connection: the gateway's one statement (hand-out.ts). */
@@ -38,7 +38,7 @@ function open(key: Buffer, jwe: string): string {
  */
 export function sameWorkSwap(options: { file: string; rootKey: string; vaultKey: string }): Swap {
   const db = new Database(options.file, { readonly: true });
-  const find = db.prepare('SELECT scopes, expires_at FROM keyway_tokens WHERE id_hash = ?');
+  const find = db.prepare(FLOOR_TOKEN_READ);
   const check = floorCheck(tagKeyOf(options.rootKey), (idHash) => find.get(idHash) as FloorRow);
   const handOut = db.prepare(HAND_OUT).raw();
   const key = Buffer.from(options.vaultKey, 'base64url');

@@ -6,7 +6,7 @@ import { sqliteStorage } from '@keyway/store-sqlite';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { benchBroker, postgresTokens, ROOT_KEY, SAMPLE_TOKENS, sqliteTokens } from './fixtures.js';
-import { type FloorRow, floorCheck, idHashOf, tagKeyOf } from './floor.js';
+import { FLOOR_TOKEN_READ, type FloorRow, floorCheck, idHashOf, tagKeyOf } from './floor.js';
 import {
   type Budget,
   type Compared,
@@ -64,8 +64,11 @@ async function onMemory(size: number, budget: Budget): Promise<Compared> {
     );
     tokens.push(issued.access_token);
     floorRows.set(idHashOf(issued.access_token), {
+      name: issued.name,
       scopes: JSON.stringify(issued.scopes),
       expires_at: Date.parse(issued.expires_at),
+      audience: '',
+      tools: '',
     });
   }
   for (let i = tokens.length; i < size; i++) {
@@ -79,7 +82,13 @@ async function onMemory(size: number, budget: Budget): Promise<Compared> {
       createdBy: 'root',
     };
     await storage.insertToken(record, 0);
-    floorRows.set(idHash, { scopes: '["filler/**"]', expires_at: far });
+    floorRows.set(idHash, {
+      name: record.name,
+      scopes: '["filler/**"]',
+      expires_at: far,
+      audience: '',
+      tools: '',
+    });
   }
   const run = subjects(
     broker,
@@ -98,7 +107,7 @@ async function onSqlite(dir: string, size: number, budget: Budget): Promise<Comp
   const broker = benchBroker(sqliteStorage(file));
   const bare = new Database(file);
   bare.pragma('journal_mode = WAL');
-  const find = bare.prepare('SELECT scopes, expires_at FROM keyway_tokens WHERE id_hash = ?');
+  const find = bare.prepare(FLOOR_TOKEN_READ);
   const run = subjects(
     broker,
     floorCheck(TAG_KEY, (idHash) => find.get(idHash) as FloorRow | undefined),
@@ -134,7 +143,7 @@ async function onPostgres(
         (
           await pool.query<FloorRow>({
             name: 'floor-token',
-            text: 'SELECT scopes, expires_at FROM keyway_tokens WHERE id_hash = $1',
+            text: FLOOR_TOKEN_READ.replace('?', '$1'),
             values: [idHash],
           })
         ).rows[0],
