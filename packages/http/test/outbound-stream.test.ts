@@ -515,6 +515,16 @@ describe('createStreamingFetch().piped: the same requests answered for an adapte
       'invalid_url',
       'blocked_address',
     ]);
+    // A URL handed over as an object is checked the same way.
+    const handedOver = await Promise.all(
+      [`${base}/x`, 'https://user:pw@example.com/', 'https://127.0.0.1:1/x'].map((url) =>
+        guarded?.(new URL(url), { method: 'GET', headers: {}, body: null }).then(
+          () => null,
+          (error: OutboundError) => error.failure,
+        ),
+      ),
+    );
+    expect(handedOver).toEqual(['insecure_scheme', 'invalid_url', 'blocked_address']);
 
     handle = () => {
       // Never answers.

@@ -17,11 +17,12 @@ export function observedOutbound<F extends OutboundFetch>(
 ): F {
   const observed: OutboundFetch = (input, init = {}) =>
     observedCall(input, init.method, allowedHosts, observe, () => outbound(input, init));
-  // The streaming fetch's piped requests, observed the same way.
+  // The streaming fetch's piped requests, observed the same way: the URL parsed here (a
+  // copy of the caller's) is the one the request goes to, not parsed a second time.
   const { piped } = outbound as StreamingFetch;
   if (piped !== undefined) {
     (observed as StreamingFetch).piped = (input, init) =>
-      observedCall(input, init.method, allowedHosts, observe, () => piped(input, init));
+      observedCall(input, init.method, allowedHosts, observe, (url) => piped(url ?? input, init));
   }
   return observed as F;
 }
@@ -32,7 +33,7 @@ function observedCall<T extends { status: number }>(
   requestMethod: string | undefined,
   allowedHosts: ReadonlySet<string>,
   observe: Observer,
-  send: () => Promise<T>,
+  send: (url: URL | null) => Promise<T>,
 ): Promise<T> {
   let url: URL | null = null;
   try {
@@ -46,7 +47,7 @@ function observedCall<T extends { status: number }>(
   const run = async (span: Span): Promise<T> => {
     let outcome = 'error';
     try {
-      const response = await send();
+      const response = await send(url);
       outcome = `${Math.floor(response.status / 100)}xx`;
       span.setAttribute('http.response.status_code', response.status);
       if (response.status >= 400) span.setStatus({ code: SpanStatusCode.ERROR });

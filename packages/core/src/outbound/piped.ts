@@ -67,8 +67,11 @@ export interface RelayedAnswer {
   body: ReadableStream<Uint8Array> | PipedBody | string | null;
 }
 
-/** A request through the guarded streaming fetch, answered piped. */
-export type PipedFetch = (url: string, init: PipedInit) => Promise<PipedAnswer>;
+/**
+ * A request through the guarded streaming fetch, answered piped. A `URL` is used as it is,
+ * not copied: the caller hands it over and changes it no more.
+ */
+export type PipedFetch = (url: string | URL, init: PipedInit) => Promise<PipedAnswer>;
 
 /**
  * The headers whose repeats Node drops, keeping the first (its `message.headers`); a

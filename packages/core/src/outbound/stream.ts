@@ -201,7 +201,8 @@ function pipedFetch(
   idleTimeoutMs: number,
 ): PipedFetch {
   return async (input, init) => {
-    const url = outboundUrl(input);
+    // A URL is the caller's to hand over (PipedFetch), checked here as it is.
+    const url = input instanceof URL ? input : outboundUrl(input);
     assertOutboundUrl(url, allowedHosts);
     const { origin } = url;
     const call = exchange(url, init);
