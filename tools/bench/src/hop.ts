@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import {
   createServer,
   request as httpRequest,
@@ -17,13 +18,48 @@ export type Swap = (
 /** The bare hop's swap: the same path, a fixed token, nothing checked. */
 const FIXED: Swap = (req) => ({ path: req.url ?? '/', token: 'proxy-token' });
 
+/** The caller's headers the gateway forwards (core's upstream/gateway.ts), `mcp-param-*` too. */
+const FORWARDED = new Set([
+  'content-type',
+  'content-length',
+  'accept',
+  'mcp-session-id',
+  'mcp-protocol-version',
+  'last-event-id',
+  'mcp-method',
+  'mcp-name',
+]);
+
+/** The request headers as the gateway sends them upstream: its agent, MCP's own, the token. */
+function asGatewaySends(req: IncomingMessage, token: string): Record<string, string> {
+  const headers: Record<string, string> = { 'user-agent': 'Keyway-Gateway' };
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (typeof value === 'string' && (FORWARDED.has(name) || name.startsWith('mcp-param-')))
+      headers[name] = value;
+  }
+  headers.authorization = `Bearer ${token}`;
+  return headers;
+}
+
+/** The answer's headers as the gateway writes them: two of the upstream's, and its own. */
+function asGatewayAnswers(answer: IncomingMessage): Record<string, string> {
+  const headers: Record<string, string> = { 'cache-control': 'no-store' };
+  const type = answer.headers['content-type'];
+  const session = answer.headers['mcp-session-id'];
+  if (type !== undefined) headers['content-type'] = type;
+  if (typeof session === 'string') headers['mcp-session-id'] = session;
+  headers['x-request-id'] = randomUUID();
+  return headers;
+}
+
 /**
  * The floor of any proxy hop in `pnpm bench`: a bare node:http reverse proxy to a server on
  * `port` of this host, which swaps in a fixed token and pipes both ways (no check, no
- * storage, no parsing of the answer). With `swap`, the hop first does that work (the
- * same-work hop of same-work-hop.ts).
+ * storage, no parsing of the answer). With `swap`, the hop first does that work, and sends
+ * and answers the headers the gateway does (the same-work hop of same-work-hop.ts).
  */
 export function proxyHop(port: number, swap: Swap = FIXED): Server {
+  const asGateway = swap !== FIXED;
   const forward = (
     req: IncomingMessage,
     res: ServerResponse,
@@ -34,11 +70,16 @@ export function proxyHop(port: number, swap: Swap = FIXED): Server {
       req.resume();
       return;
     }
-    const headers = { ...req.headers, authorization: `Bearer ${to.token}` };
+    const headers = asGateway
+      ? asGatewaySends(req, to.token)
+      : { ...req.headers, authorization: `Bearer ${to.token}` };
     const forwarded = httpRequest(
       { host: '127.0.0.1', port, path: to.path, method: req.method, headers },
       (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        res.writeHead(
+          answer.statusCode ?? 502,
+          asGateway ? asGatewayAnswers(answer) : answer.headers,
+        );
         answer.pipe(res);
       },
     );
