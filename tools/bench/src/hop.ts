@@ -6,6 +6,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
+import { gatewayForwards } from '@keyway/core/contract';
 
 /**
  * What a hop sends upstream in place of the caller's request line and token, or `null` to
@@ -18,23 +19,11 @@ export type Swap = (
 /** The bare hop's swap: the same path, a fixed token, nothing checked. */
 const FIXED: Swap = (req) => ({ path: req.url ?? '/', token: 'proxy-token' });
 
-/** The caller's headers the gateway forwards (core's upstream/gateway.ts), `mcp-param-*` too. */
-const FORWARDED = new Set([
-  'content-type',
-  'content-length',
-  'accept',
-  'mcp-session-id',
-  'mcp-protocol-version',
-  'last-event-id',
-  'mcp-method',
-  'mcp-name',
-]);
-
 /** The request headers as the gateway sends them upstream: its agent, MCP's own, the token. */
 function asGatewaySends(req: IncomingMessage, token: string): Record<string, string> {
   const headers: Record<string, string> = { 'user-agent': 'Keyway-Gateway' };
   for (const [name, value] of Object.entries(req.headers)) {
-    if (typeof value === 'string' && (FORWARDED.has(name) || name.startsWith('mcp-param-')))
+    if (typeof value === 'string' && (gatewayForwards(name) || name === 'content-length'))
       headers[name] = value;
   }
   headers.authorization = `Bearer ${token}`;

@@ -14,4 +14,5 @@ export {
   type QueryShape,
   queryParameters,
 } from './document.js';
+export { gatewayForwards } from './gateway-headers.js';
 export { CONNECTION_VIEW_JSON } from './view-json.js';

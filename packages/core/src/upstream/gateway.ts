@@ -3,6 +3,7 @@ import { assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { setCoversPath } from '../auth/scope.js';
 import { isKeywayError, KeywayError } from '../contract/errors.js';
+import { gatewayForwards } from '../contract/gateway-headers.js';
 import { dpopOptions, withNonceRetry } from '../grants/dpop.js';
 import { OutboundError } from '../outbound/network-failure.js';
 import { oauthFetch } from '../outbound/oauth-fetch.js';
@@ -41,19 +42,6 @@ import { sendWithOneRefresh, usableFor } from './send.js';
  * connection was authorized for, with the connection's token in place of the caller's
  * credential, and the answer streamed back as it arrives.
  */
-
-/** The caller's headers the upstream gets: MCP's own, none that authenticates anyone. */
-const FORWARDED = new Set([
-  'content-type',
-  'accept',
-  'mcp-session-id',
-  'mcp-protocol-version',
-  'last-event-id',
-  // SEP-2243 (2026-07-28): servers check these against the body, so they must arrive.
-  'mcp-method',
-  'mcp-name',
-]);
-const FORWARDED_PREFIX = 'mcp-param-';
 
 /** The upstream's headers the caller gets. */
 const RETURNED = ['content-type', 'mcp-session-id'];
@@ -242,11 +230,7 @@ export class Gateway {
     }
     // Keyway's own agent, on either path (oauth4webapi keeps one that is set).
     const headers: Record<string, string> = { 'user-agent': 'Keyway-Gateway' };
-    copyHeaders(
-      request.headers,
-      (name) => FORWARDED.has(name) || name.startsWith(FORWARDED_PREFIX),
-      headers,
-    );
+    copyHeaders(request.headers, gatewayForwards, headers);
     const provider = record.providerId;
     try {
       const send = (tokens: ConnectionTokens) =>
