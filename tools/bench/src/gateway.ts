@@ -71,8 +71,55 @@ export interface GatewayResult {
   slow: { seconds: number; written: number; read: number; rssBefore: number; rssAfter: number };
 }
 
+/**
+ * The SQLite file `keyway serve` is started on in the gateway's benchmarks: the connection to
+ * the MCP server at `upstreamBase` seeded, its vault key written beside it; and the
+ * connection's own access token, for the direct calls.
+ */
+export async function seedGatewayFile(
+  dir: string,
+  upstreamBase: string,
+): Promise<{ file: string; vaultKey: string; upstreamToken: string }> {
+  const file = join(dir, 'keyway.sqlite');
+  const vaultKey = generateVaultKey();
+  writeFileSync(`${file}.vault-keys`, `${vaultKey}\n`, { mode: 0o600 });
+  const seeding = await upstreamConnection(sqliteStorage(file), upstreamBase, vaultKey, CONNECTION);
+  const { access_token: upstreamToken } = await seeding.connections.credentials(
+    rootPrincipal(),
+    CONNECTION,
+  );
+  await seeding.close();
+  return { file, vaultKey, upstreamToken };
+}
+
+/**
+ * The same-work hop (same-work-hop.ts) in its own process, in front of the MCP server on
+ * `port`, reading `file`: started once `keyway serve` made its schema there.
+ */
+export function startSameWorkHop(port: string, file: string, vaultKey: string) {
+  return startServerProcess(process.execPath, ['.build/proxy-hop.js', port, '--same-work', file], {
+    cwd: benchDir,
+    env: { HOP_ROOT_KEY: ROOT_KEY, HOP_VAULT_KEY: vaultKey },
+    listening: /hop listening on (http:\/\/127\.0\.0\.1:\d+)/,
+  });
+}
+
+/** A broker token for `acme/alice`, minted with the root key through `keyway serve` at `base`. */
+export async function mintAgentToken(base: string): Promise<string> {
+  const minted = await fetch(`${base}/api/admin/tokens`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'agent', scopes: ['acme/alice'], expires_in: 86_400 }),
+  });
+  return ((await minted.json()) as { access_token: string }).access_token;
+}
+
 /** The median time of one call, microseconds, over `calls` sequential calls. */
-async function roundTrip(url: string, authorization: string, calls: number): Promise<number> {
+export async function roundTrip(
+  url: string,
+  authorization: string,
+  calls: number,
+): Promise<number> {
   const times: number[] = [];
   for (let call = 0; call < calls; call++) {
     const started = performance.now();
@@ -187,20 +234,7 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       { cwd: benchDir, env: {}, listening: /hop listening on (http:\/\/127\.0\.0\.1:\d+)/ },
     );
     stops.push(() => hopProcess.stop());
-    const file = join(dir, 'keyway.sqlite');
-    const vaultKey = generateVaultKey();
-    writeFileSync(`${file}.vault-keys`, `${vaultKey}\n`, { mode: 0o600 });
-    const seeding = await upstreamConnection(
-      sqliteStorage(file),
-      upstreamBase,
-      vaultKey,
-      CONNECTION,
-    );
-    const { access_token: upstreamToken } = await seeding.connections.credentials(
-      rootPrincipal(),
-      CONNECTION,
-    );
-    await seeding.close();
+    const { file, vaultKey, upstreamToken } = await seedGatewayFile(dir, upstreamBase);
 
     const brokerEnv = {
       KEYWAY_ROOT_KEY: ROOT_KEY,
@@ -216,23 +250,10 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
     const keyway = await startBrokerProcess(brokerEnv);
     stops.push(() => keyway.stop());
     // The same-work hop reads the file keyway serve keeps: started once its schema is there.
-    const sameWorkProcess = await startServerProcess(
-      process.execPath,
-      ['.build/proxy-hop.js', new URL(upstreamBase).port, '--same-work', file],
-      {
-        cwd: benchDir,
-        env: { HOP_ROOT_KEY: ROOT_KEY, HOP_VAULT_KEY: vaultKey },
-        listening: /hop listening on (http:\/\/127\.0\.0\.1:\d+)/,
-      },
-    );
+    const sameWorkProcess = await startSameWorkHop(new URL(upstreamBase).port, file, vaultKey);
     stops.push(() => sameWorkProcess.stop());
     const pid = keyway.child.pid as number;
-    const minted = await fetch(`${keyway.url}/api/admin/tokens`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'agent', scopes: ['acme/alice'], expires_in: 86_400 }),
-    });
-    const { access_token: brokerToken } = (await minted.json()) as { access_token: string };
+    const brokerToken = await mintAgentToken(keyway.url);
     const direct = { url: `${upstreamBase}/mcp`, authorization: `Bearer ${upstreamToken}` };
     const proxy = { url: `${proxyBase}/mcp`, authorization: 'Bearer caller' };
     const hop = { url: `${hopProcess.base}/mcp`, authorization: 'Bearer caller' };

@@ -1,12 +1,14 @@
 // `pnpm bench`: every benchmark of docs/benchmarks.md, each figure a ratio against a floor
 // measured in the same run. `--smoke` runs tiny sizes in seconds (CI proves the benchmarks
 // still run); `--out <file>` writes the report elsewhere; `--token-check` runs the token
-// check alone and writes no report (its rows, run after run: how they vary).
+// check alone and writes no report (its rows, run after run: how they vary);
+// `--gateway-shares` each process's share of a gateway call made one at a time (no report).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startPostgres, startTestPostgres } from '@keyway/test-support/postgres';
 import { benchGateway } from './gateway.js';
+import { benchGatewayShares, sharesTable } from './gateway-shares.js';
 import { benchHandOuts } from './hand-outs.js';
 import { benchHandler } from './handler.js';
 import { benchPortal } from './portal.js';
@@ -54,6 +56,12 @@ const GATEWAY = smoke
 const SCALE_OUT = smoke
   ? { connections: 6, seconds: 1, rounds: 1 }
   : { connections: 48, seconds: 5, rounds: 3 };
+
+if (args.includes('--gateway-shares')) {
+  const sizes = smoke ? { calls: 50, rounds: 2 } : { calls: 3_000, rounds: 10 };
+  console.log(sharesTable(await benchGatewayShares(sizes), sizes.rounds, sizes.calls));
+  process.exit(0);
+}
 
 // The large tables are built once and kept outside the repository; a smoke run keeps nothing.
 const cacheDir = smoke

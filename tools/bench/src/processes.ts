@@ -23,6 +23,19 @@ export function startReferenceServer(
   });
 }
 
+/** The MCP server of the gateway's benchmarks (mcp-upstream.ts) in its own process: its base URL. */
+export function startMcpUpstream(): Promise<{
+  base: string;
+  pid: number;
+  stop: () => Promise<void>;
+}> {
+  return startServerProcess(process.execPath, ['.build/mcp-upstream.js'], {
+    cwd: benchDir,
+    env: {},
+    listening: /listening on (http:\/\/127\.0\.0\.1:\d+) proxy/,
+  });
+}
+
 /** What a load run measured. */
 export interface Load {
   requestsPerSecond: number;

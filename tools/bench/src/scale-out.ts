@@ -1,12 +1,11 @@
 import { generateVaultKey, rootPrincipal } from '@keyway/core';
 import { postgresStorage } from '@keyway/store-postgres';
-import { startServerProcess } from '@keyway/test-support/examples';
 import { createTestDatabase } from '@keyway/test-support/postgres';
 import { type BrokerProcess, startBrokerProcess } from '@keyway/test-support/processes';
 import { ROOT_KEY, upstreamConnection } from './fixtures.js';
 import { CALL, CONNECTION, MCP_HEADERS } from './gateway.js';
 import { median } from './measure.js';
-import { benchDir, failedOf, load } from './processes.js';
+import { failedOf, load, startMcpUpstream } from './processes.js';
 
 /** The sizes of a scale-out run. */
 export interface ScaleOutOptions {
@@ -43,11 +42,7 @@ export async function benchScaleOut(
   const database = await createTestDatabase(postgresUrl);
   const stops: (() => Promise<void>)[] = [];
   try {
-    const upstream = await startServerProcess(process.execPath, ['.build/mcp-upstream.js'], {
-      cwd: benchDir,
-      env: {},
-      listening: /listening on (http:\/\/127\.0\.0\.1:\d+) proxy/,
-    });
+    const upstream = await startMcpUpstream();
     stops.push(() => upstream.stop());
     const vaultKey = generateVaultKey();
     const storage = await postgresStorage({ connectionString: database.url });

@@ -170,13 +170,14 @@ export async function buildWorkspacePackages(filters: string[]): Promise<void> {
 /**
  * Starts a server process that prints where it listens (by default `notes app on
  * http://127.0.0.1:<port>`; `listening` names another pattern, its first group the URL),
- * and answers its base URL and a way to stop it.
+ * and answers its base URL, the id of the process it started (a wrapper's, for `bun` and `deno`)
+ * and a way to stop it.
  */
 export async function startServerProcess(
   command: string,
   args: string[],
   options: { cwd: string; env: Record<string, string>; listening?: RegExp },
-): Promise<{ base: string; stop: () => Promise<void> }> {
+): Promise<{ base: string; pid: number; stop: () => Promise<void> }> {
   const { spawn } = await import('node:child_process');
   // Its own process group: the npm packages' `bun` and `deno` are wrappers that start the
   // real binary as a child, and stopping the wrapper alone would leave the server running.
@@ -206,6 +207,7 @@ export async function startServerProcess(
   });
   return {
     base,
+    pid: child.pid as number,
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = once(child, 'exit');
