@@ -170,10 +170,13 @@ export function sharesTable(shares: Share[], rounds: number, calls: number): str
     '',
     '| Path | Round trip | Added | Middle process: main thread’s CPU a call | Its wait for a core | Its wake-ups | The client’s CPU | The server’s CPU |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-    ...shares.map(
-      (share) =>
-        `| ${share.path} | ${us(share.roundTrip)} | ${share.middle === null ? '—' : us(share.roundTrip - direct)} | ${share.middle === null ? '—' : us(share.middle.cpu)} | ${share.middle === null ? '—' : us(share.middle.wait)} | ${share.middle === null ? '—' : share.middle.wakeUps.toFixed(2)} | ${us(share.client)} | ${us(share.server)} |`,
-    ),
+    ...shares.map(({ path, roundTrip, middle, client, server }) => {
+      const hop =
+        middle === null
+          ? '— | — | — | —'
+          : `${us(roundTrip - direct)} | ${us(middle.cpu)} | ${us(middle.wait)} | ${middle.wakeUps.toFixed(2)}`;
+      return `| ${path} | ${us(roundTrip)} | ${hop} | ${us(client)} | ${us(server)} |`;
+    }),
     '',
     `The gateway added ${(added('gateway') / added('bare hop')).toFixed(2)}× what the bare hop added, ` +
       `${(added('gateway') / added('same-work hop')).toFixed(2)}× what the same-work hop added; ` +

@@ -7,6 +7,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { gatewayForwards } from '@keyway/core/contract';
+import { pipedHeader } from '@keyway/core/outbound';
 
 /**
  * What a hop sends upstream in place of the caller's request line and token, or `null` to
@@ -32,11 +33,13 @@ function asGatewaySends(req: IncomingMessage, token: string): Record<string, str
 
 /** The answer's headers as the gateway writes them: two of the upstream's, and its own. */
 function asGatewayAnswers(answer: IncomingMessage): Record<string, string> {
+  // Read from the raw headers, as the gateway reads them: Node's object of them all unmade.
+  const raw = { status: 0, headers: {}, rawHeaders: answer.rawHeaders, body: null };
   const headers: Record<string, string> = { 'cache-control': 'no-store' };
-  const type = answer.headers['content-type'];
-  const session = answer.headers['mcp-session-id'];
-  if (type !== undefined) headers['content-type'] = type;
-  if (typeof session === 'string') headers['mcp-session-id'] = session;
+  const type = pipedHeader(raw, 'content-type');
+  const session = pipedHeader(raw, 'mcp-session-id');
+  if (type !== null) headers['content-type'] = type;
+  if (session !== null) headers['mcp-session-id'] = session;
   headers['x-request-id'] = randomUUID();
   return headers;
 }
