@@ -13,12 +13,12 @@ import {
 const BASE = 'https://keyway.example.test';
 const CONNECTION = 'acme/alice/linear';
 
-/** A memory storage without the optional `readForHandOut`: core makes the three reads. */
+/** A memory storage without the optional joined reads: core makes the three reads. */
 const withoutJoinedRead: StorageFactory = {
   name: 'memory without readForHandOut',
   create: async () => {
     const storage = memoryStorage();
-    const { readForHandOut: _, ...rest } = storage.fastPaths ?? {};
+    const { readForHandOut: _, readForHandOutSync: __, ...rest } = storage.fastPaths ?? {};
     return { ...storage, fastPaths: rest };
   },
   rawText: async () => null,

@@ -101,6 +101,8 @@ export function sqlStorage(
         ? {
             findTokenByIdHashSync: (idHash: string) =>
               valuesOf(TOKEN_CHECKS, driver.query(pointRead(TOKEN_CHECK_BY_ID_HASH, [idHash]))),
+            readForHandOutSync: (id: string, vaultKind: string) =>
+              handOutOf(dialect.engine, driver.query(pointRead(handOutSql, [vaultKind, id]))),
           }
         : {}),
       // A hand-out's three reads in one statement.

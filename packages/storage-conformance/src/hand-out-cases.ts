@@ -5,6 +5,9 @@ import { connectionRecord, providerRecord } from './path-record-cases.js';
 
 const TOKENS_KIND = 'connection_tokens';
 
+/** A joined read, as a promise. */
+type Read = (id: string, kind: string) => Promise<HandOutRead | null>;
+
 /** Each connection's provider and the `hand_out` member of that provider's state. */
 const PROVIDERS: [providerId: string, handOut: unknown][] = [
   ['p/plain', undefined],
@@ -25,8 +28,12 @@ async function apart(storage: Storage, id: string, kind: string) {
 }
 
 export function handOutReadCases({ open }: CaseContext): void {
-  describe("a hand-out's reads in one (readForHandOut, optional)", () => {
-    /** The storage's `readForHandOut`; `null` when it does not offer one. */
+  describe("a hand-out's reads in one (readForHandOut, readForHandOutSync, optional)", () => {
+    /**
+     * The storage's joined reads, each as a promise: `readForHandOut`, and
+     * `readForHandOutSync`, held to answering a value, never a promise. Empty when it offers
+     * neither.
+     */
     async function setUp() {
       const storage = await open();
       for (const [id, handOut] of PROVIDERS) {
@@ -61,16 +68,30 @@ export function handOutReadCases({ open }: CaseContext): void {
           ),
         ).toBe(true);
       }
-      const read = storage.fastPaths?.readForHandOut;
-      return { storage, read: read ?? null };
+      const fast = storage.fastPaths;
+      const reads: Read[] = [];
+      if (fast?.readForHandOut !== undefined) reads.push(fast.readForHandOut);
+      const sync = fast?.readForHandOutSync;
+      if (sync !== undefined) {
+        reads.push(async (id, kind) => {
+          const answer = sync(id, kind);
+          expect(answer).not.toBeInstanceOf(Promise);
+          return answer;
+        });
+      }
+      return { storage, reads };
     }
 
     const joined =
       'answers the connection, its vault entry of the kind asked and its provider’s hand_out ' +
       'member, as the three reads would';
     it(joined, async () => {
-      const { storage, read } = await setUp();
-      if (read === null) return; // optional: this storage reads them one at a time
+      const { storage, reads } = await setUp();
+      // Optional: a storage without them reads one at a time.
+      for (const read of reads) await answersAsApart(storage, read);
+    });
+
+    async function answersAsApart(storage: Storage, read: Read) {
       const expected: Record<string, HandOutRead['provider']> = {
         'acme/a': { handOut: null },
         'acme/b': { handOut: 'false' },
@@ -98,38 +119,55 @@ export function handOutReadCases({ open }: CaseContext): void {
       });
       expect((await read('acme/b', TOKENS_KIND))?.vaultEntry).toBeNull();
       expect((await read('acme/b', 'internal'))?.vaultEntry?.ciphertext).toBe('i-acme/b');
-    });
+    }
 
     it('answers null exactly when getConnection does', async () => {
-      const { storage, read } = await setUp();
-      if (read === null) return;
-      for (const id of ['acme', 'acme/a/x', 'acme/z', 'p/plain']) {
-        expect(await storage.getConnection(id), id).toBeNull();
-        expect(await read(id, TOKENS_KIND), id).toBeNull();
+      const { storage, reads } = await setUp();
+      for (const read of reads) {
+        for (const id of ['acme', 'acme/a/x', 'acme/z', 'p/plain']) {
+          expect(await storage.getConnection(id), id).toBeNull();
+          expect(await read(id, TOKENS_KIND), id).toBeNull();
+        }
       }
     });
 
     it('reads what is stored now, and answers copies', async () => {
-      const { storage, read } = await setUp();
-      if (read === null) return;
+      const { storage, reads } = await setUp();
+      for (const [index, read] of reads.entries()) await readsNow(storage, read, index);
+    });
+
+    /** The `index`th read sees the changes made before it, each read a copy. */
+    async function readsNow(storage: Storage, read: Read, index: number) {
       const provider = await storage.getProvider('p/open');
       if (provider === null) throw new Error('no provider p/open');
-      const changed = { ...provider, state: { ...provider.state, hand_out: false }, version: 2 };
-      expect(await storage.compareAndSetProvider(changed, 1)).toBe(true);
-      expect((await read('acme/c', TOKENS_KIND))?.provider).toEqual({ handOut: 'false' });
+      // Each read changes what is stored once more: the provider's hand_out, the tokens.
+      const handOut = index % 2 === 0;
+      const changed = { ...provider, state: { ...provider.state, hand_out: handOut } };
+      expect(
+        await storage.compareAndSetProvider({ ...changed, version: index + 2 }, index + 1),
+      ).toBe(true);
+      expect((await read('acme/c', TOKENS_KIND))?.provider).toEqual({ handOut: `${handOut}` });
+      const ciphertext = `t-${index + 2}`;
       expect(
         await storage.putVaultEntry(
-          { kind: TOKENS_KIND, key: 'acme/c', ciphertext: 't-2', keyId: 'k2' },
-          Date.UTC(2026, 10, 21, 10),
+          { kind: TOKENS_KIND, key: 'acme/c', ciphertext, keyId: 'k2' },
+          Date.UTC(2026, 10, 21, 10 + index),
         ),
-      ).toMatchObject({ created: false, entry: { version: 2 } });
+      ).toMatchObject({ created: false, entry: { version: index + 2 } });
       const first = (await read('acme/c', TOKENS_KIND)) as HandOutRead;
-      expect(first.vaultEntry).toMatchObject({ ciphertext: 't-2', keyId: 'k2', version: 2 });
+      expect(first.vaultEntry).toMatchObject({ ciphertext, keyId: 'k2', version: index + 2 });
       first.connection.state.n = 'changed';
       (first.vaultEntry as { ciphertext: string }).ciphertext = 'changed';
       const again = (await read('acme/c', TOKENS_KIND)) as HandOutRead;
       expect(again.connection.state).toEqual({ n: 'acme/c' });
-      expect(again.vaultEntry?.ciphertext).toBe('t-2');
+      expect(again.vaultEntry?.ciphertext).toBe(ciphertext);
+    }
+
+    it('offers readForHandOutSync only beside readForHandOut', async () => {
+      const storage = await open();
+      const fast = storage.fastPaths;
+      if (fast?.readForHandOutSync !== undefined)
+        expect(fast.readForHandOut).toBeTypeOf('function');
     });
   });
 }

@@ -1,6 +1,7 @@
 import {
   type ConnectionRecord,
   compareCodePoints,
+  type HandOutRead,
   isInSubtree,
   type ListPathsQuery,
   type PendingAuthorizationRecord,
@@ -84,6 +85,23 @@ export function memoryStorage(): MemoryStorage {
     if (ids?.size === 0) tokensByName.delete(record.name);
   }
 
+  /** A hand-out's three reads at one instant (`readForHandOut`), copies. */
+  function handOutRead(id: string, vaultKind: string): HandOutRead | null {
+    const record = connections.get(id);
+    if (record === undefined) return null;
+    const entry = vault.get(vaultId(vaultKind, id));
+    const provider = providers.get(record.providerId);
+    const handOut = provider?.state.hand_out;
+    return {
+      connection: copy(record),
+      vaultEntry: entry === undefined ? null : copy(entry),
+      provider:
+        provider === undefined
+          ? null
+          : { handOut: handOut === undefined ? null : JSON.stringify(handOut) },
+    };
+  }
+
   function liveByName(name: string, now: number): TokenRecord | null {
     for (const id of tokensByName.get(name) ?? []) {
       const record = tokens.get(id);
@@ -133,26 +151,18 @@ export function memoryStorage(): MemoryStorage {
       return record === undefined ? null : copyToken(record);
     },
 
-    // Reads without I/O: the token check's synchronous lookup, and a hand-out's reads in one.
+    // Reads without I/O: the token check's synchronous lookup, and a hand-out's reads in one
+    // (as a promise, and synchronously).
     fastPaths: {
       findTokenByIdHashSync(idHash: string) {
         const record = tokens.get(idHash);
         return record === undefined ? null : copyToken(record);
       },
       async readForHandOut(id: string, vaultKind: string) {
-        const record = connections.get(id);
-        if (record === undefined) return null;
-        const entry = vault.get(vaultId(vaultKind, id));
-        const provider = providers.get(record.providerId);
-        const handOut = provider?.state.hand_out;
-        return {
-          connection: copy(record),
-          vaultEntry: entry === undefined ? null : copy(entry),
-          provider:
-            provider === undefined
-              ? null
-              : { handOut: handOut === undefined ? null : JSON.stringify(handOut) },
-        };
+        return handOutRead(id, vaultKind);
+      },
+      readForHandOutSync(id: string, vaultKind: string) {
+        return handOutRead(id, vaultKind);
       },
     },
 

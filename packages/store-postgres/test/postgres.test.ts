@@ -20,6 +20,15 @@ describe('postgresStorage()', () => {
     await drop();
   });
 
+  it('offers the fast paths that wait on I/O, and none of the synchronous ones', async () => {
+    const { schema, drop } = await createTestSchema(url);
+    const storage = await postgresStorage({ connectionString: url, schema, maxConnections: 1 });
+    const fast = storage.fastPaths;
+    expect(Object.keys(fast ?? {}).sort()).toEqual(['findTokenCheckByIdHash', 'readForHandOut']);
+    await storage.close();
+    await drop();
+  });
+
   it('refuses a schema name that is not a plain identifier', async () => {
     await expect(postgresStorage({ connectionString: url, schema: 'a"; drop' })).rejects.toThrow(
       TypeError,

@@ -30,6 +30,13 @@ describe('sqliteStorage()', () => {
     await storage.close();
   });
 
+  it("offers a hand-out's joined read synchronously too", async () => {
+    const storage = sqliteStorage(':memory:');
+    expect(typeof storage.fastPaths?.readForHandOutSync).toBe('function');
+    expect(storage.fastPaths?.readForHandOutSync?.('acme/none', 'connection_tokens')).toBeNull();
+    await storage.close();
+  });
+
   it('applies the migrations once, however many connections open the file', async () => {
     const file = join(dir, 'migrations.sqlite');
     const first = sqliteStorage(file);

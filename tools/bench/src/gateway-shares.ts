@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServerProcess } from '@keyway/test-support/examples';
 import { startBrokerProcess } from '@keyway/test-support/processes';
+import { bundleAblated, type GatewayPart } from './ablation.js';
 import { ROOT_KEY } from './fixtures.js';
 import {
   CONNECTION,
@@ -23,17 +24,28 @@ import { benchDir, startMcpUpstream } from './processes.js';
  * table; writes no report.
  */
 
+/** What a path leaves out of its work, to weigh that part: nothing for the paths compared. */
+export type Skipped = readonly GatewayPart[];
+
 /** One path's medians per call over the rounds. */
 export interface Share {
   path: 'direct' | 'bare hop' | 'same-work hop' | 'gateway';
+  /** The parts of the work this path leaves out (the same-work hop) or answers from memory (the gateway). */
+  skipped: Skipped;
   /** Median round trip, µs. */
   roundTrip: number;
-  /** The middle process's main thread (none direct): CPU, wait for a core, wake-ups. */
-  middle: { cpu: number; wait: number; wakeUps: number } | null;
+  /**
+   * The middle process (none direct): its main thread's CPU, wait for a core and wake-ups,
+   * and the CPU of its other threads (V8's compiler and collector, libuv's pool).
+   */
+  middle: { cpu: number; wait: number; wakeUps: number; others: number } | null;
   /** CPU of the client (this process) and of the MCP server, all their threads, µs. */
   client: number;
   server: number;
 }
+
+/** What each path leaves out, in the order run: all of the work, then each part, then both. */
+const PARTS: Skipped[] = [[], ['check'], ['read'], ['check', 'read']];
 
 /** A thread's (or, summed, a process's) account: ns on a core, ns waiting, wake-ups. */
 type Account = [number, number, number];
@@ -72,43 +84,72 @@ export async function benchGatewayShares(options: {
     });
     stops.push(() => hop.stop());
     const { file, vaultKey, upstreamToken } = await seedGatewayFile(dir, upstream.base);
-    const keyway = await startBrokerProcess({
+    const gatewayEnv = {
       KEYWAY_ROOT_KEY: ROOT_KEY,
       KEYWAY_DATABASE: file,
       KEYWAY_LOG_LEVEL: 'silent',
       KEYWAY_ALLOWED_HOSTS: '127.0.0.1',
-    });
+    };
+    const keyway = await startBrokerProcess(gatewayEnv);
     stops.push(() => keyway.stop());
-    const sameWork = await startSameWorkHop(port, file, vaultKey);
-    stops.push(() => sameWork.stop());
     const brokerToken = await mintAgentToken(keyway.url);
-    const paths = [
+    type Path = {
+      path: Share['path'];
+      skipped: Skipped;
+      url: string;
+      authorization: string;
+      pid: number | null;
+    };
+    const paths: Path[] = [
       {
         path: 'direct',
+        skipped: [],
         url: `${upstream.base}/mcp`,
         authorization: `Bearer ${upstreamToken}`,
         pid: null,
       },
-      { path: 'bare hop', url: `${hop.base}/mcp`, authorization: 'Bearer caller', pid: hop.pid },
       {
+        path: 'bare hop',
+        skipped: [],
+        url: `${hop.base}/mcp`,
+        authorization: 'Bearer caller',
+        pid: hop.pid,
+      },
+    ];
+    // Each part of the work weighed on both sides: the same-work hop without it, the
+    // gateway with it answered from memory (ablation.ts).
+    for (const skipped of PARTS) {
+      const sameWork = await startSameWorkHop(port, file, vaultKey, [...skipped]);
+      stops.push(() => sameWork.stop());
+      paths.push({
         path: 'same-work hop',
+        skipped,
         url: `${sameWork.base}/mcp/${CONNECTION}`,
         authorization: `Bearer ${brokerToken}`,
         pid: sameWork.pid,
-      },
-      {
+      });
+    }
+    for (const skipped of PARTS) {
+      const gateway =
+        skipped.length === 0
+          ? keyway
+          : await startBrokerProcess(gatewayEnv, [], await bundleAblated(skipped));
+      if (gateway !== keyway) stops.push(() => gateway.stop());
+      paths.push({
         path: 'gateway',
-        url: `${keyway.url}/mcp/${CONNECTION}`,
+        skipped,
+        url: `${gateway.url}/mcp/${CONNECTION}`,
         authorization: `Bearer ${brokerToken}`,
-        pid: keyway.child.pid as number,
-      },
-    ] as const;
+        pid: gateway.child.pid as number,
+      });
+    }
     for (const side of paths) await roundTrip(side.url, side.authorization, 500);
     const samples = paths.map(() => ({
       trips: [] as number[],
       cpu: [] as number[],
       wait: [] as number[],
       wakeUps: [] as number[],
+      others: [] as number[],
       client: [] as number[],
       server: [] as number[],
     }));
@@ -117,9 +158,10 @@ export async function benchGatewayShares(options: {
       const order = paths.map((_, index) => index);
       if (round % 2 === 1) order.reverse();
       for (const index of order) {
-        const side = paths[index] as (typeof paths)[number];
+        const side = paths[index] as Path;
         const sample = samples[index] as (typeof samples)[number];
         const middle = side.pid === null ? null : accountOf(side.pid, side.pid);
+        const whole = side.pid === null ? null : accountOf(side.pid);
         const server = accountOf(upstream.pid);
         const client = process.cpuUsage();
         const trip = await roundTrip(side.url, side.authorization, options.calls);
@@ -133,6 +175,9 @@ export async function benchGatewayShares(options: {
           sample.cpu.push((after[0] - middle[0]) / 1000 / options.calls);
           sample.wait.push((after[1] - middle[1]) / 1000 / options.calls);
           sample.wakeUps.push((after[2] - middle[2]) / options.calls);
+          const wholeAfter = accountOf(side.pid);
+          const others = wholeAfter[0] - (whole as Account)[0] - (after[0] - middle[0]);
+          sample.others.push(others / 1000 / options.calls);
         }
       }
     }
@@ -140,6 +185,7 @@ export async function benchGatewayShares(options: {
       const sample = samples[index] as (typeof samples)[number];
       return {
         path: side.path,
+        skipped: side.skipped,
         roundTrip: median(sample.trips),
         middle:
           side.pid === null
@@ -148,6 +194,7 @@ export async function benchGatewayShares(options: {
                 cpu: median(sample.cpu),
                 wait: median(sample.wait),
                 wakeUps: median(sample.wakeUps),
+                others: median(sample.others),
               },
         client: median(sample.client),
         server: median(sample.server),
@@ -159,24 +206,74 @@ export async function benchGatewayShares(options: {
   }
 }
 
-/** The shares as a Markdown table, with what each hop added and the ratios of goal 3. */
+/** A path's name in the tables: what it leaves out (the hop) or answers from memory (the gateway). */
+function nameOf({ path, skipped }: Pick<Share, 'path' | 'skipped'>): string {
+  if (skipped.length === 0) return path;
+  const parts = skipped.map((part) =>
+    part === 'check' ? 'the token check' : 'the connection read',
+  );
+  const named = parts.join(' and ');
+  return path === 'gateway' ? `gateway, ${named} from memory` : `same-work hop without ${named}`;
+}
+
+/**
+ * The shares as Markdown: each path's table row; what each part of the work costs each side
+ * (the round trip with it less the round trip without it; the rest over the bare hop); and
+ * the ratios of goal 3.
+ */
 export function sharesTable(shares: Share[], rounds: number, calls: number): string {
   const us = (value: number) => `${value.toFixed(0)} µs`;
   const direct = shares[0]?.roundTrip ?? 0;
-  const added = (path: Share['path']) =>
-    (shares.find((share) => share.path === path)?.roundTrip ?? 0) - direct;
+  const find = (path: Share['path'], skipped: Skipped = []) =>
+    shares.find(
+      (share) =>
+        share.path === path &&
+        share.skipped.length === skipped.length &&
+        skipped.every((part) => share.skipped.includes(part)),
+    );
+  const added = (path: Share['path'], skipped: Skipped = []) =>
+    (find(path, skipped)?.roundTrip ?? 0) - direct;
+  const cpu = (path: Share['path'], skipped: Skipped = []) => find(path, skipped)?.middle?.cpu ?? 0;
+  const both: Skipped = ['check', 'read'];
+  const part = (label: string, of: (path: Share['path']) => [number, number]) => {
+    const [hopAdded, hopCpu] = of('same-work hop');
+    const [gatewayAdded, gatewayCpu] = of('gateway');
+    return `| ${label} | ${us(hopAdded)} (${us(hopCpu)}) | ${us(gatewayAdded)} (${us(gatewayCpu)}) |`;
+  };
   const lines = [
     `One \`tools/call\` at a time, medians of ${rounds} interleaved rounds of ${calls} calls:`,
     '',
-    '| Path | Round trip | Added | Middle process: main thread’s CPU a call | Its wait for a core | Its wake-ups | The client’s CPU | The server’s CPU |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-    ...shares.map(({ path, roundTrip, middle, client, server }) => {
+    '| Path | Round trip | Added | Middle process: main thread’s CPU a call | Its wait for a core | Its wake-ups | Its other threads’ CPU | The client’s CPU | The server’s CPU |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...shares.map((share) => {
+      const { roundTrip, middle, client, server } = share;
       const hop =
         middle === null
-          ? '— | — | — | —'
-          : `${us(roundTrip - direct)} | ${us(middle.cpu)} | ${us(middle.wait)} | ${middle.wakeUps.toFixed(2)}`;
-      return `| ${path} | ${us(roundTrip)} | ${hop} | ${us(client)} | ${us(server)} |`;
+          ? '— | — | — | — | —'
+          : `${us(roundTrip - direct)} | ${us(middle.cpu)} | ${us(middle.wait)} | ${middle.wakeUps.toFixed(2)} | ${us(middle.others)}`;
+      return `| ${nameOf(share)} | ${us(roundTrip)} | ${hop} | ${us(client)} | ${us(server)} |`;
     }),
+    '',
+    'What each part costs a call, added round trip (main thread’s CPU): the side with it less the side without it; the rest is what the side adds without either, over the bare hop. Each part alone is the side with it less the side without it, the other part kept: the two need not add up to both.',
+    '',
+    '| Part | Same-work hop | Gateway |',
+    '| --- | ---: | ---: |',
+    part('The token check and the connection read', (path) => [
+      added(path) - added(path, both),
+      cpu(path) - cpu(path, both),
+    ]),
+    part('The token check alone', (path) => [
+      added(path) - added(path, ['check']),
+      cpu(path) - cpu(path, ['check']),
+    ]),
+    part('The connection read alone', (path) => [
+      added(path) - added(path, ['read']),
+      cpu(path) - cpu(path, ['read']),
+    ]),
+    part('The rest, over the bare hop', (path) => [
+      added(path, both) - added('bare hop'),
+      cpu(path, both) - cpu('bare hop'),
+    ]),
     '',
     `The gateway added ${(added('gateway') / added('bare hop')).toFixed(2)}× what the bare hop added, ` +
       `${(added('gateway') / added('same-work hop')).toFixed(2)}× what the same-work hop added; ` +

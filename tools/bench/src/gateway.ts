@@ -96,10 +96,15 @@ export async function seedGatewayFile(
  * The same-work hop (same-work-hop.ts) in its own process, in front of the MCP server on
  * `port`, reading `file`: started once `keyway serve` made its schema there.
  */
-export function startSameWorkHop(port: string, file: string, vaultKey: string) {
+export function startSameWorkHop(
+  port: string,
+  file: string,
+  vaultKey: string,
+  skip: ('check' | 'read')[] = [],
+) {
   return startServerProcess(process.execPath, ['.build/proxy-hop.js', port, '--same-work', file], {
     cwd: benchDir,
-    env: { HOP_ROOT_KEY: ROOT_KEY, HOP_VAULT_KEY: vaultKey },
+    env: { HOP_ROOT_KEY: ROOT_KEY, HOP_VAULT_KEY: vaultKey, HOP_SKIP: skip.join(',') },
     listening: /hop listening on (http:\/\/127\.0\.0\.1:\d+)/,
   });
 }

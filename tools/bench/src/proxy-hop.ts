@@ -2,14 +2,20 @@
 // whose port is the first argument: the floor of a hop that costs what the gateway's
 // topology costs (client → another process → the server's process). With
 // `--same-work <keyway.sqlite>` (and HOP_ROOT_KEY, HOP_VAULT_KEY set), the hop does the
-// gateway's work first (same-work-hop.ts).
+// gateway's work first (same-work-hop.ts); HOP_SKIP (`check`, `read`, comma-separated)
+// leaves parts of it out, to weigh them.
 import { proxyHop } from './hop.js';
 import { sameWorkSwap } from './same-work-hop.js';
 
 const port = Number(process.argv[2]);
 const at = process.argv.indexOf('--same-work');
 const file = at === -1 ? undefined : process.argv[at + 1];
-const { HOP_ROOT_KEY: rootKey, HOP_VAULT_KEY: vaultKey } = process.env;
+const { HOP_ROOT_KEY: rootKey, HOP_VAULT_KEY: vaultKey, HOP_SKIP: skips = '' } = process.env;
+const skip = skips.split(',').filter((part) => part !== '');
+if (skip.some((part) => part !== 'check' && part !== 'read')) {
+  console.error(`HOP_SKIP names "check" and "read" only, not ${JSON.stringify(skips)}`);
+  process.exit(2);
+}
 if (!Number.isInteger(port) || port <= 0 || (at !== -1 && (!file || !rootKey || !vaultKey))) {
   console.error(
     'usage: node proxy-hop.js <port of the MCP server> [--same-work <keyway.sqlite>] (HOP_ROOT_KEY, HOP_VAULT_KEY set)',
@@ -21,7 +27,12 @@ const hop =
     ? proxyHop(port)
     : proxyHop(
         port,
-        sameWorkSwap({ file, rootKey: rootKey as string, vaultKey: vaultKey as string }),
+        sameWorkSwap({
+          file,
+          rootKey: rootKey as string,
+          vaultKey: vaultKey as string,
+          skip: { check: skip.includes('check'), read: skip.includes('read') },
+        }),
       );
 hop.maxConnections = 10_000;
 hop.listen(0, '127.0.0.1', () => {

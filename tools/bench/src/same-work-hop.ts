@@ -28,33 +28,56 @@ function open(key: Buffer, jwe: string): string {
   return Buffer.concat([plaintext, decipher.final()]).toString('utf8');
 }
 
+/** What a same-work hop leaves out, to weigh each part of its work (`--gateway-shares`). */
+export interface SameWorkSkips {
+  /** The token check: every caller is let through. */
+  check?: boolean;
+  /** The connection's read: its first row (and state) kept and used again. */
+  read?: boolean;
+}
+
 /**
  * The least a gateway in front of `/mcp/<connection>` can do before it forwards a call, on
  * the SQLite file `keyway serve` keeps (read-only): the token check's floor (floor.ts) for
  * the connection, the connection with its sealed tokens and its provider in one prepared
  * read, its state parsed, the tokens opened once per ciphertext (as Keyway keeps them
  * opened), their expiry checked, and the access token swapped in. No validation, no error
- * objects, no log, no SSRF guard.
+ * objects, no log, no SSRF guard. `skip` leaves the check or the read out (a measurement of
+ * what each costs, never a hop to compare the gateway with).
  */
-export function sameWorkSwap(options: { file: string; rootKey: string; vaultKey: string }): Swap {
+export function sameWorkSwap(options: {
+  file: string;
+  rootKey: string;
+  vaultKey: string;
+  skip?: SameWorkSkips;
+}): Swap {
   const db = new Database(options.file, { readonly: true });
   const find = db.prepare(FLOOR_TOKEN_READ);
   const check = floorCheck(tagKeyOf(options.rootKey), (idHash) => find.get(idHash) as FloorRow);
   const handOut = db.prepare(HAND_OUT).raw();
   const key = Buffer.from(options.vaultKey, 'base64url');
   const opened = new Map<string, { ciphertext: string; token: string; expiresAt: number | null }>();
+  type Row = [string, string, string | null, string | null, unknown] | undefined;
+  const kept = new Map<string, Row>();
+  const { check: skipCheck = false, read: skipRead = false } = options.skip ?? {};
   return async (req) => {
     const connection = /^\/mcp\/(.+)$/.exec(req.url ?? '')?.[1];
     const token = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1];
     if (connection === undefined || token === undefined) return null;
-    try {
-      await check(token, connection);
-    } catch {
-      return null;
+    if (!skipCheck) {
+      try {
+        await check(token, connection);
+      } catch {
+        return null;
+      }
     }
-    const row = handOut.get(connection) as [string, string, string | null, string | null, unknown];
+    let row = skipRead ? kept.get(connection) : undefined;
+    if (row === undefined) {
+      row = handOut.get(connection) as Row;
+      if (skipRead) kept.set(connection, row);
+      if (row !== undefined) JSON.parse(row[1]);
+    }
     if (row === undefined || row[0] !== 'active' || row[2] === null) return null;
-    JSON.parse(row[1]);
     let tokens = opened.get(connection);
     if (tokens?.ciphertext !== row[2]) {
       const sealed = JSON.parse(open(key, row[2])) as {

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { build, type Plugin } from 'esbuild';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 let bundled: Promise<string> | undefined;
@@ -20,9 +20,14 @@ export function bundleCli(): Promise<string> {
 
 /**
  * Bundles another entry point that runs Keyway's CLI code (a test's own server script) as
- * {@link bundleCli} does, into packages/cli/.test-build/`name`-`pid`.mjs.
+ * {@link bundleCli} does, into packages/cli/.test-build/`name`-`pid`.mjs; `plugins` are
+ * esbuild's (the benchmarks' builds with a part answered from memory).
  */
-export async function bundleCliEntry(entry: string, name: string): Promise<string> {
+export async function bundleCliEntry(
+  entry: string,
+  name: string,
+  plugins: Plugin[] = [],
+): Promise<string> {
   const outdir = join(repo, 'packages', 'cli', '.test-build');
   mkdirSync(outdir, { recursive: true });
   const outfile = join(outdir, `${name}-${process.pid}.mjs`);
@@ -42,6 +47,7 @@ export async function bundleCliEntry(entry: string, name: string): Promise<strin
       js: "import { createRequire as __keywayRequire } from 'node:module'; const require = __keywayRequire(import.meta.url);",
     },
     logLevel: 'silent',
+    plugins,
   });
   return outfile;
 }
@@ -74,13 +80,15 @@ export async function untilRefused(url: string): Promise<string | null> {
 
 /**
  * Starts `keyway serve` in a new process on a free port and waits until it listens; `nodeOptions`
- * go to `node` before the entry (`--log-maps`).
+ * go to `node` before the entry (`--log-maps`). `bundle` is another build of the CLI to run
+ * ({@link bundleCliEntry}); by default {@link bundleCli}'s.
  */
 export async function startBrokerProcess(
   env: Record<string, string>,
   nodeOptions: string[] = [],
+  bundle?: string,
 ): Promise<BrokerProcess> {
-  const entry = await bundleCli();
+  const entry = bundle ?? (await bundleCli());
   const child = spawn(process.execPath, [...nodeOptions, entry, 'serve'], {
     env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -27,6 +27,18 @@ export async function readForHandOut(
 }
 
 /**
+ * {@link readForHandOut} without waiting, for a storage that reads synchronously
+ * (`readForHandOutSync`): all of it, or `null` for no such connection; `undefined` when the
+ * storage cannot answer without waiting.
+ */
+export function readForHandOutNow(
+  storage: Storage,
+  connectionId: string,
+): HandOutRead | null | undefined {
+  return storage.fastPaths?.readForHandOutSync?.(connectionId, CONNECTION_TOKENS_KIND);
+}
+
+/**
  * Refuses a hand-out of a connection whose provider is inject-only (`hand_out: false`,
  * docs/api.md §13), judged from the declaration of a provider declared in code, else from
  * the provider's `hand_out` as read with the connection when it was (`provider`), else from

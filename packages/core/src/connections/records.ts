@@ -118,10 +118,8 @@ export class ConnectionRecords {
     const entry =
       read === undefined ? await storage.getVaultEntry(CONNECTION_TOKENS_KIND, record.id) : read;
     if (entry === null) return null;
-    const opened = this.#opened.get(record.id);
-    if (opened !== undefined && opened.ciphertext === entry.ciphertext) {
-      return { ...opened.tokens, scope: [...opened.tokens.scope] };
-    }
+    const opened = this.openedTokens(record, entry);
+    if (opened !== undefined) return opened;
     const stored = readSealed(
       SealedTokensSchema,
       await this.#deps.vault().open(entry),
@@ -140,6 +138,17 @@ export class ConnectionRecords {
       OPENED_LIMIT,
     );
     return { ...tokens, party };
+  }
+
+  /**
+   * The tokens of `entry`, the connection's sealed tokens, when they were opened already
+   * (as {@link ConnectionRecords.tokensOf} keeps them), without waiting; `undefined` when
+   * they must be opened first.
+   */
+  openedTokens(record: ConnectionRecord, entry: VaultEntryRecord): ConnectionTokens | undefined {
+    const opened = this.#opened.get(record.id);
+    if (opened === undefined || opened.ciphertext !== entry.ciphertext) return undefined;
+    return { ...opened.tokens, scope: [...opened.tokens.scope] };
   }
 
   /**

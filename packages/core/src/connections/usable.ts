@@ -2,26 +2,61 @@ import { KeywayError } from '../contract/errors.js';
 import type { ConnectionRecord, VaultEntryRecord } from '../storage/record-types.js';
 import { type ConnectionTokens, renewable } from '../storage/states.js';
 import type { ConnectionDeps } from './deps.js';
-import { readForHandOut } from './hand-out.js';
+import { readForHandOut, readForHandOutNow } from './hand-out.js';
 import { type ConnectionRecords, notFound } from './records.js';
 import type { Refresher } from './refresh.js';
 
 /**
  * A connection's tokens ready for use: the connection active, its access token refreshed
  * first when it expires within the margin or when `force` asks (single-flight, §5). Shared
- * by hand-outs, the probe and the gateway; the caller checks the principal first.
+ * by hand-outs, the probe and the gateway; the caller checks the principal first. A value
+ * when nothing had to be waited for, a promise otherwise; its errors may be thrown before
+ * any promise (await it, or call it where a throw is caught as a rejection is).
  *
  * @throws {KeywayError} `not_found`, `connection_not_active`, `refresh_unavailable` (forced
  *   on a connection without a refresh token whose token is still valid),
  *   `reauthorization_required`, `upstream_error`.
  */
-export async function usableTokens(
+export function usableTokens(
   deps: Pick<ConnectionDeps, 'now' | 'storage'>,
   records: ConnectionRecords,
   refresher: Refresher,
   connectionId: string,
   force: boolean,
-): Promise<{ record: ConnectionRecord; tokens: ConnectionTokens }> {
+): Usable | Promise<Usable> {
+  // Without waiting where the storage reads synchronously and the tokens are opened and
+  // not due: the gateway's common case, with no promise between its request and its send.
+  const now = readForHandOutNow(deps.storage, connectionId);
+  if (now === undefined) return usableTokensRead(deps, records, refresher, connectionId, force);
+  if (now === null) throw notFound(connectionId);
+  const record = now.connection;
+  const { vaultEntry } = now;
+  const ready =
+    force || record.status !== 'active' || vaultEntry === null
+      ? undefined
+      : records.openedTokens(record, vaultEntry);
+  if (ready !== undefined && !refresher.due(ready)) return { record, tokens: ready };
+  // Anything else as usableTokensOf has it: opened, refreshed, or refused.
+  return usableTokensOf(deps, records, refresher, record, force, vaultEntry).then((tokens) => ({
+    record,
+    tokens,
+  }));
+}
+
+/** A connection and its tokens ready for use ({@link usableTokens}). */
+export interface Usable {
+  record: ConnectionRecord;
+  tokens: ConnectionTokens;
+}
+
+/** {@link usableTokens} on a storage that answers its reads as promises. */
+async function usableTokensRead(
+  deps: Pick<ConnectionDeps, 'now' | 'storage'>,
+  records: ConnectionRecords,
+  refresher: Refresher,
+  connectionId: string,
+  force: boolean,
+): Promise<Usable> {
   // The connection and its sealed tokens in one read where the storage can.
   const read = await readForHandOut(deps.storage, connectionId);
   if (read === null) throw notFound(connectionId);

@@ -363,6 +363,13 @@ export interface StorageFastPaths {
    * would answer them at one instant. Copies, like every record returned.
    */
   readForHandOut?(id: string, vaultKind: string): Promise<HandOutRead | null>;
+
+  /**
+   * {@link StorageFastPaths.readForHandOut} answered synchronously, for a storage that reads
+   * without waiting on I/O (memory, SQLite): exactly what it would answer. The gateway, the
+   * API proxy and hand-outs then reach a connection's opened tokens without an `await`.
+   */
+  readForHandOutSync?(id: string, vaultKind: string): HandOutRead | null;
 }
 
 /**

@@ -171,19 +171,37 @@ export class TokenService {
    * @throws {KeywayError} `invalid_token` (missing, unknown, forged, expired or revoked),
    *   `rate_limited`.
    */
-  async authenticate(
+  authenticate(
     credential: string | null | undefined,
     context: AuthenticationContext = {},
   ): Promise<Principal> {
+    // One promise, made at the end: a synchronous storage's check waits on nothing.
+    let checked: Principal | Promise<Principal>;
     try {
-      const principal = await this.#authenticate(credential, context);
-      this.#observe?.({ kind: 'token_check', outcome: principal.kind });
-      return principal;
+      checked = this.#authenticate(credential, context);
     } catch (error) {
-      const limited = error instanceof KeywayError && error.code === 'rate_limited';
-      this.#observe?.({ kind: 'token_check', outcome: limited ? 'limited' : 'refused' });
-      throw error;
+      return Promise.reject(this.#refused(error));
     }
+    if (checked instanceof Promise) {
+      return checked.then(
+        (principal) => this.#accepted(principal),
+        (error: unknown) => Promise.reject(this.#refused(error)),
+      );
+    }
+    return Promise.resolve(this.#accepted(checked));
+  }
+
+  /** A check passed: counted, and its principal answered. */
+  #accepted(principal: Principal): Principal {
+    this.#observe?.({ kind: 'token_check', outcome: principal.kind });
+    return principal;
+  }
+
+  /** A check failed: counted, and its error answered to be thrown. */
+  #refused(error: unknown): unknown {
+    const limited = error instanceof KeywayError && error.code === 'rate_limited';
+    this.#observe?.({ kind: 'token_check', outcome: limited ? 'limited' : 'refused' });
+    return error;
   }
 
   /** A value for the synchronous storages (memory, SQLite), a promise otherwise. */
@@ -197,23 +215,51 @@ export class TokenService {
     return this.#limited(limiter, address as string, credential, context.audience);
   }
 
-  /** {@link TokenService.authenticate} for a client address, counted by the rate limiter. */
-  async #limited(
+  /**
+   * {@link TokenService.authenticate} for a client address, counted by the rate limiter: a
+   * value when neither the limiter nor the storage had to be waited for.
+   */
+  #limited(
     limiter: RateLimiter,
     address: string,
     credential: string | null | undefined,
     audience: AuthenticationContext['audience'],
-  ): Promise<Principal> {
+  ): Principal | Promise<Principal> {
     const check = limiter.assertMayAuthenticate(address);
-    if (check !== undefined) await check;
-    try {
-      return await this.#verify(credential, audience);
-    } catch (error) {
-      if (error instanceof KeywayError && error.code === 'invalid_token' && credential) {
-        await limiter.recordFailedAuthentication(address);
-      }
-      throw error;
+    if (check !== undefined) {
+      return check.then(() => this.#counted(limiter, address, credential, audience));
     }
+    return this.#counted(limiter, address, credential, audience);
+  }
+
+  /** The check, each failure with a credential counted against the address. */
+  #counted(
+    limiter: RateLimiter,
+    address: string,
+    credential: string | null | undefined,
+    audience: AuthenticationContext['audience'],
+  ): Principal | Promise<Principal> {
+    let verified: Principal | Promise<Principal>;
+    try {
+      verified = this.#verify(credential, audience);
+    } catch (error) {
+      return this.#failed(limiter, address, credential, error);
+    }
+    if (!(verified instanceof Promise)) return verified;
+    return verified.catch((error: unknown) => this.#failed(limiter, address, credential, error));
+  }
+
+  /** A failed check's error, thrown once a presented credential's failure is counted. */
+  async #failed(
+    limiter: RateLimiter,
+    address: string,
+    credential: string | null | undefined,
+    error: unknown,
+  ): Promise<never> {
+    if (error instanceof KeywayError && error.code === 'invalid_token' && credential) {
+      await limiter.recordFailedAuthentication(address);
+    }
+    throw error;
   }
 
   /**

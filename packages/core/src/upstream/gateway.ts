@@ -2,6 +2,7 @@ import * as oauth from 'oauth4webapi';
 import { assertCoversPath, type Principal } from '../auth/principal.js';
 import { parseResourcePath } from '../auth/resource-path.js';
 import { setCoversPath } from '../auth/scope.js';
+import type { Usable } from '../connections/usable.js';
 import { isKeywayError, KeywayError } from '../contract/errors.js';
 import { gatewayForwards } from '../contract/gateway-headers.js';
 import { dpopOptions, withNonceRetry } from '../grants/dpop.js';
@@ -19,7 +20,6 @@ import {
 import { toBase64Url } from '../platform/bytes.js';
 import { withHeaders } from '../platform/headers.js';
 import { RESOURCE_CHANGED } from '../providers/party.js';
-import type { ConnectionRecord } from '../storage/record-types.js';
 import { type ConnectionTokens, connectionState, renewable } from '../storage/states.js';
 import { asksForScope, bearerChallenge, challengedScopes } from './challenge.js';
 import { InsufficientScopeError } from './connection-fetch.js';
@@ -208,17 +208,22 @@ export class Gateway {
       answer: await this.#consent(principal, connectionId, body, error, scopes),
       relayed: false,
     });
-    let current: { record: ConnectionRecord; tokens: ConnectionTokens };
+    let current: Usable;
     try {
-      current = await usableFor(this.#o, connectionId, false);
+      // Awaited only when it had to wait (no promise turn for tokens opened already).
+      const usable = usableFor(this.#o, connectionId, false);
+      current = usable instanceof Promise ? await usable : usable;
     } catch (error) {
       if (needsConsent(error)) return consent(error);
       throw error;
     }
     const { record } = current;
     // The token goes to the endpoint it was authorized for, never to the provider's
-    // current one: a provider re-pointed by whoever manages it must not receive it.
-    const target = await records.resourceUrlOf(record.providerId, current.tokens.party);
+    // current one: a provider re-pointed by whoever manages it must not receive it. The
+    // party keeps that endpoint since parties were kept; the provider is read otherwise.
+    const target =
+      current.tokens.party.resource_url ??
+      (await records.resourceUrlOf(record.providerId, current.tokens.party));
     if (target === null) {
       return consent(
         await records.requireReauthorization(

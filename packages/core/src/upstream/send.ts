@@ -1,5 +1,4 @@
-import { usableTokens } from '../connections/usable.js';
-import type { ConnectionRecord } from '../storage/record-types.js';
+import { type Usable, usableTokens } from '../connections/usable.js';
 import { type ConnectionTokens, renewable } from '../storage/states.js';
 import type { UpstreamDeps } from './deps.js';
 
@@ -13,16 +12,17 @@ import type { UpstreamDeps } from './deps.js';
 
 /**
  * A connection's tokens ready to send with: active, refreshed first when due or when
- * `force` asks (single-flight).
+ * `force` asks (single-flight). A value when nothing had to be waited for (a storage that
+ * reads synchronously, the tokens opened already), a promise otherwise.
  *
  * @throws {KeywayError} `not_found`, `connection_not_active`, `refresh_unavailable`,
- *   `reauthorization_required`, `upstream_error`.
+ *   `reauthorization_required`, `upstream_error`: thrown, or the promise's rejection.
  */
 export function usableFor(
   deps: UpstreamDeps,
   connectionId: string,
   force: boolean,
-): Promise<{ record: ConnectionRecord; tokens: ConnectionTokens }> {
+): Usable | Promise<Usable> {
   return usableTokens(deps, deps.records, deps.refresher, connectionId, force);
 }
 

@@ -64,7 +64,7 @@ describe.each(storageFactories)('refresh verdicts across instances ($name storag
     openWhenReady();
   };
   const countingReads = (fast: NonNullable<Storage['fastPaths']>) => {
-    const read = fast.readForHandOut;
+    const { readForHandOut: read, readForHandOutSync: readNow } = fast;
     if (read === undefined) return fast;
     return {
       ...fast,
@@ -73,6 +73,16 @@ describe.each(storageFactories)('refresh verdicts across instances ($name storag
         if (id === CONNECTION) void readDone();
         return result;
       },
+      // The synchronous read (the gateway's), counted as well.
+      ...(readNow === undefined
+        ? {}
+        : {
+            readForHandOutSync: (id: string, vaultKind: string) => {
+              const result = readNow(id, vaultKind);
+              if (id === CONNECTION) void readDone();
+              return result;
+            },
+          }),
     };
   };
 

@@ -63,7 +63,8 @@ function recordedServer(world: TestWorld) {
 describe.each(storageFactories)("the gateway's credentials ($name storage)", (factory) => {
   const spec = brokerPerTest();
 
-  async function setUp() {
+  /** The world, its recorded server and a connected broker; `wrap` stands over its storage. */
+  async function setUp(wrap: (storage: Storage) => Storage = (storage) => storage) {
     const world = createTestWorld({ now: () => spec.now });
     const server = recordedServer(world);
     // Another server, which the provider may be re-pointed at.
@@ -72,7 +73,7 @@ describe.each(storageFactories)("the gateway's credentials ($name storage)", (fa
       issuer: 'https://auth.other.example.test',
       resourceUrl: 'https://other.example.test/mcp',
     });
-    const storage = await factory.create();
+    const storage = wrap(await factory.create());
     const broker = spec.open(storage, {
       fetch: (input, init) =>
         new Request(input, init).url.includes('other.example.test')
@@ -113,6 +114,73 @@ describe.each(storageFactories)("the gateway's credentials ($name storage)", (fa
     if (entry === null) throw new Error(`no tokens for ${CONNECTION}`);
     return (JSON.parse(await broker.vault.open(entry)) as { access_token: string }).access_token;
   }
+
+  it('reads the connection anew at each call, without waiting where the storage can', async () => {
+    const reads = { sync: 0, promised: 0 };
+    const counting = (storage: Storage): Storage => {
+      const fast = storage.fastPaths ?? {};
+      const { readForHandOut: promised, readForHandOutSync: sync } = fast;
+      const counted = {
+        ...fast,
+        ...(promised === undefined
+          ? {}
+          : {
+              readForHandOut: (id: string, kind: string) => {
+                reads.promised += 1;
+                return promised(id, kind);
+              },
+            }),
+        ...(sync === undefined
+          ? {}
+          : {
+              readForHandOutSync: (id: string, kind: string) => {
+                reads.sync += 1;
+                return sync(id, kind);
+              },
+            }),
+      };
+      return new Proxy(storage, {
+        get(target, property, receiver) {
+          if (property === 'fastPaths') return counted;
+          const value = Reflect.get(target, property, receiver);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+    };
+    const { server, storage, broker } = await setUp(counting);
+    const synchronous = storage.fastPaths?.readForHandOutSync !== undefined;
+    // Memory and SQLite read without I/O; PostgreSQL does not.
+    expect(synchronous).toBe(factory.name !== 'postgres');
+    reads.sync = 0;
+    reads.promised = 0;
+    for (let call = 1; call <= 3; call++) {
+      const listed = await answerOf(
+        await post(broker, { jsonrpc: '2.0', id: call, method: 'tools/list' }),
+      );
+      expect(listed.status).toBe(200);
+    }
+    expect(reads).toEqual(synchronous ? { sync: 3, promised: 0 } : { sync: 0, promised: 3 });
+
+    // Another instance refreshes the tokens: the next call sends the new access token.
+    const before = await storedAccessToken(broker, storage);
+    const other = spec.another(storage, { fetch: server.fetch });
+    const refreshed = await other.connections.credentials(ROOT, CONNECTION, {
+      force_refresh: true,
+    });
+    expect(refreshed.access_token).not.toBe(before);
+    expect(await storedAccessToken(broker, storage)).toBe(refreshed.access_token);
+    const after = await answerOf(
+      await post(broker, { jsonrpc: '2.0', id: 4, method: 'tools/list' }),
+    );
+    expect(after.status).toBe(200);
+    expect(server.seen.at(-1)?.authorization).toBe(`Bearer ${refreshed.access_token}`);
+
+    // Another instance deletes the connection: the next call finds none.
+    await other.connections.delete(ROOT, CONNECTION);
+    const gone = await refusal(post(broker, { jsonrpc: '2.0', id: 5, method: 'tools/list' }));
+    expect(gone.code).toBe('not_found');
+    expect(server.seen).toHaveLength(4);
+  });
 
   it('refreshes a token that is due before forwarding', async () => {
     const { server, storage, broker } = await setUp();
