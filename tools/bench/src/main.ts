@@ -2,7 +2,8 @@
 // measured in the same run. `--smoke` runs tiny sizes in seconds (CI proves the benchmarks
 // still run); `--out <file>` writes the report elsewhere; `--token-check` runs the token
 // check alone and writes no report (its rows, run after run: how they vary);
-// `--gateway-shares` each process's share of a gateway call made one at a time (no report).
+// `--gateway-shares` each process's share of a gateway call made one at a time, and what each
+// part of its work costs (no report).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
