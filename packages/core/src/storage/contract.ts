@@ -367,7 +367,7 @@ export interface StorageFastPaths {
   /**
    * {@link StorageFastPaths.readForHandOut} answered synchronously, for a storage that reads
    * without waiting on I/O (memory, SQLite): exactly what it would answer. The gateway, the
-   * API proxy and hand-outs then reach a connection's opened tokens without an `await`.
+   * API proxy and the probe then reach a connection's opened tokens without an `await`.
    */
   readForHandOutSync?(id: string, vaultKind: string): HandOutRead | null;
 }
