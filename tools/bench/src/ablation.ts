@@ -23,6 +23,9 @@ interface Edit {
   to: string;
 }
 
+/** The repository's root. */
+const repo = join(benchDir, '..', '..');
+
 const TOKENS = 'packages/core/src/tokens/service.ts';
 const GATEWAY = 'packages/core/src/upstream/gateway.ts';
 
@@ -68,7 +71,7 @@ const EDITS: Record<GatewayPart, Edit[]> = {
 };
 
 /** `text` with each edit made, each edit's text found exactly once. */
-export function edited(text: string, file: string, edits: readonly Edit[]): string {
+function edited(text: string, file: string, edits: readonly Edit[]): string {
   let result = text;
   for (const { from, to } of edits) {
     const at = result.indexOf(from);
@@ -84,7 +87,6 @@ export function edited(text: string, file: string, edits: readonly Edit[]): stri
 
 /** The esbuild plugin that makes the edits of `parts` as their files are loaded. */
 function ablating(parts: readonly GatewayPart[]): Plugin {
-  const repo = join(benchDir, '..', '..');
   const byFile = new Map<string, Edit[]>();
   for (const edit of parts.flatMap((part) => EDITS[part])) {
     const path = join(repo, edit.file);
@@ -112,7 +114,6 @@ function ablating(parts: readonly GatewayPart[]): Plugin {
 
 /** A build of `keyway serve` with `parts` answered from memory: the path of its bundle. */
 export function bundleAblated(parts: readonly GatewayPart[]): Promise<string> {
-  const repo = join(benchDir, '..', '..');
   return bundleCliEntry(
     join(repo, 'packages', 'cli', 'src', 'bin.ts'),
     `keyway-without-${parts.join('-')}`,
