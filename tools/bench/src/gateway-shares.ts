@@ -32,6 +32,8 @@ export interface Share {
   path: 'direct' | 'bare hop' | 'same-work hop' | 'gateway';
   /** The parts of the work this path leaves out (the same-work hop) or answers from memory (the gateway). */
   skipped: Skipped;
+  /** The gateway's own build again, in a process of its own: how far two processes differ. */
+  again?: true;
   /** Median round trip, µs. */
   roundTrip: number;
   /**
@@ -96,6 +98,7 @@ export async function benchGatewayShares(options: {
     type Path = {
       path: Share['path'];
       skipped: Skipped;
+      again?: true;
       url: string;
       authorization: string;
       pid: number | null;
@@ -143,6 +146,17 @@ export async function benchGatewayShares(options: {
         pid: gateway.child.pid as number,
       });
     }
+    // The same build in a second process: the run's own measure of how far processes differ.
+    const second = await startBrokerProcess(gatewayEnv);
+    stops.push(() => second.stop());
+    paths.push({
+      path: 'gateway',
+      skipped: [],
+      again: true,
+      url: `${second.url}/mcp/${CONNECTION}`,
+      authorization: `Bearer ${brokerToken}`,
+      pid: second.child.pid as number,
+    });
     for (const side of paths) await roundTrip(side.url, side.authorization, 500);
     const samples = paths.map(() => ({
       trips: [] as number[],
@@ -186,6 +200,7 @@ export async function benchGatewayShares(options: {
       return {
         path: side.path,
         skipped: side.skipped,
+        ...(side.again === true ? { again: true as const } : {}),
         roundTrip: median(sample.trips),
         middle:
           side.pid === null
@@ -207,7 +222,8 @@ export async function benchGatewayShares(options: {
 }
 
 /** A path's name in the tables: what it leaves out (the hop) or answers from memory (the gateway). */
-function nameOf({ path, skipped }: Pick<Share, 'path' | 'skipped'>): string {
+function nameOf({ path, skipped, again }: Pick<Share, 'path' | 'skipped' | 'again'>): string {
+  if (again === true) return `${path}, the same build in a second process`;
   if (skipped.length === 0) return path;
   const parts = skipped.map((part) =>
     part === 'check' ? 'the token check' : 'the connection read',
@@ -228,6 +244,7 @@ export function sharesTable(shares: Share[], rounds: number, calls: number): str
     shares.find(
       (share) =>
         share.path === path &&
+        share.again !== true &&
         share.skipped.length === skipped.length &&
         skipped.every((part) => share.skipped.includes(part)),
     );
@@ -235,6 +252,7 @@ export function sharesTable(shares: Share[], rounds: number, calls: number): str
     (find(path, skipped)?.roundTrip ?? 0) - direct;
   const cpu = (path: Share['path'], skipped: Skipped = []) => find(path, skipped)?.middle?.cpu ?? 0;
   const both: Skipped = ['check', 'read'];
+  const again = (shares.find((share) => share.again === true)?.roundTrip ?? 0) - direct;
   const part = (label: string, of: (path: Share['path']) => [number, number]) => {
     const [hopAdded, hopCpu] = of('same-work hop');
     const [gatewayAdded, gatewayCpu] = of('gateway');
@@ -278,6 +296,8 @@ export function sharesTable(shares: Share[], rounds: number, calls: number): str
     `The gateway added ${(added('gateway') / added('bare hop')).toFixed(2)}× what the bare hop added, ` +
       `${(added('gateway') / added('same-work hop')).toFixed(2)}× what the same-work hop added; ` +
       `the same work alone ${(added('same-work hop') / added('bare hop')).toFixed(2)}× the bare hop.`,
+    `Two processes of the gateway's one build added ${us(added('gateway'))} and ${us(again)}: ` +
+      `they differ by ${us(Math.abs(added('gateway') - again))}, and a difference of that size between two processes is not the code's.`,
   ];
   return lines.join('\n');
 }

@@ -429,7 +429,7 @@ export function writeReport(report: Report, file: string | null): string {
     'Run it: `pnpm bench` (about 20 minutes the first time, when it builds the 1M-row tables',
     'in `keyway-bench-cache` under the temporary directory, or `$KEYWAY_BENCH_CACHE`; about 17 minutes when it reuses them),',
     '`pnpm bench --token-check` for the token check alone (a few minutes; no report written: run it again to see how its rows vary),',
-    '`pnpm bench --gateway-shares` for each process’s share of a gateway `tools/call` made one at a time, and what the token check, the connection read and the rest cost the gateway and the same-work hop (Linux; about five minutes; no report written),',
+    '`pnpm bench --gateway-shares` for each process’s share of a gateway `tools/call` made one at a time, what the token check, the connection read and the rest cost the gateway and the same-work hop, and how far two processes of one build differ (Linux; about six minutes; no report written),',
     'or `pnpm bench --smoke` for a check in seconds that every benchmark still runs.',
     "`pnpm bench:since <commit> [--rounds N]` (which the run above makes for #27's commit) sets the hand-outs of this tree against those of an",
     'earlier commit, in alternating runs (about a minute a round; the earlier tree is checked out',
