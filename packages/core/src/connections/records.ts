@@ -153,10 +153,16 @@ export class ConnectionRecords {
 
   /**
    * Where a party's token may be sent (`partyResourceUrl`): the endpoint it was authorized
-   * for, read from the provider only for a party written before that was kept.
+   * for, kept with the party (answered without waiting), or read from the provider for a
+   * party written before that was kept.
    */
-  async resourceUrlOf(providerId: string, party: OAuthParty): Promise<string | null> {
+  resourceUrlOf(providerId: string, party: OAuthParty): string | null | Promise<string | null> {
     if (party.resource_url !== undefined) return party.resource_url;
+    return this.#resourceUrlRead(providerId, party);
+  }
+
+  /** {@link ConnectionRecords.resourceUrlOf} of a party that does not keep its endpoint. */
+  async #resourceUrlRead(providerId: string, party: OAuthParty): Promise<string | null> {
     if (party.resource === null) {
       throw new KeywayError(
         'invalid_request',

@@ -219,11 +219,9 @@ export class Gateway {
     }
     const { record } = current;
     // The token goes to the endpoint it was authorized for, never to the provider's
-    // current one: a provider re-pointed by whoever manages it must not receive it. The
-    // party keeps that endpoint since parties were kept; the provider is read otherwise.
-    const target =
-      current.tokens.party.resource_url ??
-      (await records.resourceUrlOf(record.providerId, current.tokens.party));
+    // current one: a provider re-pointed by whoever manages it must not receive it.
+    const endpoint = records.resourceUrlOf(record.providerId, current.tokens.party);
+    const target = endpoint instanceof Promise ? await endpoint : endpoint;
     if (target === null) {
       return consent(
         await records.requireReauthorization(
