@@ -24,8 +24,11 @@ import { benchDir, startMcpUpstream } from './processes.js';
  * table; writes no report.
  */
 
-/** What a path leaves out of its work, to weigh that part: nothing for the paths compared. */
-export type Skipped = readonly GatewayPart[];
+/**
+ * What a path leaves out of its work, to weigh that part: nothing for the paths compared.
+ * `guards` (the same-work hop only): the limits and the address policy (hop.ts `HopGuards`).
+ */
+export type Skipped = readonly (GatewayPart | 'guards')[];
 
 /** One path's medians per call over the rounds. */
 export interface Share {
@@ -47,7 +50,7 @@ export interface Share {
 }
 
 /** What each path leaves out, in the order run: all of the work, then each part, then both. */
-const PARTS: Skipped[] = [[], ['check'], ['read'], ['check', 'read']];
+const PARTS: (readonly GatewayPart[])[] = [[], ['check'], ['read'], ['check', 'read']];
 
 /** A thread's (or, summed, a process's) account: ns on a core, ns waiting, wake-ups. */
 type Account = [number, number, number];
@@ -120,8 +123,8 @@ export async function benchGatewayShares(options: {
       },
     ];
     // Each part of the work weighed on both sides: the same-work hop without it, the
-    // gateway with it answered from memory (ablation.ts).
-    for (const skipped of PARTS) {
+    // gateway with it answered from memory (ablation.ts). The hop's guards on its side only.
+    for (const skipped of [...PARTS, ['guards'] as const]) {
       const sameWork = await startSameWorkHop(port, file, vaultKey, [...skipped]);
       stops.push(() => sameWork.stop());
       paths.push({
@@ -226,7 +229,11 @@ function nameOf({ path, skipped, again }: Pick<Share, 'path' | 'skipped' | 'agai
   if (again === true) return `${path}, the same build in a second process`;
   if (skipped.length === 0) return path;
   const parts = skipped.map((part) =>
-    part === 'check' ? 'the token check' : 'the connection read',
+    part === 'check'
+      ? 'the token check'
+      : part === 'read'
+        ? 'the connection read'
+        : 'its limits and address policy',
   );
   const named = parts.join(' and ');
   return path === 'gateway' ? `gateway, ${named} from memory` : `same-work hop without ${named}`;
@@ -292,10 +299,12 @@ export function sharesTable(shares: Share[], rounds: number, calls: number): str
       added(path, both) - added('bare hop'),
       cpu(path, both) - cpu('bare hop'),
     ]),
+    `| The limits and the address policy alone (hop.ts \`HopGuards\`) | ${us(added('same-work hop') - added('same-work hop', ['guards']))} (${us(cpu('same-work hop') - cpu('same-work hop', ['guards']))}) | — |`,
     '',
     `The gateway added ${(added('gateway') / added('bare hop')).toFixed(2)}× what the bare hop added, ` +
       `${(added('gateway') / added('same-work hop')).toFixed(2)}× what the same-work hop added; ` +
-      `the same work alone ${(added('same-work hop') / added('bare hop')).toFixed(2)}× the bare hop.`,
+      `the same work alone ${(added('same-work hop') / added('bare hop')).toFixed(2)}× the bare hop ` +
+      `(${(added('same-work hop', ['guards']) / added('bare hop')).toFixed(2)}× without its limits and address policy).`,
     `Two processes of the gateway's one build added ${us(added('gateway'))} and ${us(again)}: ` +
       `they differ by ${us(Math.abs(added('gateway') - again))}, and a difference of that size between two processes is not the code's.`,
   ];

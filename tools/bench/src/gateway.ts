@@ -100,7 +100,7 @@ export function startSameWorkHop(
   port: string,
   file: string,
   vaultKey: string,
-  skip: ('check' | 'read')[] = [],
+  skip: ('check' | 'read' | 'guards')[] = [],
 ) {
   return startServerProcess(process.execPath, ['.build/proxy-hop.js', port, '--same-work', file], {
     cwd: benchDir,
@@ -295,6 +295,16 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       body: CALL,
     });
     if (refused.status !== 401) throw new Error(`the same-work hop answered ${refused.status}`);
+    // And keeps the gateway's limits: a body past 4 MiB is refused unread.
+    const large = await fetch(sameWork.url, {
+      method: 'POST',
+      headers: { ...MCP_HEADERS, authorization: gateway.authorization },
+      body: new Uint8Array(4 * 1024 * 1024 + 1),
+    });
+    await large.arrayBuffer();
+    if (large.status !== 413) {
+      throw new Error(`the same-work hop answered ${large.status} to a body past its limit`);
+    }
     const trips = {
       direct: [] as number[],
       proxy: [] as number[],

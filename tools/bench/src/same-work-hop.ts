@@ -42,8 +42,10 @@ export interface SameWorkSkips {
  * the connection, the connection with its sealed tokens and its provider in one prepared
  * read, its state parsed, the tokens opened once per ciphertext (as Keyway keeps them
  * opened), their expiry checked, and the access token swapped in. No validation, no error
- * objects, no log, no SSRF guard. `skip` leaves the check or the read out (a measurement of
- * what each costs, never a hop to compare the gateway with).
+ * objects, no log. With the hop's guards (hop.ts `HopGuards`), the rest of what §13 and the
+ * SSRF rule ask of a call follows: the stream slots, the body held under its limits, the
+ * endpoint's address policy, the head deadline and the idle limit. `skip` leaves the check or
+ * the read out (a measurement of what each costs, never a hop to compare the gateway with).
  */
 export function sameWorkSwap(options: {
   file: string;
@@ -56,7 +58,8 @@ export function sameWorkSwap(options: {
   const check = floorCheck(tagKeyOf(options.rootKey), (idHash) => find.get(idHash) as FloorRow);
   const handOut = db.prepare(HAND_OUT).raw();
   const key = Buffer.from(options.vaultKey, 'base64url');
-  const opened = new Map<string, { ciphertext: string; token: string; expiresAt: number | null }>();
+  type Opened = { ciphertext: string; token: string; expiresAt: number | null; endpoint: string };
+  const opened = new Map<string, Opened>();
   type Row = [string, string, string | null, string | null, unknown] | undefined;
   const kept = new Map<string, Row>();
   const { check: skipCheck = false, read: skipRead = false } = options.skip ?? {};
@@ -83,12 +86,27 @@ export function sameWorkSwap(options: {
       const sealed = JSON.parse(open(key, row[2])) as {
         access_token: string;
         expires_at: number | null;
+        party?: { resource_url?: string };
       };
-      if (typeof sealed.access_token !== 'string') throw new Error('no access token sealed');
-      tokens = { ciphertext: row[2], token: sealed.access_token, expiresAt: sealed.expires_at };
+      const endpoint = sealed.party?.resource_url;
+      if (typeof sealed.access_token !== 'string' || typeof endpoint !== 'string') {
+        throw new Error('no access token or endpoint sealed');
+      }
+      tokens = {
+        ciphertext: row[2],
+        token: sealed.access_token,
+        expiresAt: sealed.expires_at,
+        endpoint,
+      };
       opened.set(connection, tokens);
     }
     if (tokens.expiresAt !== null && tokens.expiresAt <= Date.now()) return null;
-    return { path: '/mcp', token: tokens.token };
+    return {
+      path: '/mcp',
+      token: tokens.token,
+      connection,
+      caller: token,
+      endpoint: tokens.endpoint,
+    };
   };
 }
