@@ -27,10 +27,20 @@ export const isPostgres = (database: string) => /^postgres(ql)?:\/\//i.test(data
 
 /**
  * Opens the storage a `KEYWAY_DATABASE` value names: a `postgres://` (or `postgresql://`)
- * URL, or else a SQLite file path (`:memory:` for a throwaway in-memory database).
+ * URL, or else a SQLite file path (`:memory:` for a throwaway in-memory database). On
+ * PostgreSQL, `onIdleError` is told when the server ends an idle connection (a restart, a
+ * failover); the pool opens another at the next query.
  */
-export async function openStorage(database: string): Promise<Storage> {
-  if (isPostgres(database)) return postgresStorage({ connectionString: database });
+export async function openStorage(
+  database: string,
+  onIdleError?: (error: Error) => void,
+): Promise<Storage> {
+  if (isPostgres(database)) {
+    return postgresStorage({
+      connectionString: database,
+      ...(onIdleError === undefined ? {} : { onIdleError }),
+    });
+  }
   if (process.versions.bun !== undefined || 'Deno' in globalThis) return sqliteStorage(database);
   // On Node, the CLI's own better-sqlite3 (its dependency, wherever npm put it: a global
   // install leaves @keyway/store-sqlite unable to see it).
@@ -266,7 +276,12 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   );
   const metrics =
     options.metricsPort === undefined && options.collectMetrics !== true ? null : createMetrics();
-  const storage = await openStorage(database);
+  const storage = await openStorage(database, (error) =>
+    serverLogger.failure(
+      'the database ended an idle connection (a restart or a failover?); the next query opens another',
+      error,
+    ),
+  );
   // The broker is built once the port is known: the default base URL contains it.
   let handle: ReturnType<typeof toNodeHandler> | null = null;
   const limits = { ...DEFAULT_SERVER_LIMITS, ...options.limits };

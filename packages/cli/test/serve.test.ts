@@ -4,8 +4,15 @@ import { createServer } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
-import { generateRootKey, type RunningServer, serve, serveOptionsFromEnv } from '../src/index.js';
+import {
+  generateRootKey,
+  type RunningServer,
+  type ServeOptions,
+  serve,
+  serveOptionsFromEnv,
+} from '../src/index.js';
 import { baseUrlMismatch } from '../src/serve.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keyway-cli-'));
@@ -14,6 +21,16 @@ const database = () => join(dir, `serve-${++files}.sqlite`);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const ROOT_KEY = 'cli-test-root-key-0123456789abcdefghijkl';
+/** `keyway serve` on the test server's PostgreSQL at `url`, with a vault key. */
+const servePostgres = (url: URL, options: Partial<ServeOptions>) =>
+  serve({
+    port: 0,
+    rootKey: ROOT_KEY,
+    database: url.toString(),
+    vaultKeys: ['AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8'],
+    ...options,
+  });
+
 /** No banner and no request log: what these tests check is elsewhere. */
 const QUIET = { log: () => {}, logLevel: 'silent' } as const;
 
@@ -138,13 +155,7 @@ describe('serve()', () => {
     const url = new URL(inject('databaseUrl'));
     url.password = 'hunter2-secret'; // the test server trusts loopback, so any password works
     const lines: string[] = [];
-    running = await serve({
-      port: 0,
-      rootKey: ROOT_KEY,
-      database: url.toString(),
-      vaultKeys: ['AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8'],
-      log: (line) => lines.push(line),
-    });
+    running = await servePostgres(url, { log: (line) => lines.push(line) });
     expect(lines[0]).toMatch(
       /^Keyway broker listening on http:\/\/127\.0\.0\.1:\d+ \(storage: postgres postgres:\/\/keyway:\*\*\*@127\.0\.0\.1:\d+\/postgres\)$/,
     );
@@ -203,6 +214,49 @@ describe('serve()', () => {
       client_id: string;
     };
     expect(moved.client_id).toBe('https://keyway.example.test/api/oauth/client-metadata.json');
+  });
+
+  it('stays up when PostgreSQL ends its idle connections, logs it, and serves the next request', async () => {
+    // Its own application name, so that only this server's connections are ended.
+    const name = `keyway-idle-${process.pid}-${Date.now()}`;
+    const url = new URL(inject('databaseUrl'));
+    url.searchParams.set('application_name', name);
+    const lines: string[] = [];
+    running = await servePostgres(url, {
+      log: () => {},
+      logDestination: { write: (line: string) => void lines.push(line) },
+    });
+    const read = () =>
+      fetch(`${running?.url}/api/admin/tokens?limit=1`, {
+        headers: { authorization: `Bearer ${ROOT_KEY}` },
+      });
+    expect((await read()).status).toBe(200);
+    const admin = new pg.Client({ connectionString: inject('databaseUrl') });
+    await admin.connect();
+    try {
+      const ended = await admin.query(
+        'SELECT count(*)::int AS ended FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) AS t',
+        [name],
+      );
+      expect((ended.rows[0] as { ended: number }).ended).toBeGreaterThan(0);
+    } finally {
+      await admin.end();
+    }
+    const deadline = Date.now() + 10_000;
+    while (!lines.some((line) => line.includes('ended an idle connection'))) {
+      if (Date.now() > deadline)
+        throw new Error(`no log line of the ended connection: ${lines.join('')}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const logged = JSON.parse(
+      lines.find((line) => line.includes('ended an idle connection')) as string,
+    ) as { level: string; msg: string; err: { message: string } };
+    expect(logged.level).toBe('error');
+    expect(logged.msg).toBe(
+      'the database ended an idle connection (a restart or a failover?); the next query opens another',
+    );
+    expect(logged.err.message).toBe('terminating connection due to administrator command');
+    expect((await read()).status).toBe(200);
   });
 
   it('requires KEYWAY_VAULT_KEYS with PostgreSQL', async () => {

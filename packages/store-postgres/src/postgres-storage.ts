@@ -40,6 +40,15 @@ export type PostgresStorageOptions = (
 ) & {
   /** The schema that holds Keyway's tables; created when missing. Default `public`. */
   schema?: string;
+  /**
+   * Called when the server ends a connection the pool holds idle (a restart, a failover, an
+   * administrator's `pg_terminate_backend`), with the server's error (`code` `57P01` for
+   * those). The pool drops that connection and opens another at the next query; a query
+   * under way fails as usual. Without this option the storage's own pool ignores such an
+   * error, since node-postgres otherwise throws it in the process; a pool you pass is yours
+   * to listen on, unless you give this option.
+   */
+  onIdleError?: (error: Error) => void;
 };
 
 /** PostgreSQL storage, plus what its own tests and tools need. */
@@ -132,6 +141,9 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
       connectionString: options.connectionString,
       max: 'maxConnections' in options && options.maxConnections ? options.maxConnections : 10,
     });
+  const onIdleError =
+    owned || options.onIdleError !== undefined ? (options.onIdleError ?? (() => {})) : null;
+  if (onIdleError !== null) pool.on('error', onIdleError);
   const driver = postgresDriver(pool, dialect);
   try {
     await driver.execute(migrateProgram(dialect, Date.now()), true);
@@ -145,6 +157,8 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
     schema,
     async close() {
       if (owned) await pool.end();
+      // A pool you passed is left as it came.
+      else if (onIdleError !== null) pool.off('error', onIdleError);
     },
   };
 }

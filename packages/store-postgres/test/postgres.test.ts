@@ -1,4 +1,5 @@
 import { createTestSchema } from '@keyway/test-support/postgres';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { MIGRATIONS, type PostgresStorage, postgresStorage } from '../src/index.js';
 
@@ -26,6 +27,72 @@ describe('postgresStorage()', () => {
     const fast = storage.fastPaths;
     expect(Object.keys(fast ?? {}).sort()).toEqual(['findTokenCheckByIdHash', 'readForHandOut']);
     await storage.close();
+    await drop();
+  });
+
+  /**
+   * The server ends an idle connection of the pool (a restart, a failover, an administrator):
+   * node-postgres then emits `error` on the pool, which throws in the process unless someone
+   * listens. Each case ends the pool's one connection from another and waits until the pool
+   * has dropped it.
+   */
+  describe('when the server ends an idle connection', () => {
+    async function endIdleConnection(storage: PostgresStorage): Promise<void> {
+      const { rows } = await storage.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const admin = new pg.Client({ connectionString: url });
+      await admin.connect();
+      try {
+        const ended = await admin.query('SELECT pg_terminate_backend($1) AS ended', [rows[0]?.pid]);
+        expect(ended.rows).toEqual([{ ended: true }]);
+      } finally {
+        await admin.end();
+      }
+      const deadline = Date.now() + 10_000;
+      while (storage.pool.totalCount > 0) {
+        if (Date.now() > deadline) throw new Error('the pool kept its ended connection');
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    }
+
+    it('keeps the process up and answers the next read on a new connection', async () => {
+      const { schema, drop } = await createTestSchema(url);
+      const storage = await postgresStorage({ connectionString: url, schema, maxConnections: 1 });
+      await endIdleConnection(storage);
+      expect(await storage.getConnection('acme/users/alice/linear')).toBeNull();
+      expect(storage.pool.totalCount).toBe(1);
+      await storage.close();
+      await drop();
+    });
+
+    it('tells onIdleError, with the server’s code', async () => {
+      const { schema, drop } = await createTestSchema(url);
+      const told: unknown[] = [];
+      const storage = await postgresStorage({
+        connectionString: url,
+        schema,
+        maxConnections: 1,
+        onIdleError: (error) => told.push((error as { code?: unknown }).code),
+      });
+      await endIdleConnection(storage);
+      // 57P01: admin_shutdown, what pg_terminate_backend and a server's fast shutdown send.
+      expect(told).toEqual(['57P01']);
+      expect(await storage.getConnection('acme/users/alice/linear')).toBeNull();
+      await storage.close();
+      await drop();
+    });
+  });
+
+  it('listens on a pool you pass only when given onIdleError, and stops at close', async () => {
+    const { schema, drop } = await createTestSchema(url);
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const untouched = await postgresStorage({ pool, schema });
+    expect(pool.listenerCount('error')).toBe(0);
+    await untouched.close();
+    const told = await postgresStorage({ pool, schema, onIdleError: () => {} });
+    expect(pool.listenerCount('error')).toBe(1);
+    await told.close();
+    expect(pool.listenerCount('error')).toBe(0);
+    await pool.end();
     await drop();
   });
 
