@@ -35,17 +35,27 @@ export async function openStorage(
   database: string,
   onIdleError?: (error: Error) => void,
 ): Promise<Storage> {
-  if (isPostgres(database)) {
-    return postgresStorage({
-      connectionString: database,
-      ...(onIdleError === undefined ? {} : { onIdleError }),
+  try {
+    if (isPostgres(database)) {
+      return await postgresStorage({
+        connectionString: database,
+        ...(onIdleError === undefined ? {} : { onIdleError }),
+      });
+    }
+    if (process.versions.bun !== undefined || 'Deno' in globalThis)
+      return await sqliteStorage(database);
+    // On Node, the CLI's own better-sqlite3 (its dependency, wherever npm put it: a global
+    // install leaves @keyway/store-sqlite unable to see it).
+    const { default: Database } = await import('better-sqlite3');
+    return await sqliteStorage(database, { driver: Database });
+  } catch (cause) {
+    // Which database, in the operator's words (its password never): the driver's message
+    // alone names no variable, and a host and port may be all it says.
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    throw new Error(`KEYWAY_DATABASE (${describeDatabase(database)}) cannot be opened: ${reason}`, {
+      cause,
     });
   }
-  if (process.versions.bun !== undefined || 'Deno' in globalThis) return sqliteStorage(database);
-  // On Node, the CLI's own better-sqlite3 (its dependency, wherever npm put it: a global
-  // install leaves @keyway/store-sqlite unable to see it).
-  const { default: Database } = await import('better-sqlite3');
-  return sqliteStorage(database, { driver: Database });
 }
 
 /**
@@ -63,7 +73,17 @@ export function defaultVaultKeys(database: string, log: (line: string) => void):
   if (database === ':memory:') return [generateVaultKey()];
   const file = `${database}.vault-keys`;
   const temporary = `${file}.${process.pid}.tmp`;
-  writeFileSync(temporary, `${generateVaultKey()}\n`, { mode: 0o600 });
+  try {
+    writeFileSync(temporary, `${generateVaultKey()}\n`, { mode: 0o600 });
+  } catch (cause) {
+    const { code } = cause as NodeJS.ErrnoException;
+    throw new Error(
+      `KEYWAY_DATABASE (${describeDatabase(database)}): its vault key file ${file} cannot be written ` +
+        `(${code ?? (cause as Error).message}): create the directory, let this user write there, ` +
+        'or set KEYWAY_VAULT_KEYS',
+      { cause },
+    );
+  }
   try {
     // link() fails if the file exists: of two processes starting together, one creates it
     // whole and the other reads it, never a half-written file.

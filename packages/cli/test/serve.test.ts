@@ -259,6 +259,48 @@ describe('serve()', () => {
     expect((await read()).status).toBe(200);
   });
 
+  it('names KEYWAY_DATABASE, without its password, when the database cannot be reached', async () => {
+    // A port nothing listens on: taken, then given back.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const { port } = probe.address() as AddressInfo;
+    await new Promise((resolve) => probe.close(resolve));
+    const url = new URL(`postgres://keyway:hunter2-secret@127.0.0.1:${port}/postgres`);
+    const failed = await servePostgres(url, QUIET).then(
+      () => new Error('it started'),
+      (error: Error) => error,
+    );
+    expect(failed.message).toBe(
+      `KEYWAY_DATABASE (postgres postgres://keyway:***@127.0.0.1:${port}/postgres) cannot be opened: ` +
+        `connect ECONNREFUSED 127.0.0.1:${port}`,
+    );
+  });
+
+  it('names KEYWAY_DATABASE when its SQLite file cannot be opened, and where its vault key would go', async () => {
+    const missing = join(dir, 'no-such-directory', 'keyway.sqlite');
+    await expect(
+      serve({ port: 0, rootKey: ROOT_KEY, database: missing, ...QUIET }),
+    ).rejects.toThrow(
+      new Error(
+        `KEYWAY_DATABASE (sqlite ${missing}): its vault key file ${missing}.vault-keys cannot be written ` +
+          '(ENOENT): create the directory, let this user write there, or set KEYWAY_VAULT_KEYS',
+      ),
+    );
+    await expect(
+      serve({
+        port: 0,
+        rootKey: ROOT_KEY,
+        database: missing,
+        vaultKeys: ['AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8'],
+        ...QUIET,
+      }),
+    ).rejects.toThrow(
+      new Error(
+        `KEYWAY_DATABASE (sqlite ${missing}) cannot be opened: Cannot open database because the directory does not exist`,
+      ),
+    );
+  });
+
   it('requires KEYWAY_VAULT_KEYS with PostgreSQL', async () => {
     await expect(
       serve({ port: 0, rootKey: ROOT_KEY, database: inject('databaseUrl'), ...QUIET }),
