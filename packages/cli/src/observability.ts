@@ -32,7 +32,9 @@ export interface ServerLog {
 function errorFields(error: unknown): { type: string; message: string; stack?: string } {
   if (!(error instanceof Error)) return { type: typeof error, message: String(error) };
   return {
-    type: error.name,
+    // The class (`DatabaseError`, `TypeError`), which says more than a `name` some set to
+    // `error`.
+    type: error.constructor.name || error.name,
     message: error.message,
     ...(error.stack === undefined ? {} : { stack: error.stack }),
   };
@@ -73,6 +75,9 @@ export function serverLog(
       messageKey: 'msg',
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
+      // `err` is written as errorFields made it: pino's own serializer would take the plain
+      // object's class (`Object`) for its type.
+      serializers: { err: (fields: unknown) => fields },
     },
     stdout ?? destination,
   );

@@ -250,8 +250,11 @@ describe('serve()', () => {
     }
     const logged = JSON.parse(
       lines.find((line) => line.includes('ended an idle connection')) as string,
-    ) as { level: string; msg: string; err: { message: string } };
+    ) as { level: string; msg: string; err: Record<string, string> };
     expect(logged.level).toBe('error');
+    // The error's own type and nothing node-postgres hangs on it (its client, its parameters).
+    expect(Object.keys(logged.err).sort()).toEqual(['message', 'stack', 'type']);
+    expect(logged.err.type).toBe('DatabaseError');
     expect(logged.msg).toBe(
       'the database ended an idle connection (a restart or a failover?); the next query opens another',
     );
