@@ -96,6 +96,15 @@ function postgresDriver(pool: pg.Pool, dialect: Dialect): SqlDriver {
     async execute<T>(program: Program<T>, transaction: boolean): Promise<T> {
       if (!transaction) return runAsync(program, (statement) => execute(pool, statement));
       const client = await pool.connect();
+      // A connection the server ends while the transaction holds it: node-postgres fails the
+      // statement under way and then emits `error` on the client, which the pool no longer
+      // listens on while it is lent out (unheard, it would end the process). The client is
+      // then given back broken, so the pool drops it.
+      let broken: Error | undefined;
+      const onError = (error: Error) => {
+        broken = error;
+      };
+      client.on('error', onError);
       try {
         await client.query('BEGIN');
         const result = await runAsync(program, (statement) => execute(client, statement));
@@ -105,7 +114,8 @@ function postgresDriver(pool: pg.Pool, dialect: Dialect): SqlDriver {
         await client.query('ROLLBACK').catch(() => {});
         throw error;
       } finally {
-        client.release();
+        client.off('error', onError);
+        client.release(broken);
       }
     },
   };

@@ -64,6 +64,46 @@ describe('postgresStorage()', () => {
       await drop();
     });
 
+    it('keeps the process up when it ends a connection in a transaction, failing that write only', async () => {
+      const { schema, drop } = await createTestSchema(url);
+      // Its own application name: the storage's sessions, told from every other test's.
+      const named = new URL(url);
+      named.searchParams.set('application_name', schema);
+      const storage = await postgresStorage({
+        connectionString: named.toString(),
+        schema,
+        maxConnections: 2,
+      });
+      // Another session holds the tokens table, so the storage's transaction waits inside it.
+      const holder = new pg.Client({ connectionString: url });
+      await holder.connect();
+      await holder.query('BEGIN');
+      await holder.query(`LOCK TABLE "${schema}".keyway_tokens IN ACCESS EXCLUSIVE MODE`);
+      const write = storage.deleteTokenTree('acme', Date.now()).then(
+        () => 'written',
+        (error: Error) => error.message,
+      );
+      const deadline = Date.now() + 10_000;
+      let waiting: number | undefined;
+      while (waiting === undefined) {
+        if (Date.now() > deadline) throw new Error('the transaction never waited on the lock');
+        const { rows } = await holder.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
+          [schema],
+        );
+        waiting = rows[0]?.pid;
+        if (waiting === undefined) await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      await holder.query('SELECT pg_terminate_backend($1)', [waiting]);
+      expect(await write).toBe('terminating connection due to administrator command');
+      await holder.query('ROLLBACK');
+      await holder.end();
+      // The ended connection went back to no one: the next write runs on a new one.
+      expect(await storage.deleteTokenTree('acme', Date.now())).toBe(false);
+      await storage.close();
+      await drop();
+    });
+
     it('tells onIdleError, with the server’s code', async () => {
       const { schema, drop } = await createTestSchema(url);
       const told: unknown[] = [];
