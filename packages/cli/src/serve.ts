@@ -99,6 +99,21 @@ export function defaultVaultKeys(database: string, log: (line: string) => void):
     .filter((key) => key !== '');
 }
 
+/** Why the server could not listen, in the operator's words: the variables and the remedy. */
+function listenFailure(error: unknown, host: string, port: number): unknown {
+  const code = (error as NodeJS.ErrnoException).code;
+  const where = `HOST ${host}, PORT ${port}`;
+  const remedy: Record<string, string> = {
+    EADDRINUSE: 'another process listens there: stop it, or set another PORT',
+    EACCES:
+      'this user may not listen there (ports below 1024 need privileges): set PORT above 1023',
+    EADDRNOTAVAIL: 'HOST is not an address of this machine: set one of its addresses, or 0.0.0.0',
+    ENOTFOUND: 'HOST is not a name this machine resolves: set an address, or 0.0.0.0',
+  };
+  if (code === undefined || !(code in remedy)) return error;
+  return new Error(`cannot listen on ${where} (${code}): ${remedy[code]}`, { cause: error });
+}
+
 /** What a log line may say about the database: a URL without its password. */
 function describeDatabase(database: string): string {
   if (!isPostgres(database)) return `sqlite ${database}`;
@@ -332,7 +347,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   }
   server.maxConnections = limits.maxConnections;
   const host = options.host ?? DEFAULT_HOST;
-  server.listen(options.port ?? 8787, host);
+  const port = options.port ?? 8787;
+  server.listen(port, host);
   try {
     await Promise.race([
       once(server, 'listening'),
@@ -340,7 +356,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
     ]);
   } catch (error) {
     await storage.close();
-    throw error;
+    throw listenFailure(error, host, port);
   }
   const listening = (server.address() as AddressInfo).port;
   let broker: Broker;

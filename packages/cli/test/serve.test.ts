@@ -304,6 +304,33 @@ describe('serve()', () => {
     );
   });
 
+  it('names PORT and HOST when it cannot listen, with what to do', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address() as AddressInfo;
+    try {
+      await expect(
+        serve({ port, rootKey: ROOT_KEY, database: ':memory:', ...QUIET }),
+      ).rejects.toThrow(
+        new Error(
+          `cannot listen on HOST 127.0.0.1, PORT ${port} (EADDRINUSE): another process listens there: ` +
+            'stop it, or set another PORT',
+        ),
+      );
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
+    // 192.0.2.1 (TEST-NET-1, RFC 5737) is no address of this machine.
+    await expect(
+      serve({ port: 0, host: '192.0.2.1', rootKey: ROOT_KEY, database: ':memory:', ...QUIET }),
+    ).rejects.toThrow(
+      new Error(
+        'cannot listen on HOST 192.0.2.1, PORT 0 (EADDRNOTAVAIL): HOST is not an address of this machine: ' +
+          'set one of its addresses, or 0.0.0.0',
+      ),
+    );
+  });
+
   it('requires KEYWAY_VAULT_KEYS with PostgreSQL', async () => {
     await expect(
       serve({ port: 0, rootKey: ROOT_KEY, database: inject('databaseUrl'), ...QUIET }),
