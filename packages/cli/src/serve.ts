@@ -19,6 +19,7 @@ import { postgresStorage } from '@keyway/store-postgres';
 import { sqliteStorage } from '@keyway/store-sqlite';
 import type { DestinationStream } from 'pino';
 import { type LogLevel, type MetricsServer, serveMetrics, serverLog } from './observability.js';
+import { foreignKeysMessage, listenFailure } from './start-failures.js';
 
 /** Default database of `keyway serve`: a SQLite file in the working directory. */
 export const DEFAULT_DATABASE = 'keyway.sqlite';
@@ -97,21 +98,6 @@ export function defaultVaultKeys(database: string, log: (line: string) => void):
   return readFileSync(file, 'utf8')
     .split(/[\s,]+/)
     .filter((key) => key !== '');
-}
-
-/** Why the server could not listen, in the operator's words: the variables and the remedy. */
-function listenFailure(error: unknown, host: string, port: number): unknown {
-  const code = (error as NodeJS.ErrnoException).code;
-  const where = `HOST ${host}, PORT ${port}`;
-  const remedy: Record<string, string> = {
-    EADDRINUSE: 'another process listens there: stop it, or set another PORT',
-    EACCES:
-      'this user may not listen there (ports below 1024 need privileges): set PORT above 1023',
-    EADDRNOTAVAIL: 'HOST is not an address of this machine: set one of its addresses, or 0.0.0.0',
-    ENOTFOUND: 'HOST is not a name this machine resolves: set an address, or 0.0.0.0',
-  };
-  if (code === undefined || !(code in remedy)) return error;
-  return new Error(`cannot listen on ${where} (${code}): ${remedy[code]}`, { cause: error });
 }
 
 /** What a log line may say about the database: a URL without its password. */
@@ -371,6 +357,17 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
     server.close();
     await storage.close();
     throw error;
+  }
+  // Keys that sealed entries and that this ring lacks: every read of those would answer 500.
+  const foreign = await broker.vault.foreignKeys(storage).catch(async (error: unknown) => {
+    server.close();
+    await broker.close();
+    throw error;
+  });
+  if (foreign.size > 0) {
+    server.close();
+    await broker.close();
+    throw new Error(foreignKeysMessage(foreign, options.vaultKeys === undefined ? database : null));
   }
   let metricsServer: MetricsServer | null = null;
   if (metrics !== null && options.metricsPort !== undefined) {

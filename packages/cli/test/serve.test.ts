@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { generateVaultKey } from '@keyway/core';
 import pg from 'pg';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import {
@@ -327,6 +329,74 @@ describe('serve()', () => {
       new Error(
         'cannot listen on HOST 192.0.2.1, PORT 0 (EADDRNOTAVAIL): HOST is not an address of this machine: ' +
           'set one of its addresses, or 0.0.0.0',
+      ),
+    );
+  });
+
+  it('will not start on a vault sealed with keys it was not given, and says which and what to do', async () => {
+    const idOf = (key: string) =>
+      createHash('sha256')
+        .update(Buffer.from(key, 'base64url'))
+        .digest()
+        .subarray(0, 9)
+        .toString('base64url');
+    const [first, second] = [generateVaultKey(), generateVaultKey()];
+    const putSecret = async (base: string) => {
+      const put = await fetch(`${base}/api/vault/secrets/acme/k`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ value: 'kept' }),
+      });
+      expect(put.status).toBe(201);
+    };
+    // Keys given in KEYWAY_VAULT_KEYS.
+    const file = database();
+    running = await serve({
+      port: 0,
+      rootKey: ROOT_KEY,
+      database: file,
+      vaultKeys: [first],
+      ...QUIET,
+    });
+    await putSecret(running.url);
+    await running.close();
+    running = undefined;
+    await expect(
+      serve({ port: 0, rootKey: ROOT_KEY, database: file, vaultKeys: [second], ...QUIET }),
+    ).rejects.toThrow(
+      new Error(
+        `the vault holds entries sealed with keys that KEYWAY_VAULT_KEYS does not hold (1 under key id ${idOf(first)}), ` +
+          'which no request could open: give back the keys they were sealed with, after the one that encrypts ' +
+          '(`keyway vault rewrap` then moves them onto it)',
+      ),
+    );
+    // A rotation under way (the new key first, the old one kept) starts, and reads.
+    running = await serve({
+      port: 0,
+      rootKey: ROOT_KEY,
+      database: file,
+      vaultKeys: [second, first],
+      ...QUIET,
+    });
+    const read = await fetch(`${running.url}/api/vault/secrets/acme/k`, {
+      headers: { authorization: `Bearer ${ROOT_KEY}` },
+    });
+    expect(((await read.json()) as { value: string }).value).toBe('kept');
+    await running.close();
+    running = undefined;
+    // The key kept beside a SQLite database, replaced by another.
+    const kept = database();
+    running = await serve({ port: 0, rootKey: ROOT_KEY, database: kept, ...QUIET });
+    await putSecret(running.url);
+    await running.close();
+    running = undefined;
+    const original = readFileSync(`${kept}.vault-keys`, 'utf8').trim();
+    writeFileSync(`${kept}.vault-keys`, `${second}\n`);
+    await expect(serve({ port: 0, rootKey: ROOT_KEY, database: kept, ...QUIET })).rejects.toThrow(
+      new Error(
+        `the vault holds entries sealed with keys that ${kept}.vault-keys does not hold (1 under key id ${idOf(original)}), ` +
+          'which no request could open: restore that file from the backup taken with the database, or set ' +
+          'KEYWAY_VAULT_KEYS to the keys they were sealed with',
       ),
     );
   });

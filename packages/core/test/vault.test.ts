@@ -1,4 +1,5 @@
 import { createCipheriv, randomBytes } from 'node:crypto';
+import { memoryStorage } from '@keyway/store-memory';
 import { describe, expect, it } from 'vitest';
 import { fromBase64Url, toBase64Url } from '../src/platform/bytes.js';
 import { generateVaultKey, parseVaultKeys, Vault } from '../src/vault/vault.js';
@@ -124,5 +125,41 @@ describe('the vault', () => {
     for (const [name, ciphertext] of cases) {
       await expect(vault.open(stored(ciphertext)), name).rejects.toMatchObject(REFUSED);
     }
+  });
+});
+
+describe('the keys a vault was sealed with', () => {
+  /** Entries of kind `secret` named `names`, sealed by `vault`. */
+  async function sealed(storage: ReturnType<typeof memoryStorage>, vault: Vault, names: string[]) {
+    for (const name of names) {
+      const write = await vault.seal({ kind: 'secret', key: name }, `value of ${name}`);
+      await storage.putVaultEntry(write, 0);
+    }
+  }
+
+  it('names the keys a ring does not hold, with their entries, and none it holds', async () => {
+    const storage = memoryStorage();
+    await sealed(storage, new Vault([KEY]), ['acme/a', 'acme/b']);
+    await sealed(storage, new Vault([OTHER]), ['acme/c', 'acme/d', 'acme/e']);
+    expect(await new Vault([KEY, OTHER]).foreignKeys(storage)).toEqual(new Map());
+    expect(await new Vault([OTHER, KEY]).foreignKeys(storage)).toEqual(new Map());
+    expect(await new Vault([KEY]).foreignKeys(storage)).toEqual(new Map([[idOf(OTHER), 3]]));
+    const wrong = generateVaultKey();
+    expect(await new Vault([wrong]).foreignKeys(storage)).toEqual(
+      new Map([
+        [idOf(KEY), 2],
+        [idOf(OTHER), 3],
+      ]),
+    );
+  });
+
+  it('looks at no more entries than its limit, page after page', async () => {
+    const storage = memoryStorage();
+    const names = Array.from({ length: 450 }, (_, i) => `acme/${String(i).padStart(3, '0')}`);
+    await sealed(storage, new Vault([OTHER]), names);
+    const ring = new Vault([KEY]);
+    expect(await ring.foreignKeys(storage)).toEqual(new Map([[idOf(OTHER), 450]]));
+    expect(await ring.foreignKeys(storage, 401)).toEqual(new Map([[idOf(OTHER), 401]]));
+    expect(await ring.foreignKeys(storage, 200)).toEqual(new Map([[idOf(OTHER), 200]]));
   });
 });

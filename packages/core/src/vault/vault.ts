@@ -167,6 +167,32 @@ export class Vault {
   }
 
   /**
+   * The keys that sealed entries of `storage` and that this ring does not hold, with how
+   * many entries each sealed: entries no broker with this ring can open. Looks at the
+   * entries not under the active key, at most `limit` of them: a ring that is the wrong one
+   * altogether is found on the first page, and a vault in the middle of a re-wrap is not read
+   * whole. Empty when every entry looked at can be opened.
+   */
+  async foreignKeys(storage: VaultStorage, limit = 1_000): Promise<Map<string, number>> {
+    const foreign = new Map<string, number>();
+    const held = new Set(this.#ring.map((key) => key.id));
+    let after: VaultKey | null = null;
+    let seen = 0;
+    while (seen < limit) {
+      const size = Math.min(200, limit - seen);
+      const page = await storage.listVaultEntriesNotUnderKey(this.activeKeyId, after, size);
+      for (const entry of page) {
+        if (!held.has(entry.keyId)) foreign.set(entry.keyId, (foreign.get(entry.keyId) ?? 0) + 1);
+      }
+      seen += page.length;
+      const last = page[page.length - 1];
+      if (page.length < size || last === undefined) break;
+      after = { kind: last.kind, key: last.key };
+    }
+    return foreign;
+  }
+
+  /**
    * Re-encrypts every entry not under the active key, in pages, with compare-and-set so a
    * concurrent write is never overwritten with an old value. Afterwards no entry needs an
    * older key, which can then leave the ring.
