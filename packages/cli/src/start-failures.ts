@@ -1,6 +1,6 @@
 /*
- * Why `keyway serve` could not start, in the operator's words: the variable at fault and
- * what to do about it.
+ * Why `keyway serve` could not start (or `keyway vault rewrap` would not run), in the
+ * operator's words: the variable at fault and what to do about it.
  */
 
 /** Why the server could not listen, in the operator's words: the variables and the remedy. */
@@ -19,8 +19,8 @@ export function listenFailure(error: unknown, host: string, port: number): unkno
 }
 
 /**
- * Why `keyway serve` will not start on a vault sealed with keys it was not given: which key
- * ids, how many entries, and what to do. `keptBeside` is the SQLite database whose
+ * Why a vault sealed with keys the ring lacks is refused (`keyway serve` will not start,
+ * `keyway vault rewrap` moves nothing): which key ids, how many entries, and what to do. `keptBeside` is the SQLite database whose
  * `.vault-keys` file gave the keys, `null` when KEYWAY_VAULT_KEYS did.
  */
 export function foreignKeysMessage(

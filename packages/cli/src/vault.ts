@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createBroker, generateVaultKey } from '@keyway/core';
 import { DEFAULT_DATABASE, openStorage } from './serve.js';
+import { foreignKeysMessage } from './start-failures.js';
 
 /**
  * `keyway vault rewrap`: re-encrypts every vault entry that is not under the first key of
@@ -39,6 +40,13 @@ export async function rewrapVault(env: Record<string, string | undefined>): Prom
     rateLimits: false,
   });
   try {
+    // Entries sealed with a key this ring lacks cannot be moved: named before any is.
+    const foreign = await broker.vault.foreignKeys(storage);
+    if (foreign.size > 0) {
+      throw new Error(
+        foreignKeysMessage(foreign, env.KEYWAY_VAULT_KEYS === undefined ? database : null),
+      );
+    }
     return { moved: await broker.vault.rewrap(storage), database };
   } finally {
     await broker.close();

@@ -855,6 +855,23 @@ describe('keyway vault rewrap, on the database itself', () => {
       sleep: async () => {},
       tty: false,
     };
+    // Without the old key, nothing is moved: the entries it sealed are named.
+    const { createHash } = await import('node:crypto');
+    const oldId = createHash('sha256')
+      .update(Buffer.from(oldKey, 'base64url'))
+      .digest()
+      .subarray(0, 9)
+      .toString('base64url');
+    io.env = { KEYWAY_DATABASE: file, KEYWAY_VAULT_KEYS: newKey };
+    expect(await runAdmin(['vault', 'rewrap'], io)).toBe(EXIT.usage);
+    expect(lines).toEqual([
+      `keyway: the vault holds entries sealed with keys that KEYWAY_VAULT_KEYS does not hold (2 under key id ${oldId}), ` +
+        'which no request could open: give back the keys they were sealed with, after the one that encrypts ' +
+        '(`keyway vault rewrap` then moves them onto it)\n\nkeyway vault rewrap\n      moves every vault entry onto ' +
+        'the first of KEYWAY_VAULT_KEYS (new key first), on the database itself; then drop the old key',
+    ]);
+    lines.length = 0;
+    io.env = { KEYWAY_DATABASE: file, KEYWAY_VAULT_KEYS: `${newKey},${oldKey}` };
     expect(await runAdmin(['vault', 'rewrap'], io)).toBe(EXIT.ok);
     expect(lines).toEqual([`re-wrapped 2 vault entries of ${file} onto the first key`]);
     expect(await runAdmin(['vault', 'rewrap', '--json'], io)).toBe(EXIT.ok);
