@@ -359,15 +359,17 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
     throw error;
   }
   // Keys that sealed entries and that this ring lacks: every read of those would answer 500.
-  const foreign = await broker.vault.foreignKeys(storage).catch(async (error: unknown) => {
+  try {
+    const foreign = await broker.vault.foreignKeys(storage);
+    if (foreign.size > 0) {
+      throw new Error(
+        foreignKeysMessage(foreign, options.vaultKeys === undefined ? database : null),
+      );
+    }
+  } catch (error) {
     server.close();
     await broker.close();
     throw error;
-  });
-  if (foreign.size > 0) {
-    server.close();
-    await broker.close();
-    throw new Error(foreignKeysMessage(foreign, options.vaultKeys === undefined ? database : null));
   }
   let metricsServer: MetricsServer | null = null;
   if (metrics !== null && options.metricsPort !== undefined) {

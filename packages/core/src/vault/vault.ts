@@ -176,18 +176,8 @@ export class Vault {
   async foreignKeys(storage: VaultStorage, limit = 1_000): Promise<Map<string, number>> {
     const foreign = new Map<string, number>();
     const held = new Set(this.#ring.map((key) => key.id));
-    let after: VaultKey | null = null;
-    let seen = 0;
-    while (seen < limit) {
-      const size = Math.min(200, limit - seen);
-      const page = await storage.listVaultEntriesNotUnderKey(this.activeKeyId, after, size);
-      for (const entry of page) {
-        if (!held.has(entry.keyId)) foreign.set(entry.keyId, (foreign.get(entry.keyId) ?? 0) + 1);
-      }
-      seen += page.length;
-      const last = page[page.length - 1];
-      if (page.length < size || last === undefined) break;
-      after = { kind: last.kind, key: last.key };
+    for await (const entry of this.#notUnderActiveKey(storage, 200, limit)) {
+      if (!held.has(entry.keyId)) foreign.set(entry.keyId, (foreign.get(entry.keyId) ?? 0) + 1);
     }
     return foreign;
   }
@@ -201,17 +191,33 @@ export class Vault {
    */
   async rewrap(storage: VaultStorage, pageSize = 200): Promise<number> {
     let moved = 0;
-    let after: VaultKey | null = null;
-    for (;;) {
-      const page = await storage.listVaultEntriesNotUnderKey(this.activeKeyId, after, pageSize);
-      for (const entry of page) {
-        const next = await this.seal(entry, await this.open(entry));
-        if (await storage.replaceVaultCiphertext(entry.kind, entry.key, entry.ciphertext, next)) {
-          moved++;
-        }
+    for await (const entry of this.#notUnderActiveKey(storage, pageSize)) {
+      const next = await this.seal(entry, await this.open(entry));
+      if (await storage.replaceVaultCiphertext(entry.kind, entry.key, entry.ciphertext, next)) {
+        moved++;
       }
+    }
+    return moved;
+  }
+
+  /**
+   * The entries not under the active key, read `pageSize` at a time in (kind, key) order, at
+   * most `limit` of them.
+   */
+  async *#notUnderActiveKey(
+    storage: VaultStorage,
+    pageSize: number,
+    limit = Number.POSITIVE_INFINITY,
+  ): AsyncGenerator<VaultEntryRecord> {
+    let after: VaultKey | null = null;
+    let seen = 0;
+    while (seen < limit) {
+      const size = Math.min(pageSize, limit - seen);
+      const page = await storage.listVaultEntriesNotUnderKey(this.activeKeyId, after, size);
+      yield* page;
+      seen += page.length;
       const last = page[page.length - 1];
-      if (page.length < pageSize || last === undefined) return moved;
+      if (page.length < size || last === undefined) return;
       after = { kind: last.kind, key: last.key };
     }
   }
