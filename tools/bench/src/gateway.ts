@@ -24,6 +24,27 @@ export const MCP_HEADERS = {
   'mcp-protocol-version': '2025-11-25',
 };
 
+/**
+ * The status a hop answers to a `tools/call` whose declared length is past 4 MiB, before any
+ * of its body is sent. Sending the body whole would race the hop's close after its answer: a
+ * client still writing then fails with `EPIPE` instead of reading the 413.
+ */
+function declaredPastLimit(url: string, authorization: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, {
+      method: 'POST',
+      headers: { ...MCP_HEADERS, authorization, 'content-length': String(4 * 1024 * 1024 + 1) },
+    });
+    req.once('response', (answer) => {
+      answer.resume();
+      req.destroy();
+      resolve(answer.statusCode ?? 0);
+    });
+    req.once('error', reject);
+    req.flushHeaders();
+  });
+}
+
 /** The sizes of the gateway's run. */
 export interface GatewayOptions {
   /** Sequential calls per round for the round trip. */
@@ -295,15 +316,10 @@ export async function benchGateway(options: GatewayOptions): Promise<GatewayResu
       body: CALL,
     });
     if (refused.status !== 401) throw new Error(`the same-work hop answered ${refused.status}`);
-    // And keeps the gateway's limits: a body past 4 MiB is refused unread.
-    const large = await fetch(sameWork.url, {
-      method: 'POST',
-      headers: { ...MCP_HEADERS, authorization: gateway.authorization },
-      body: new Uint8Array(4 * 1024 * 1024 + 1),
-    });
-    await large.arrayBuffer();
-    if (large.status !== 413) {
-      throw new Error(`the same-work hop answered ${large.status} to a body past its limit`);
+    // And keeps the gateway's limits: a body declared past 4 MiB is refused unread.
+    const large = await declaredPastLimit(sameWork.url, gateway.authorization);
+    if (large !== 413) {
+      throw new Error(`the same-work hop answered ${large} to a body declared past its limit`);
     }
     const trips = {
       direct: [] as number[],
