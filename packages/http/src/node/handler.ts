@@ -315,11 +315,61 @@ export function readNodeBody(
   });
 }
 
+/** How long a connection closed after an early answer still reads its client's body. */
+const LINGER_MS = 5_000;
+/** How much of that body it reads and discards at most. */
+const LINGER_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Closes a connection the way RFC 9112 §9.6 asks after an answer given before the client sent
+ * its whole body: the answer, then the server's half of the connection, while the rest of the
+ * body is read and discarded; the socket closes once the body has ended, after
+ * {@link LINGER_MS}, or past {@link LINGER_BYTES}. A socket closed at once resets the
+ * connection under a client still writing its body, which then fails (EPIPE, ECONNRESET)
+ * without reading the answer.
+ */
+function lingerBeforeClose(req: NodeRequest): void {
+  const socket = req.socket;
+  let answered = false;
+  let ended = false;
+  let discarded = 0;
+  const close = () => {
+    clearTimeout(timer);
+    req.off('data', count);
+    socket.destroy();
+  };
+  const count = (chunk: Buffer) => {
+    discarded += chunk.byteLength;
+    if (discarded > LINGER_BYTES) close();
+  };
+  // Once the body has ended and the answer and the end of the server's half are written.
+  const closeWhenWritten = () => {
+    if (socket.writableFinished) close();
+    else socket.once('finish', close);
+  };
+  const timer = setTimeout(close, LINGER_MS);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
+  req.on('data', count);
+  req.once('end', () => {
+    ended = true;
+    if (answered) closeWhenWritten();
+  });
+  // Node's server calls it once the answer marked `Connection: close` is written: it ends
+  // the socket and destroys it as soon as that end is written, with the body still coming.
+  socket.destroySoon = () => {
+    answered = true;
+    socket.end();
+    if (ended) closeWhenWritten();
+  };
+}
+
 /**
  * After an answer given before the request body was read (401, 404, 405, 413): the rest of
  * the body is read and discarded, so the next request on a keep-alive connection can be
  * parsed; a body that may be larger than the limit (declared so, or of unknown length)
- * gets `Connection: close` instead, and the socket closes after the answer.
+ * gets `Connection: close` instead, and the connection closes once the client has sent it
+ * (within bounds: {@link lingerBeforeClose}).
  */
 function finishUnreadBody(
   req: NodeRequest,
@@ -327,7 +377,10 @@ function finishUnreadBody(
   request: Request | undefined,
 ): void {
   const declared = Number(req.headers['content-length'] ?? Number.NaN);
-  if (!(declared <= DEFAULT_MAX_BODY_BYTES)) res.setHeader('connection', 'close');
+  if (!(declared <= DEFAULT_MAX_BODY_BYTES)) {
+    res.setHeader('connection', 'close');
+    lingerBeforeClose(req);
+  }
   if (request !== undefined && request.body !== null && !request.body.locked) {
     request.body.cancel().catch(() => {});
   } else {
