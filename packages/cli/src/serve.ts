@@ -1,6 +1,12 @@
 import { once } from 'node:events';
 import { linkSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, get as httpGet, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  get as httpGet,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import { get as httpsGet } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import {
@@ -13,7 +19,7 @@ import {
 } from '@keyway/core';
 import { createHandler } from '@keyway/http';
 import { createMetrics, type KeywayMetrics } from '@keyway/http/metrics';
-import { toNodeHandler } from '@keyway/http/node';
+import { continueOnRead, toNodeHandler } from '@keyway/http/node';
 import { memoryStorage } from '@keyway/store-memory';
 import { postgresStorage } from '@keyway/store-postgres';
 import { sqliteStorage } from '@keyway/store-sqlite';
@@ -314,16 +320,19 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
       // How often the two timeouts above are checked (Node's default is every 30 s).
       connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
     },
-    (req, res) => {
-      if (handle === null) {
-        res.writeHead(503).end();
-        return;
-      }
-      inFlight.add(res);
-      res.on('close', settled);
-      handle(req, res);
-    },
+    (req, res) => onRequest(req, res),
   );
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+    if (handle === null) {
+      res.writeHead(503, { connection: 'close' }).end();
+      return;
+    }
+    inFlight.add(res);
+    res.on('close', settled);
+    handle(req, res);
+  };
+  // `100 Continue` only for a body that is read: a 413 or a 401 goes before it is sent.
+  server.on('checkContinue', continueOnRead(onRequest));
   // The answers not yet finished: what the shutdown deadline answers 503 (docs/operations.md).
   // One listener shared by every answer, added with `on` (a response closes once): no
   // closure and no `once` wrapper made per request.

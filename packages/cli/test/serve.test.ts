@@ -454,6 +454,44 @@ describe('serve()', () => {
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
   });
 
+  it('answers a body it will not read without asking for it (Expect: 100-continue), and asks for one it reads', async () => {
+    running = await serve({ port: 0, rootKey: ROOT_KEY, database: ':memory:', ...QUIET });
+    const port = Number(new URL(running.url).port);
+    /** Sends the head of a mint that expects `100 Continue`; the answer as it comes. */
+    const expecting = async (token: string, length: number) => {
+      const socket = connect(port, '127.0.0.1');
+      await once(socket, 'connect');
+      const seen = { socket, answer: '' };
+      socket.setEncoding('utf8').on('data', (chunk: string) => {
+        seen.answer += chunk;
+      });
+      socket.write(
+        `POST /api/admin/tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`,
+      );
+      return seen;
+    };
+    // RFC 9110 §10.1.1: a final status the head decides goes at once, with no 100 before it.
+    const tooLarge = await expecting(ROOT_KEY, 2 * 1024 * 1024);
+    await expect.poll(() => tooLarge.answer.endsWith('0\r\n\r\n')).toBe(true);
+    expect(tooLarge.answer.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
+    expect(tooLarge.answer.toLowerCase()).toContain('\r\nconnection: close\r\n');
+    tooLarge.socket.destroy();
+    const forged = await expecting(`kw1_${'A'.repeat(60)}`, 20);
+    await expect.poll(() => forged.answer.endsWith('0\r\n\r\n')).toBe(true);
+    expect(forged.answer.split('\r\n')[0]).toBe('HTTP/1.1 401 Unauthorized');
+    forged.socket.destroy();
+    // A body it reads is asked for when it reads it; the mint then goes as usual.
+    const body = JSON.stringify({ name: 'expecting', scopes: ['acme'] });
+    const minted = await expecting(ROOT_KEY, Buffer.byteLength(body));
+    await expect.poll(() => minted.answer).toBe('HTTP/1.1 100 Continue\r\n\r\n');
+    minted.socket.write(body);
+    await expect.poll(() => minted.answer.endsWith('0\r\n\r\n')).toBe(true);
+    expect(minted.answer.split('\r\n')[2]).toBe('HTTP/1.1 201 Created');
+    expect(minted.answer).toContain('"name":"expecting"');
+    minted.socket.destroy();
+  });
+
   it('refuses a root key shorter than 32 characters', async () => {
     await expect(
       serve({ port: 0, rootKey: 'short', database: ':memory:', ...QUIET }),

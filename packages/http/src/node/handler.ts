@@ -10,6 +10,7 @@ import {
   webBodyBytes,
 } from '../request.js';
 import { errorReply } from '../responses.js';
+import { askForBody, awaitingContinue } from './continue.js';
 import { streamOf } from './streams.js';
 import { writeReply, writeWebResponse } from './write.js';
 
@@ -264,6 +265,7 @@ export function readNodeBody(
   hold: (bytes: number) => void,
 ): Promise<Uint8Array> {
   if (Number(req.headers['content-length'] ?? 0) > limit) return Promise.reject(tooLarge(limit));
+  askForBody(req);
   return new Promise((resolve, reject) => {
     // A client that left before its body was read (while its token was checked): its
     // `aborted` and `close` came before these listeners, and nothing else will.
@@ -367,8 +369,8 @@ function lingerBeforeClose(req: NodeRequest): void {
 /**
  * After an answer given before the request body was read (401, 404, 405, 413): the rest of
  * the body is read and discarded, so the next request on a keep-alive connection can be
- * parsed; a body that may be larger than the limit (declared so, or of unknown length)
- * gets `Connection: close` instead, and the connection closes once the client has sent it
+ * parsed; a body that may be larger than the limit (declared so, or of unknown length), or
+ * one its client has not sent yet (it waits for `100 Continue`), gets `Connection: close` instead, and the connection closes once the client has sent it
  * (within bounds: {@link lingerBeforeClose}).
  */
 function finishUnreadBody(
@@ -377,7 +379,10 @@ function finishUnreadBody(
   request: Request | undefined,
 ): void {
   const declared = Number(req.headers['content-length'] ?? Number.NaN);
-  if (!(declared <= DEFAULT_MAX_BODY_BYTES)) {
+  // A client still waiting for `100 Continue` has not sent its body, and may never send it:
+  // the connection cannot be read on as if it came.
+  const unasked = awaitingContinue.delete(req);
+  if (unasked || !(declared <= DEFAULT_MAX_BODY_BYTES)) {
     res.setHeader('connection', 'close');
     lingerBeforeClose(req);
   }

@@ -8,9 +8,14 @@
  * import { createServer } from 'node:http';
  * import { createHandler } from '@keyway/http';
  * import { toNodeHandler } from '@keyway/http/node';
- * createServer(toNodeHandler(createHandler(broker))).listen(8787);
+ * const handle = toNodeHandler(createHandler(broker));
+ * const server = createServer(handle);
+ * // 100 Continue only for a body that is read: a 413 or 401 goes before it is sent.
+ * server.on('checkContinue', continueOnRead(handle));
+ * server.listen(8787);
  *
  * @module
  */
+export { continueOnRead } from './continue.js';
 export { type NodeHandlerOptions, toNodeHandler, toWebRequest } from './handler.js';
 export { writeWebResponse } from './write.js';

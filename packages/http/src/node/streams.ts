@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { askForBody } from './continue.js';
 
 /**
  * The request body as a Web stream, with back-pressure. When the handler stops reading (a
@@ -28,6 +29,7 @@ export function streamOf(req: IncomingMessage): ReadableStream<Uint8Array> {
       });
     },
     pull() {
+      askForBody(req);
       req.resume();
     },
     cancel() {
