@@ -85,6 +85,7 @@ describe('Expect: 100-continue over Node http', () => {
       ROOT_KEY,
       2 * 1024 * 1024,
       '413 Payload Too Large',
+      false,
     ],
     [
       'a forged token',
@@ -92,20 +93,38 @@ describe('Expect: 100-continue over Node http', () => {
       `kw1_${'A'.repeat(60)}`,
       MINT.length,
       '401 Unauthorized',
+      false,
     ],
-    ['an unknown route', '/api/nothing-here', ROOT_KEY, MINT.length, '404 Not Found'],
+    ['an unknown route', '/api/nothing-here', ROOT_KEY, MINT.length, '404 Not Found', false],
     [
       'a gateway call past its limit',
       '/mcp/acme/alice/demo',
       ROOT_KEY,
       5 * 1024 * 1024,
       '413 Payload Too Large',
+      false,
+    ],
+    [
+      'a body declared past the limit, through a fetch handler',
+      '/api/admin/tokens',
+      ROOT_KEY,
+      2 * 1024 * 1024,
+      '413 Payload Too Large',
+      true,
+    ],
+    [
+      'a forged token, through a fetch handler',
+      '/api/admin/tokens',
+      `kw1_${'A'.repeat(60)}`,
+      MINT.length,
+      '401 Unauthorized',
+      true,
     ],
   ])(
     'answers %s at once, with no 100 before it, and closes the connection',
-    async (_, path, token, length, status) => {
+    async (_, path, token, length, status, fetchHandler) => {
       const h = new Harness(memoryStorage());
-      const port = await start(h);
+      const port = await start(h, { fetchHandler });
       const seen = await send(port, path, token, length);
       expect(await statusLines(seen)).toEqual([`HTTP/1.1 ${status}`]);
       // The client has sent no body, and may send none: the connection is not read on.
