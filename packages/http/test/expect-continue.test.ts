@@ -50,7 +50,7 @@ async function statusLines(seen: Expecting): Promise<string[]> {
   return seen.answer.split('\r\n').filter((line) => line.startsWith('HTTP/1.1 '));
 }
 
-describe('Expect: 100-continue over Node http', () => {
+describe('Expect: 100-continue over Node http (RFC 9110 §10.1.1)', () => {
   let server: ReturnType<typeof createHttpServer> | undefined;
   const sockets: Socket[] = [];
 

@@ -82,7 +82,7 @@ async function sendPastLimit(
   return seen;
 }
 
-describe('the close after an early answer to a body past the limit', () => {
+describe('the close after an early answer to a body past the limit (RFC 9112 §9.6)', () => {
   let server: ReturnType<typeof createHttpServer> | undefined;
 
   afterEach(() => {

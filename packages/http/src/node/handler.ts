@@ -369,9 +369,10 @@ function lingerBeforeClose(req: NodeRequest): void {
 /**
  * After an answer given before the request body was read (401, 404, 405, 413): the rest of
  * the body is read and discarded, so the next request on a keep-alive connection can be
- * parsed; a body that may be larger than the limit (declared so, or of unknown length), or
- * one its client has not sent yet (it waits for `100 Continue`), gets `Connection: close` instead, and the connection closes once the client has sent it
- * (within bounds: {@link lingerBeforeClose}).
+ * parsed. A body that may be larger than the limit (declared so, or of unknown length), or
+ * one its client has not sent yet (it waits for `100 Continue`), gets `Connection: close`
+ * instead, and the connection closes once the client has sent it (within bounds:
+ * {@link lingerBeforeClose}).
  */
 function finishUnreadBody(
   req: NodeRequest,
