@@ -312,16 +312,6 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
   // The broker is built once the port is known: the default base URL contains it.
   let handle: ReturnType<typeof toNodeHandler> | null = null;
   const limits = { ...DEFAULT_SERVER_LIMITS, ...options.limits };
-  const server = createServer(
-    {
-      headersTimeout: limits.headersTimeoutMs,
-      requestTimeout: limits.requestTimeoutMs,
-      keepAliveTimeout: limits.keepAliveTimeoutMs,
-      // How often the two timeouts above are checked (Node's default is every 30 s).
-      connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
-    },
-    (req, res) => onRequest(req, res),
-  );
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     if (handle === null) {
       res.writeHead(503, { connection: 'close' }).end();
@@ -331,6 +321,16 @@ export async function serve(options: ServeOptions = {}): Promise<RunningServer> 
     res.on('close', settled);
     handle(req, res);
   };
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      // How often the two timeouts above are checked (Node's default is every 30 s).
+      connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
+    },
+    onRequest,
+  );
   // `100 Continue` only for a body that is read: a 413 or a 401 goes before it is sent.
   server.on('checkContinue', continueOnRead(onRequest));
   // The answers not yet finished: what the shutdown deadline answers 503 (docs/operations.md).
