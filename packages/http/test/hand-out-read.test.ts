@@ -18,7 +18,13 @@ const withoutJoinedRead: StorageFactory = {
   name: 'memory without readForHandOut',
   create: async () => {
     const storage = memoryStorage();
-    const { readForHandOut: _, readForHandOutSync: __, ...rest } = storage.fastPaths ?? {};
+    const {
+      readForHandOut: _,
+      readForHandOutSync: __,
+      readWithTokens: ___,
+      readWithTokensSync: ____,
+      ...rest
+    } = storage.fastPaths ?? {};
     return { ...storage, fastPaths: rest };
   },
   rawText: async () => null,

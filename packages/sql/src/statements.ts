@@ -5,6 +5,7 @@ import type {
   ListAuditQuery,
   ListConnectionsQuery,
   ListPathsQuery,
+  TokensRead,
   VaultChanges,
   VaultKey,
   VaultWrite,
@@ -297,6 +298,35 @@ export function handOutStatement(engine: 'sqlite' | 'postgres'): string {
     WHERE c.id = ?`;
 }
 
+/**
+ * A connection and its vault entry of one kind in one statement (`readWithTokens`, read with
+ * {@link tokensReadOf}): {@link handOutStatement} without the provider. The gateway, the API
+ * proxy and the probe make this read on every call and never need the provider's state,
+ * which is often larger than what a row keeps in its page (SQLite then reads the rest from
+ * the file on every read; PostgreSQL sends it whole). Parameters: the vault kind, the
+ * connection id.
+ */
+export const TOKENS_READ = `SELECT ${qualified('c', CONNECTIONS)}, ${qualified('v', VAULT_ENTRIES)}
+    FROM {connections} AS c
+    LEFT JOIN {vault_entries} AS v ON v.kind = ? AND v.key = c.id
+    WHERE c.id = ?`;
+
+/**
+ * The answer of {@link TOKENS_READ} (values; or the start of {@link handOutStatement}'s), or
+ * `null` when it found no connection.
+ * @throws {StoredRowError}
+ */
+export function tokensReadOf(answer: unknown): TokensRead | null {
+  if (!Array.isArray(answer)) return null;
+  const vaultAt = CONNECTIONS.columns.length;
+  const end = vaultAt + VAULT_ENTRIES.columns.length;
+  return {
+    connection: CONNECTIONS.fromValues(answer.slice(0, vaultAt)),
+    vaultEntry:
+      answer[vaultAt] === null ? null : VAULT_ENTRIES.fromValues(answer.slice(vaultAt, end)),
+  };
+}
+
 /** The `hand_out` member of a provider state read whole (PostgreSQL), as JSON text. */
 function handOutMemberOf(state: unknown): string | null {
   const parsed = objectColumn('providers', 'state', state);
@@ -308,19 +338,19 @@ function handOutMemberOf(state: unknown): string | null {
  * @throws {StoredRowError}
  */
 export function handOutOf(engine: 'sqlite' | 'postgres', answer: unknown): HandOutRead | null {
-  if (!Array.isArray(answer)) return null;
-  const vaultAt = CONNECTIONS.columns.length;
-  const providerAt = vaultAt + VAULT_ENTRIES.columns.length;
-  let member = answer[providerAt + 1];
+  const read = tokensReadOf(answer);
+  if (read === null) return null;
+  const providerAt = CONNECTIONS.columns.length + VAULT_ENTRIES.columns.length;
+  const values = answer as unknown[];
+  let member = values[providerAt + 1];
   if (engine === 'postgres' && member !== null) member = handOutMemberOf(member);
   if (member !== null && typeof member !== 'string') {
     throw new StoredRowError('providers', 'state', 'member hand_out is not JSON text');
   }
   return {
-    connection: CONNECTIONS.fromValues(answer.slice(0, vaultAt)),
-    vaultEntry:
-      answer[vaultAt] === null ? null : VAULT_ENTRIES.fromValues(answer.slice(vaultAt, providerAt)),
-    provider: answer[providerAt] === null ? null : { handOut: member },
+    connection: read.connection,
+    vaultEntry: read.vaultEntry,
+    provider: values[providerAt] === null ? null : { handOut: member },
   };
 }
 

@@ -41,8 +41,10 @@ import {
   TOKEN_BY_ID_HASH,
   TOKEN_BY_LIVE_NAME,
   TOKEN_CHECK_BY_ID_HASH,
+  TOKENS_READ,
   TREE,
   tokenSubtree,
+  tokensReadOf,
   treeParams,
   UPDATE_CONNECTION,
   UPDATE_PROVIDER,
@@ -103,11 +105,16 @@ export function sqlStorage(
               valuesOf(TOKEN_CHECKS, driver.query(pointRead(TOKEN_CHECK_BY_ID_HASH, [idHash]))),
             readForHandOutSync: (id: string, vaultKind: string) =>
               handOutOf(dialect.engine, driver.query(pointRead(handOutSql, [vaultKind, id]))),
+            readWithTokensSync: (id: string, vaultKind: string) =>
+              tokensReadOf(driver.query(pointRead(TOKENS_READ, [vaultKind, id]))),
           }
         : {}),
       // A hand-out's three reads in one statement.
       readForHandOut: async (id, vaultKind) =>
         handOutOf(dialect.engine, await driver.query(pointRead(handOutSql, [vaultKind, id]))),
+      // A connection and its tokens in one statement, without the provider (the gateway's).
+      readWithTokens: async (id, vaultKind) =>
+        tokensReadOf(await driver.query(pointRead(TOKENS_READ, [vaultKind, id]))),
     },
 
     findLiveTokenByName: (name, now) => find(TOKENS, TOKEN_BY_LIVE_NAME, [name, now]),

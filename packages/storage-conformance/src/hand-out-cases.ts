@@ -1,4 +1,4 @@
-import type { HandOutRead, Storage } from '@keyway/core/storage';
+import type { HandOutRead, Storage, TokensRead } from '@keyway/core/storage';
 import { describe, expect, it } from 'vitest';
 import type { CaseContext } from './conformance.js';
 import { connectionRecord, providerRecord } from './path-record-cases.js';
@@ -27,6 +27,95 @@ async function apart(storage: Storage, id: string, kind: string) {
   };
 }
 
+/**
+ * A storage holding the providers of {@link PROVIDERS} and six connections, with vault
+ * entries of two kinds (`acme/b` has no tokens; `acme/e`'s provider does not exist).
+ */
+async function seeded(open: CaseContext['open']): Promise<Storage> {
+  const storage = await open();
+  for (const [id, handOut] of PROVIDERS) {
+    const record = providerRecord(id);
+    if (handOut !== undefined) record.state.hand_out = handOut;
+    // What a remote server sent may hold a NUL: the member is read all the same.
+    record.state.discovered = { note: 'a\u0000b', é: ['\u{1F600}'] };
+    expect(await storage.insertProvider(record)).toBe(true);
+  }
+  // A member of the same name deeper in the state is not the provider's hand_out.
+  const nested = providerRecord('p/nested');
+  nested.state.nested = { hand_out: false };
+  expect(await storage.insertProvider(nested)).toBe(true);
+  const rows: [string, string][] = [
+    ['acme/a', 'p/plain'],
+    ['acme/b', 'p/inject'],
+    ['acme/c', 'p/open'],
+    ['acme/d', 'p/odd'],
+    ['acme/e', 'p/none'],
+    ['acme/f', 'p/nested'],
+  ];
+  for (const [id, providerId] of rows) {
+    const vault = id === 'acme/b' ? [] : [{ kind: TOKENS_KIND, key: id, ciphertext: `t-${id}` }];
+    const put = [...vault, { kind: 'internal', key: id, ciphertext: `i-${id}` }].map((write) => ({
+      ...write,
+      keyId: 'k1',
+    }));
+    expect(
+      await storage.insertConnection(
+        connectionRecord(id, { providerId, status: 'active', state: { n: id } }),
+        { put },
+      ),
+    ).toBe(true);
+  }
+  return storage;
+}
+
+/**
+ * A storage's joined read and its synchronous twin, each as a promise, the twin held to
+ * answering a value, never a promise. Empty when it offers neither.
+ */
+function bothOf<T>(
+  promised: ((id: string, kind: string) => Promise<T>) | undefined,
+  sync: ((id: string, kind: string) => T) | undefined,
+): ((id: string, kind: string) => Promise<T>)[] {
+  const reads: ((id: string, kind: string) => Promise<T>)[] = [];
+  if (promised !== undefined) reads.push(promised);
+  if (sync !== undefined) {
+    reads.push(async (id, kind) => {
+      const answer = sync(id, kind);
+      expect(answer).not.toBeInstanceOf(Promise);
+      return answer;
+    });
+  }
+  return reads;
+}
+
+/** A joined read's vault entries: of the kind asked, `null` where there is none of it. */
+async function readsVaultEntries(
+  read: (id: string, kind: string) => Promise<TokensRead | null>,
+): Promise<void> {
+  expect((await read('acme/a', TOKENS_KIND))?.vaultEntry).toMatchObject({
+    kind: TOKENS_KIND,
+    key: 'acme/a',
+    ciphertext: 't-acme/a',
+    keyId: 'k1',
+    version: 1,
+  });
+  expect((await read('acme/b', TOKENS_KIND))?.vaultEntry).toBeNull();
+  expect((await read('acme/b', 'internal'))?.vaultEntry?.ciphertext).toBe('i-acme/b');
+}
+
+/** Each read answers `null` for the ids `getConnection` answers `null` for. */
+async function answersNullAsGetConnection(
+  storage: Storage,
+  reads: ((id: string, kind: string) => Promise<unknown>)[],
+): Promise<void> {
+  for (const read of reads) {
+    for (const id of ['acme', 'acme/a/x', 'acme/z', 'p/plain']) {
+      expect(await storage.getConnection(id), id).toBeNull();
+      expect(await read(id, TOKENS_KIND), id).toBeNull();
+    }
+  }
+}
+
 export function handOutReadCases({ open }: CaseContext): void {
   describe("a hand-out's reads in one (readForHandOut, readForHandOutSync, optional)", () => {
     /**
@@ -35,50 +124,9 @@ export function handOutReadCases({ open }: CaseContext): void {
      * neither.
      */
     async function setUp() {
-      const storage = await open();
-      for (const [id, handOut] of PROVIDERS) {
-        const record = providerRecord(id);
-        if (handOut !== undefined) record.state.hand_out = handOut;
-        // What a remote server sent may hold a NUL: the member is read all the same.
-        record.state.discovered = { note: 'a\u0000b', é: ['\u{1F600}'] };
-        expect(await storage.insertProvider(record)).toBe(true);
-      }
-      // A member of the same name deeper in the state is not the provider's hand_out.
-      const nested = providerRecord('p/nested');
-      nested.state.nested = { hand_out: false };
-      expect(await storage.insertProvider(nested)).toBe(true);
-      const rows: [string, string][] = [
-        ['acme/a', 'p/plain'],
-        ['acme/b', 'p/inject'],
-        ['acme/c', 'p/open'],
-        ['acme/d', 'p/odd'],
-        ['acme/e', 'p/none'],
-        ['acme/f', 'p/nested'],
-      ];
-      for (const [id, providerId] of rows) {
-        const vault =
-          id === 'acme/b' ? [] : [{ kind: TOKENS_KIND, key: id, ciphertext: `t-${id}` }];
-        const put = [...vault, { kind: 'internal', key: id, ciphertext: `i-${id}` }].map(
-          (write) => ({ ...write, keyId: 'k1' }),
-        );
-        expect(
-          await storage.insertConnection(
-            connectionRecord(id, { providerId, status: 'active', state: { n: id } }),
-            { put },
-          ),
-        ).toBe(true);
-      }
+      const storage = await seeded(open);
       const fast = storage.fastPaths;
-      const reads: Read[] = [];
-      if (fast?.readForHandOut !== undefined) reads.push(fast.readForHandOut);
-      const sync = fast?.readForHandOutSync;
-      if (sync !== undefined) {
-        reads.push(async (id, kind) => {
-          const answer = sync(id, kind);
-          expect(answer).not.toBeInstanceOf(Promise);
-          return answer;
-        });
-      }
+      const reads: Read[] = bothOf(fast?.readForHandOut, fast?.readForHandOutSync);
       return { storage, reads };
     }
 
@@ -110,25 +158,12 @@ export function handOutReadCases({ open }: CaseContext): void {
         });
         expect(three?.provider === null, id).toBe(provider === null);
       }
-      expect((await read('acme/a', TOKENS_KIND))?.vaultEntry).toMatchObject({
-        kind: TOKENS_KIND,
-        key: 'acme/a',
-        ciphertext: 't-acme/a',
-        keyId: 'k1',
-        version: 1,
-      });
-      expect((await read('acme/b', TOKENS_KIND))?.vaultEntry).toBeNull();
-      expect((await read('acme/b', 'internal'))?.vaultEntry?.ciphertext).toBe('i-acme/b');
+      await readsVaultEntries(read);
     }
 
     it('answers null exactly when getConnection does', async () => {
       const { storage, reads } = await setUp();
-      for (const read of reads) {
-        for (const id of ['acme', 'acme/a/x', 'acme/z', 'p/plain']) {
-          expect(await storage.getConnection(id), id).toBeNull();
-          expect(await read(id, TOKENS_KIND), id).toBeNull();
-        }
-      }
+      await answersNullAsGetConnection(storage, reads);
     });
 
     it('reads what is stored now, and answers copies', async () => {
@@ -168,6 +203,74 @@ export function handOutReadCases({ open }: CaseContext): void {
       const fast = storage.fastPaths;
       if (fast?.readForHandOutSync !== undefined)
         expect(fast.readForHandOut).toBeTypeOf('function');
+    });
+  });
+
+  describe("a connection's tokens in one read (readWithTokens, readWithTokensSync, optional)", () => {
+    async function setUp() {
+      const storage = await seeded(open);
+      const fast = storage.fastPaths;
+      return { storage, reads: bothOf(fast?.readWithTokens, fast?.readWithTokensSync) };
+    }
+
+    const asApart =
+      'answers the connection and its vault entry of the kind asked, as the two reads would, ' +
+      'and no provider';
+    it(asApart, async () => {
+      const { storage, reads } = await setUp();
+      for (const read of reads) {
+        // acme/e's provider does not exist: its connection and tokens are read all the same.
+        for (const id of ['acme/a', 'acme/b', 'acme/c', 'acme/d', 'acme/e', 'acme/f']) {
+          for (const kind of [TOKENS_KIND, 'internal']) {
+            const one = await read(id, kind);
+            const connection = await storage.getConnection(id);
+            expect(one, `${id} ${kind}`).toStrictEqual({
+              connection,
+              vaultEntry: await storage.getVaultEntry(kind, id),
+            });
+          }
+        }
+        await readsVaultEntries(read);
+        expect((await read('acme/e', TOKENS_KIND))?.connection.providerId).toBe('p/none');
+      }
+    });
+
+    it('answers null exactly when getConnection does', async () => {
+      const { storage, reads } = await setUp();
+      await answersNullAsGetConnection(storage, reads);
+    });
+
+    it('reads what is stored now, and answers copies', async () => {
+      const { storage, reads } = await setUp();
+      for (const [index, read] of reads.entries()) {
+        const ciphertext = `t-${index + 2}`;
+        await storage.putVaultEntry(
+          { kind: TOKENS_KIND, key: 'acme/c', ciphertext, keyId: 'k2' },
+          Date.UTC(2026, 10, 21, 10 + index),
+        );
+        const connection = await storage.getConnection('acme/c');
+        if (connection === null) throw new Error('no connection acme/c');
+        const changed = { ...connection, status: index % 2 === 0 ? 'error' : 'active' } as const;
+        expect(
+          await storage.compareAndSetConnection({ ...changed, version: index + 2 }, index + 1),
+        ).toBe(true);
+        const first = await read('acme/c', TOKENS_KIND);
+        if (first === null) throw new Error('no read of acme/c');
+        expect(first.connection).toMatchObject({ status: changed.status, version: index + 2 });
+        expect(first.vaultEntry).toMatchObject({ ciphertext, keyId: 'k2', version: index + 2 });
+        first.connection.state.n = 'changed';
+        (first.vaultEntry as { ciphertext: string }).ciphertext = 'changed';
+        const again = await read('acme/c', TOKENS_KIND);
+        expect(again?.connection.state).toEqual({ n: 'acme/c' });
+        expect(again?.vaultEntry?.ciphertext).toBe(ciphertext);
+      }
+    });
+
+    it('offers readWithTokensSync only beside readWithTokens', async () => {
+      const storage = await open();
+      const fast = storage.fastPaths;
+      if (fast?.readWithTokensSync !== undefined)
+        expect(fast.readWithTokens).toBeTypeOf('function');
     });
   });
 }

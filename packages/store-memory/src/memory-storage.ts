@@ -8,6 +8,7 @@ import {
   type ProviderRecord,
   type Storage,
   type TokenRecord,
+  type TokensRead,
   type VaultChanges,
   type VaultEntryRecord,
   type VaultWrite,
@@ -85,16 +86,23 @@ export function memoryStorage(): MemoryStorage {
     if (ids?.size === 0) tokensByName.delete(record.name);
   }
 
-  /** A hand-out's three reads at one instant (`readForHandOut`), copies. */
-  function handOutRead(id: string, vaultKind: string): HandOutRead | null {
+  /** A connection and its vault entry at one instant (`readWithTokens`), copies. */
+  function tokensRead(id: string, vaultKind: string): TokensRead | null {
     const record = connections.get(id);
     if (record === undefined) return null;
     const entry = vault.get(vaultId(vaultKind, id));
-    const provider = providers.get(record.providerId);
+    return { connection: copy(record), vaultEntry: entry === undefined ? null : copy(entry) };
+  }
+
+  /** A hand-out's three reads at one instant (`readForHandOut`), copies. */
+  function handOutRead(id: string, vaultKind: string): HandOutRead | null {
+    const read = tokensRead(id, vaultKind);
+    if (read === null) return null;
+    const provider = providers.get(read.connection.providerId);
     const handOut = provider?.state.hand_out;
     return {
-      connection: copy(record),
-      vaultEntry: entry === undefined ? null : copy(entry),
+      connection: read.connection,
+      vaultEntry: read.vaultEntry,
       provider:
         provider === undefined
           ? null
@@ -163,6 +171,12 @@ export function memoryStorage(): MemoryStorage {
       },
       readForHandOutSync(id: string, vaultKind: string) {
         return handOutRead(id, vaultKind);
+      },
+      async readWithTokens(id: string, vaultKind: string) {
+        return tokensRead(id, vaultKind);
+      },
+      readWithTokensSync(id: string, vaultKind: string) {
+        return tokensRead(id, vaultKind);
       },
     },
 

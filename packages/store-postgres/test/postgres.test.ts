@@ -25,7 +25,11 @@ describe('postgresStorage()', () => {
     const { schema, drop } = await createTestSchema(url);
     const storage = await postgresStorage({ connectionString: url, schema, maxConnections: 1 });
     const fast = storage.fastPaths;
-    expect(Object.keys(fast ?? {}).sort()).toEqual(['findTokenCheckByIdHash', 'readForHandOut']);
+    expect(Object.keys(fast ?? {}).sort()).toEqual([
+      'findTokenCheckByIdHash',
+      'readForHandOut',
+      'readWithTokens',
+    ]);
     await storage.close();
     await drop();
   });

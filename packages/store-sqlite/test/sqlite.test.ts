@@ -37,6 +37,13 @@ describe('sqliteStorage()', () => {
     await storage.close();
   });
 
+  it("offers a connection's tokens read synchronously too", async () => {
+    const storage = sqliteStorage(':memory:');
+    expect(typeof storage.fastPaths?.readWithTokensSync).toBe('function');
+    expect(storage.fastPaths?.readWithTokensSync?.('acme/none', 'connection_tokens')).toBeNull();
+    await storage.close();
+  });
+
   it('applies the migrations once, however many connections open the file', async () => {
     const file = join(dir, 'migrations.sqlite');
     const first = sqliteStorage(file);

@@ -3,11 +3,13 @@ import Database from 'better-sqlite3';
 import { FLOOR_TOKEN_READ, type FloorRow, floorCheck, tagKeyOf } from './floor.js';
 import type { Swap } from './hop.js';
 
-/** What the same-work hop reads of a connection: the gateway's one statement (hand-out.ts). */
-const HAND_OUT = `SELECT c.status, c.state, v.ciphertext, p.id, p.state -> '$.hand_out'
+/**
+ * What the same-work hop reads of a connection: the gateway's one statement (the SQL
+ * storage's `readWithTokens`), the columns it uses.
+ */
+const WITH_TOKENS = `SELECT c.status, c.state, v.ciphertext
   FROM keyway_connections AS c
   LEFT JOIN keyway_vault_entries AS v ON v.kind = 'connection_tokens' AND v.key = c.id
-  LEFT JOIN keyway_providers AS p ON p.id = c.provider_id
   WHERE c.id = ?`;
 
 /** A compact JWE (`dir`, A256GCM) opened with node:crypto: the vault's format, no checks. */
@@ -39,7 +41,7 @@ export interface SameWorkSkips {
 /**
  * The least a gateway in front of `/mcp/<connection>` can do before it forwards a call, on
  * the SQLite file `keyway serve` keeps (read-only): the token check's floor (floor.ts) for
- * the connection, the connection with its sealed tokens and its provider in one prepared
+ * the connection, the connection with its sealed tokens in one prepared
  * read, its state parsed, the tokens opened once per ciphertext (as Keyway keeps them
  * opened), their expiry checked, and the access token swapped in. No validation, no error
  * objects, no log. With the hop's guards (hop.ts `HopGuards`), the rest of what §13 and the
@@ -56,11 +58,11 @@ export function sameWorkSwap(options: {
   const db = new Database(options.file, { readonly: true });
   const find = db.prepare(FLOOR_TOKEN_READ);
   const check = floorCheck(tagKeyOf(options.rootKey), (idHash) => find.get(idHash) as FloorRow);
-  const handOut = db.prepare(HAND_OUT).raw();
+  const withTokens = db.prepare(WITH_TOKENS).raw();
   const key = Buffer.from(options.vaultKey, 'base64url');
   type Opened = { ciphertext: string; token: string; expiresAt: number | null; endpoint: string };
   const opened = new Map<string, Opened>();
-  type Row = [string, string, string | null, string | null, unknown] | undefined;
+  type Row = [string, string, string | null] | undefined;
   const kept = new Map<string, Row>();
   const { check: skipCheck = false, read: skipRead = false } = options.skip ?? {};
   return async (req) => {
@@ -76,7 +78,7 @@ export function sameWorkSwap(options: {
     }
     let row = skipRead ? kept.get(connection) : undefined;
     if (row === undefined) {
-      row = handOut.get(connection) as Row;
+      row = withTokens.get(connection) as Row;
       if (skipRead) kept.set(connection, row);
       if (row !== undefined) JSON.parse(row[1]);
     }

@@ -2,7 +2,7 @@ import { KeywayError } from '../contract/errors.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import { handOutMember, handsOut, providerNotFound } from '../providers/state.js';
 import type { Storage } from '../storage/contract.js';
-import type { ConnectionRecord, HandOutRead } from '../storage/record-types.js';
+import type { ConnectionRecord, HandOutRead, TokensRead } from '../storage/record-types.js';
 import { CONNECTION_TOKENS_KIND } from './records.js';
 
 /** What a hand-out reads before its tokens: all of it, or the connection alone. */
@@ -11,8 +11,7 @@ export type HandOutReads = Partial<HandOutRead> & Pick<HandOutRead, 'connection'
 /**
  * A hand-out's reads: the connection, its sealed tokens and its provider's `hand_out`, in
  * one read when the storage can (`readForHandOut`); otherwise the connection alone, and
- * the rest is read as it is needed (`vaultEntry` and `provider` then `undefined`). The
- * gateway, the proxy and the probe read a connection's tokens so too (`usableTokens`).
+ * the rest is read as it is needed (`vaultEntry` and `provider` then `undefined`).
  */
 export async function readForHandOut(
   storage: Storage,
@@ -27,15 +26,33 @@ export async function readForHandOut(
 }
 
 /**
- * {@link readForHandOut} without waiting, for a storage that reads synchronously
- * (`readForHandOutSync`): all of it, or `null` for no such connection; `undefined` when the
- * storage cannot answer without waiting.
+ * A connection and its sealed tokens, for a use of them that hands nothing out (the gateway,
+ * the API proxy, the probe): in one read without the provider where the storage offers it
+ * (`readWithTokens`), else {@link readForHandOut}'s. `vaultEntry` is `undefined` when the
+ * storage read the connection alone.
  */
-export function readForHandOutNow(
+export async function readWithTokens(
   storage: Storage,
   connectionId: string,
-): HandOutRead | null | undefined {
-  return storage.fastPaths?.readForHandOutSync?.(connectionId, CONNECTION_TOKENS_KIND);
+): Promise<HandOutReads | null> {
+  const joined = storage.fastPaths?.readWithTokens;
+  if (joined !== undefined) return joined(connectionId, CONNECTION_TOKENS_KIND);
+  return readForHandOut(storage, connectionId);
+}
+
+/**
+ * {@link readWithTokens} without waiting, for a storage that reads synchronously
+ * (`readWithTokensSync`, else `readForHandOutSync`): the connection and its vault entry, or
+ * `null` for no such connection; `undefined` when the storage cannot answer without waiting.
+ */
+export function readWithTokensNow(
+  storage: Storage,
+  connectionId: string,
+): TokensRead | null | undefined {
+  const fast = storage.fastPaths;
+  if (fast === undefined) return undefined;
+  const read = fast.readWithTokensSync ?? fast.readForHandOutSync;
+  return read?.(connectionId, CONNECTION_TOKENS_KIND);
 }
 
 /**

@@ -2,7 +2,7 @@ import { KeywayError } from '../contract/errors.js';
 import type { ConnectionRecord, VaultEntryRecord } from '../storage/record-types.js';
 import { type ConnectionTokens, renewable } from '../storage/states.js';
 import type { ConnectionDeps } from './deps.js';
-import { readForHandOut, readForHandOutNow } from './hand-out.js';
+import { readWithTokens, readWithTokensNow } from './hand-out.js';
 import { type ConnectionRecords, notFound } from './records.js';
 import type { Refresher } from './refresh.js';
 
@@ -26,7 +26,7 @@ export function usableTokens(
 ): Usable | Promise<Usable> {
   // Without waiting where the storage reads synchronously and the tokens are opened and
   // not due: the gateway's common case, with no promise between its request and its send.
-  const now = readForHandOutNow(deps.storage, connectionId);
+  const now = readWithTokensNow(deps.storage, connectionId);
   if (now === undefined) return usableTokensRead(deps, records, refresher, connectionId, force);
   if (now === null) throw notFound(connectionId);
   const record = now.connection;
@@ -58,7 +58,7 @@ async function usableTokensRead(
   force: boolean,
 ): Promise<Usable> {
   // The connection and its sealed tokens in one read where the storage can.
-  const read = await readForHandOut(deps.storage, connectionId);
+  const read = await readWithTokens(deps.storage, connectionId);
   if (read === null) throw notFound(connectionId);
   const record = read.connection;
   return {

@@ -14,6 +14,7 @@ import type {
   ProviderRecord,
   TokenCheckRecord,
   TokenRecord,
+  TokensRead,
   TokenTreeChanges,
   VaultChanges,
   VaultEntryRecord,
@@ -370,6 +371,23 @@ export interface StorageFastPaths {
    * API proxy and the probe then reach a connection's opened tokens without an `await`.
    */
   readForHandOutSync?(id: string, vaultKind: string): HandOutRead | null;
+
+  /**
+   * A connection and its vault entry of `vaultKind` in one read: what
+   * {@link StorageFastPaths.readForHandOut} answers without the provider, for the reads that
+   * use a connection's tokens and never hand them out (the gateway, the API proxy, the probe;
+   * on every call). Answers `null` exactly when {@link ConnectionStorage.getConnection} would;
+   * otherwise the connection and `getVaultEntry(vaultKind, id)` as those would answer them at
+   * one instant. Copies. Cheaper than `readForHandOut` where a provider's state is large
+   * (discovery documents, registrations): it is not read at all.
+   */
+  readWithTokens?(id: string, vaultKind: string): Promise<TokensRead | null>;
+
+  /**
+   * {@link StorageFastPaths.readWithTokens} answered synchronously, for a storage that reads
+   * without waiting on I/O (memory, SQLite): exactly what it would answer.
+   */
+  readWithTokensSync?(id: string, vaultKind: string): TokensRead | null;
 }
 
 /**

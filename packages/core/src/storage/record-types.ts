@@ -164,14 +164,22 @@ export interface ConnectionRecord {
 }
 
 /**
- * What a credential hand-out reads, in one read (`ConnectionStorage.readForHandOut`): the
- * connection, its sealed tokens, and the one member of its provider's state a hand-out
- * needs.
+ * What a connection's use reads, in one read (`StorageFastPaths.readWithTokens`): the
+ * connection and its sealed tokens. The gateway, the API proxy and the probe read this much
+ * on every call; the provider is not read.
  */
-export interface HandOutRead {
+export interface TokensRead {
   connection: ConnectionRecord;
   /** The vault entry of the kind asked, keyed by the connection's id, or `null`. */
   vaultEntry: VaultEntryRecord | null;
+}
+
+/**
+ * What a credential hand-out reads, in one read (`StorageFastPaths.readForHandOut`): the
+ * connection, its sealed tokens, and the one member of its provider's state a hand-out
+ * needs.
+ */
+export interface HandOutRead extends TokensRead {
   /**
    * The connection's provider: `null` when no provider has its `providerId`; otherwise
    * `handOut`, the `hand_out` member of the provider's `state` as JSON text (`'false'`,

@@ -64,25 +64,31 @@ describe.each(storageFactories)('refresh verdicts across instances ($name storag
     openWhenReady();
   };
   const countingReads = (fast: NonNullable<Storage['fastPaths']>) => {
-    const { readForHandOut: read, readForHandOutSync: readNow } = fast;
-    if (read === undefined) return fast;
+    const counted = <A extends [string, ...unknown[]], R>(read: ((...args: A) => R) | undefined) =>
+      read === undefined
+        ? undefined
+        : (...args: A): R => {
+            const result = read(...args);
+            const done = () => {
+              if (args[0] === CONNECTION) void readDone();
+            };
+            if (result instanceof Promise) {
+              return result.then((value) => {
+                done();
+                return value;
+              }) as R;
+            }
+            done();
+            return result;
+          };
+    if (fast.readForHandOut === undefined) return fast;
     return {
       ...fast,
-      readForHandOut: async (id: string, vaultKind: string) => {
-        const result = await read(id, vaultKind);
-        if (id === CONNECTION) void readDone();
-        return result;
-      },
-      // The synchronous read (the gateway's), counted as well.
-      ...(readNow === undefined
-        ? {}
-        : {
-            readForHandOutSync: (id: string, vaultKind: string) => {
-              const result = readNow(id, vaultKind);
-              if (id === CONNECTION) void readDone();
-              return result;
-            },
-          }),
+      // A hand-out's read, and the gateway's (synchronous where the storage reads so).
+      readForHandOut: counted(fast.readForHandOut),
+      readForHandOutSync: counted(fast.readForHandOutSync),
+      readWithTokens: counted(fast.readWithTokens),
+      readWithTokensSync: counted(fast.readWithTokensSync),
     };
   };
 

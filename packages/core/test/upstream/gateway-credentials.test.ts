@@ -115,29 +115,27 @@ describe.each(storageFactories)("the gateway's credentials ($name storage)", (fa
     return (JSON.parse(await broker.vault.open(entry)) as { access_token: string }).access_token;
   }
 
-  it('reads the connection anew at each call, without waiting where the storage can', async () => {
-    const reads = { sync: 0, promised: 0 };
+  it('reads the connection anew at each call, without waiting where the storage can, and never its provider', async () => {
+    const reads = { sync: 0, promised: 0, handOut: 0 };
     const counting = (storage: Storage): Storage => {
       const fast = storage.fastPaths ?? {};
-      const { readForHandOut: promised, readForHandOutSync: sync } = fast;
+      const count = <A extends unknown[], R>(
+        read: ((...args: A) => R) | undefined,
+        into: keyof typeof reads,
+      ) =>
+        read === undefined
+          ? undefined
+          : (...args: A): R => {
+              reads[into] += 1;
+              return read(...args);
+            };
       const counted = {
         ...fast,
-        ...(promised === undefined
-          ? {}
-          : {
-              readForHandOut: (id: string, kind: string) => {
-                reads.promised += 1;
-                return promised(id, kind);
-              },
-            }),
-        ...(sync === undefined
-          ? {}
-          : {
-              readForHandOutSync: (id: string, kind: string) => {
-                reads.sync += 1;
-                return sync(id, kind);
-              },
-            }),
+        readWithTokens: count(fast.readWithTokens, 'promised'),
+        readWithTokensSync: count(fast.readWithTokensSync, 'sync'),
+        // A hand-out's read, which also reads the provider: not the gateway's.
+        readForHandOut: count(fast.readForHandOut, 'handOut'),
+        readForHandOutSync: count(fast.readForHandOutSync, 'handOut'),
       };
       return new Proxy(storage, {
         get(target, property, receiver) {
@@ -148,18 +146,22 @@ describe.each(storageFactories)("the gateway's credentials ($name storage)", (fa
       });
     };
     const { server, storage, broker } = await setUp(counting);
-    const synchronous = storage.fastPaths?.readForHandOutSync !== undefined;
-    // Memory and SQLite read without I/O; PostgreSQL does not.
+    const synchronous = storage.fastPaths?.readWithTokensSync !== undefined;
+    // Memory and SQLite read without I/O; PostgreSQL does not. All three offer the read.
     expect(synchronous).toBe(factory.name !== 'postgres');
+    expect(storage.fastPaths?.readWithTokens).toBeTypeOf('function');
     reads.sync = 0;
     reads.promised = 0;
+    reads.handOut = 0;
     for (let call = 1; call <= 3; call++) {
       const listed = await answerOf(
         await post(broker, { jsonrpc: '2.0', id: call, method: 'tools/list' }),
       );
       expect(listed.status).toBe(200);
     }
-    expect(reads).toEqual(synchronous ? { sync: 3, promised: 0 } : { sync: 0, promised: 3 });
+    expect(reads).toEqual(
+      synchronous ? { sync: 3, promised: 0, handOut: 0 } : { sync: 0, promised: 3, handOut: 0 },
+    );
 
     // Another instance refreshes the tokens: the next call sends the new access token.
     const before = await storedAccessToken(broker, storage);
