@@ -17,9 +17,10 @@ export async function readForHandOut(
   storage: Storage,
   connectionId: string,
 ): Promise<HandOutReads | null> {
-  const joined = storage.fastPaths?.readForHandOut;
-  if (joined !== undefined) {
-    return joined(connectionId, CONNECTION_TOKENS_KIND);
+  const fast = storage.fastPaths;
+  // Called as the adapter's methods: its fast paths may reach their store through `this`.
+  if (fast?.readForHandOut !== undefined) {
+    return fast.readForHandOut(connectionId, CONNECTION_TOKENS_KIND);
   }
   const connection = await storage.getConnection(connectionId);
   return connection === null ? null : { connection };
@@ -35,8 +36,10 @@ export async function readWithTokens(
   storage: Storage,
   connectionId: string,
 ): Promise<HandOutReads | null> {
-  const joined = storage.fastPaths?.readWithTokens;
-  if (joined !== undefined) return joined(connectionId, CONNECTION_TOKENS_KIND);
+  const fast = storage.fastPaths;
+  if (fast?.readWithTokens !== undefined) {
+    return fast.readWithTokens(connectionId, CONNECTION_TOKENS_KIND);
+  }
   return readForHandOut(storage, connectionId);
 }
 
@@ -50,9 +53,10 @@ export function readWithTokensNow(
   connectionId: string,
 ): TokensRead | null | undefined {
   const fast = storage.fastPaths;
-  if (fast === undefined) return undefined;
-  const read = fast.readWithTokensSync ?? fast.readForHandOutSync;
-  return read?.(connectionId, CONNECTION_TOKENS_KIND);
+  if (fast?.readWithTokensSync !== undefined) {
+    return fast.readWithTokensSync(connectionId, CONNECTION_TOKENS_KIND);
+  }
+  return fast?.readForHandOutSync?.(connectionId, CONNECTION_TOKENS_KIND);
 }
 
 /**

@@ -97,4 +97,38 @@ describe("a connection's tokens read for their use (the gateway's, the proxy's, 
     expect(await readWithTokens(storage, 'acme/none')).toBeNull();
     expect(calls).toEqual([]);
   });
+
+  it("calls an adapter's fast paths as its methods (`this` is its fastPaths)", async () => {
+    const { storage: inner } = await storageWith([
+      'readWithTokens',
+      'readWithTokensSync',
+      'readForHandOut',
+      'readForHandOutSync',
+    ]);
+    const paths = inner.fastPaths as Required<StorageFastPaths>;
+    /** Fast paths written before readWithTokens, as a class reaching its store through `this`. */
+    class Older {
+      readonly store = paths;
+      readForHandOut(id: string, kind: string) {
+        return this.store.readForHandOut(id, kind);
+      }
+      readForHandOutSync(id: string, kind: string) {
+        return this.store.readForHandOutSync(id, kind);
+      }
+    }
+    /** The same with readWithTokens. */
+    class Newer extends Older {
+      readWithTokens(id: string, kind: string) {
+        return this.store.readWithTokens(id, kind);
+      }
+      readWithTokensSync(id: string, kind: string) {
+        return this.store.readWithTokensSync(id, kind);
+      }
+    }
+    for (const fastPaths of [new Newer(), new Older()]) {
+      const storage = { ...inner, fastPaths };
+      expect(readWithTokensNow(storage, ID)?.vaultEntry?.ciphertext).toBe('sealed');
+      expect((await readWithTokens(storage, ID))?.vaultEntry?.ciphertext).toBe('sealed');
+    }
+  });
 });
