@@ -14,12 +14,12 @@ import {
 } from './request.js';
 import { errorReply, json, type Reply, toResponse } from './responses.js';
 import {
-  type CompiledRoute,
   compileRoutes,
   type Method,
   matchRoutes,
   type Route,
   type RouteContext,
+  type RouteTable,
   routesOf,
 } from './routes/index.js';
 
@@ -266,7 +266,7 @@ export function createHandler(
   // A broker, or a function that makes it on the first request: frameworks that evaluate
   // route modules at build time (Next.js) then never need its configuration there. A
   // factory that fails is called again by the next request.
-  const table: CompiledRoute[] = compileRoutes(routesOf(inspector));
+  const table: RouteTable = compileRoutes(routesOf(inspector));
   // The same for every request: built on the first one that asks.
   let documentText: string | undefined;
   const document = () => {

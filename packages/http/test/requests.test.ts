@@ -147,6 +147,44 @@ describe('request handling (docs/api.md §1.2)', () => {
     ]);
   });
 
+  it('finds for any path what a scan of every template finds, in the order declared', () => {
+    // Two templates whose first segment is a parameter or partial: held to every path.
+    const base = HEALTH_ROUTES[0] as Route;
+    const routes: Route[] = [
+      { ...base, id: 'anyFirst', path: '/{any}' },
+      ...routesOf(true),
+      { ...base, id: 'partial', path: '/mc{rest}' },
+    ];
+    const table = compileRoutes(routes);
+    const scanned = (path: string) =>
+      routes.flatMap((route) => {
+        const source = route.path.replace(/[.]/g, '\\.').replace(/\{[a-z_]+\}/, '(.+)');
+        const match = new RegExp(`^${source}$`).exec(path);
+        return match === null ? [] : [[route.id, match[1] ?? '']];
+      });
+    const paths = ['', '/', '//', '/mcp', '/mcp/', '/mcpx/a', '/nowhere/a/b', '/api', '/api/'];
+    for (const { path } of routes) {
+      const brace = path.indexOf('{');
+      const prefix = brace === -1 ? path : path.slice(0, brace);
+      paths.push(path, prefix, `${prefix}a`, `${prefix}a/b`, `${path}/x`, `${path}x`);
+    }
+    let matched = 0;
+    for (const path of paths) {
+      const found = matchRoutes(table, path).map(({ route, param }) => [route.id, param]);
+      expect(found, path).toEqual(scanned(path));
+      if (found.length > 0) matched++;
+    }
+    // Every path answered by the first template, and most by more than it.
+    expect(matched).toBe(paths.length - 3);
+    expect(matchRoutes(table, '/mcp/a').map(({ route }) => route.id)).toEqual([
+      'anyFirst',
+      'gatewayPost',
+      'gatewayGet',
+      'gatewayDelete',
+      'partial',
+    ]);
+  });
+
   it('answers 415 for a body that is not application/json', async () => {
     for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/jsonx']) {
       const reply = await h.call('POST', '/api/admin/tokens', {

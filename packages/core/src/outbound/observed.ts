@@ -16,38 +16,58 @@ export function observedOutbound<F extends OutboundFetch>(
   observe: Observer,
 ): F {
   const observed: OutboundFetch = (input, init = {}) =>
-    observedCall(input, init.method, allowedHosts, observe, () => outbound(input, init));
+    observedCall(urlOf(input), init.method, allowedHosts, observe, () => outbound(input, init));
   // The streaming fetch's piped requests, observed the same way: the URL parsed here (a
-  // copy of the caller's) is the one the request goes to, not parsed a second time.
+  // copy of the caller's) is the one the request goes to, not parsed a second time; an
+  // endpoint given as text is parsed once (the gateway's few endpoints, on every call).
   const { piped } = outbound as StreamingFetch;
   if (piped !== undefined) {
-    (observed as StreamingFetch).piped = (input, init) =>
-      observedCall(input, init.method, allowedHosts, observe, (url) => piped(url ?? input, init));
+    const parsed = new Map<string, URL | null>();
+    (observed as StreamingFetch).piped = (input, init) => {
+      let url = typeof input === 'string' ? parsed.get(input) : undefined;
+      if (url === undefined) {
+        url = urlOf(input);
+        if (typeof input === 'string') {
+          if (parsed.size >= PARSED_URLS) parsed.clear();
+          parsed.set(input, url);
+        }
+      }
+      return observedCall(url, init.method, allowedHosts, observe, () => piped(url ?? input, init));
+    };
   }
   return observed as F;
 }
 
-/** One outbound request, its span and its observation; `send` makes it. */
+/**
+ * How many endpoints' parsed URLs the piped fetch keeps (forgotten all at once past it). Each
+ * is only read once made (checked, then taken apart by the transport), never changed.
+ */
+const PARSED_URLS = 1024;
+
+/** A request's URL, or `null` when it is none (the guarded fetch refuses it, and that refusal is counted). */
+function urlOf(input: string | URL): URL | null {
+  try {
+    return new URL(input);
+  } catch {
+    return null;
+  }
+}
+
+/** One outbound request to `url` (`null`: not a URL), its span and its observation; `send` makes it. */
 function observedCall<T extends { status: number }>(
-  input: string | URL,
+  url: URL | null,
   requestMethod: string | undefined,
   allowedHosts: ReadonlySet<string>,
   observe: Observer,
-  send: (url: URL | null) => Promise<T>,
+  send: () => Promise<T>,
 ): Promise<T> {
-  let url: URL | null = null;
-  try {
-    url = new URL(input);
-  } catch {
-    // The guarded fetch refuses it, and that refusal is counted below.
-  }
   const hostClass: HostClass =
     url !== null && allowedHosts.has(normalizeHost(url.hostname)) ? 'allowed' : 'public';
   const method = (requestMethod ?? 'GET').toUpperCase();
   const run = async (span: Span): Promise<T> => {
     let outcome = 'error';
     try {
-      const response = await send(url);
+      const response = await send();
       outcome = `${Math.floor(response.status / 100)}xx`;
       span.setAttribute('http.response.status_code', response.status);
       if (response.status >= 400) span.setStatus({ code: SpanStatusCode.ERROR });

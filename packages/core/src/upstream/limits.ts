@@ -192,22 +192,28 @@ export interface UnreadBody {
   read(limit: number, hold: (bytes: number) => void): Promise<Uint8Array>;
 }
 
-/** A forwarded request's body as held: its bytes, and the release of what it holds. */
+/**
+ * A forwarded request's body as held: its bytes (or the read that brings them), and the
+ * release of what it holds.
+ */
 export interface HeldBody {
-  bytes: Uint8Array | null;
-  /** Gives the bytes back to the process's budget, once. */
+  /** The bytes, `null` for none, or the read under way (awaited by the caller itself). */
+  bytes: Uint8Array | null | Promise<Uint8Array>;
+  /** Gives the bytes back to the process's budget; more than once is once. */
   release(): void;
 }
 
 /**
  * The body of a forwarded request (the gateway's, the proxy's), read whole and at most
  * `limit` bytes, each byte held against the process's budget (`slots`) before it is kept;
- * `null` for `GET` and `HEAD`. Called once the request holds its stream slot.
+ * `null` for `GET` and `HEAD`. Called once the request holds its stream slot. A body still
+ * to be read is answered as its read, which the caller awaits (no promise of this function
+ * between): the caller releases what it held when the read fails.
  *
  * @throws {KeywayError} `payload_too_large`, `invalid_request` for a body cut short,
- *   `rate_limited` past the process's budget.
+ *   `rate_limited` past the process's budget: thrown, or the read's rejection.
  */
-export async function forwardedBody(
+export function forwardedBody(
   request: {
     method: string;
     headers: Headers | Readonly<Record<string, string | string[] | undefined>>;
@@ -215,7 +221,7 @@ export async function forwardedBody(
   },
   limit: number,
   slots: StreamSlots,
-): Promise<HeldBody> {
+): HeldBody {
   let held = 0;
   const hold = (bytes: number) => {
     slots.hold(bytes);
@@ -236,10 +242,10 @@ export async function forwardedBody(
       return { bytes: given, release };
     }
     if (given !== null && !(given instanceof ReadableStream)) {
-      return { bytes: await given.read(limit, hold), release };
+      return { bytes: given.read(limit, hold), release };
     }
     const headers = request.headers instanceof Headers ? request.headers : new Headers();
-    const bytes = await readBounded(
+    const bytes = readBounded(
       { headers, body: given },
       limit,
       {
@@ -314,21 +320,23 @@ export function relay(
 
 /**
  * An upstream's answer, checked and relayed: a redirect is refused (neither the gateway nor
- * the proxy follows one), anything else is counted by its class and {@link relay}ed.
+ * the proxy follows one), anything else is counted by its class and {@link relay}ed. No
+ * promise: the caller relays without a turn of its own.
  *
  * @param upstream What answered and who does not follow, for the error: `the MCP server`
  *   and `the gateway`.
- * @throws {KeywayError} `upstream_error` for a redirect.
+ * @throws {KeywayError} `upstream_error` for a redirect, its body dropped.
  */
-export async function relayAnswer(
+export function relayAnswer(
   answer: UpstreamAnswer,
   release: () => void,
   returned: readonly string[],
   count: (outcome: string) => void,
   upstream: [string, string],
-): Promise<Relayed> {
+): Relayed {
   if (answer.status >= 300 && answer.status < 400) {
-    await discardAnswer(answer);
+    // Dropped at once (the stream's cancellation closes its request as it begins).
+    discardAnswer(answer).catch(() => {});
     throw new KeywayError(
       'upstream_error',
       `${upstream[0]} answered a redirect (HTTP ${answer.status}), which ${upstream[1]} does not follow`,

@@ -12,7 +12,7 @@ import {
 import { errorReply } from '../responses.js';
 import { askForBody, awaitingContinue } from './continue.js';
 import { streamOf } from './streams.js';
-import { writeReply, writeWebResponse } from './write.js';
+import { sendReply, writeReply, writeWebResponse } from './write.js';
 
 /** A Node `http` / Express request, with what Express adds when it is there. */
 type NodeRequest = IncomingMessage & { originalUrl?: string; body?: unknown };
@@ -32,6 +32,9 @@ export interface NodeHandlerOptions {
    */
   onInternalError?: (error: unknown) => void;
 }
+
+/** An answer written: nothing more to do. */
+const written = () => {};
 
 /** What a client sees of a failure inside the handler: the body of createHandler's own. */
 const INTERNAL_ERROR_BODY = JSON.stringify({
@@ -425,12 +428,16 @@ export function toNodeHandler(
     if (dispatch !== undefined) {
       // A handler of createHandler: its answers go to the socket without Web objects.
       const incoming = new NodeIncoming(req, res, options);
-      dispatch(incoming)
-        .then((reply) => {
+      const failed = fail(res, next);
+      // One promise for the answer; it is written without another (sendReply).
+      dispatch(incoming).then((reply) => {
+        try {
           if (!req.complete) finishUnreadBody(req, res, incoming.made);
-          return writeReply(res, reply);
-        })
-        .catch(fail(res, next));
+          sendReply(res, reply, written, failed);
+        } catch (error) {
+          failed(error);
+        }
+      }, failed);
       return;
     }
     // Any other fetch-style handler (a wrapper of ours, or someone else's).

@@ -4,20 +4,43 @@ import type { Reply } from '../responses.js';
 
 /* How the Node adapter writes an answer: a reply's text in one write, a stream with backpressure. */
 
-/** Writes a {@link Reply}: one `writeHead`, then its text in one `end`, or its stream. */
-export async function writeReply(res: ServerResponse, reply: Reply): Promise<void> {
+/**
+ * Writes a {@link Reply}: one `writeHead`, then its text in one `end`, or its stream.
+ * Settles once the answer is written (or dropped), rejecting with what failed while writing.
+ */
+export function writeReply(res: ServerResponse, reply: Reply): Promise<void> {
+  return new Promise((resolve, reject) => sendReply(res, reply, resolve, reject));
+}
+
+/**
+ * {@link writeReply} without a promise of its own: `written` is called once the answer is
+ * written (or dropped), `failed` with what failed while writing it. What the Node adapter
+ * calls for every answer: a text or a piped body (the gateway's) is written with no promise
+ * made.
+ */
+export function sendReply(
+  res: ServerResponse,
+  reply: Reply,
+  written: () => void,
+  failed: (error: unknown) => void,
+): void {
   if (res.headersSent || res.destroyed) {
     // Answered already (`503` at the shutdown deadline), or its client went away before the
     // answer came (no `close` will come to cancel a stream, and a paused piped body would
     // wait for a `drain` that never comes): the body is dropped, which settles it (the
     // gateway's slot is freed, the upstream request closed).
-    if (reply.body instanceof ReadableStream) await reply.body.cancel().catch(() => {});
-    else if (reply.body !== null && typeof reply.body !== 'string') reply.body.cancel();
+    if (reply.body instanceof ReadableStream) {
+      reply.body.cancel().then(written, written);
+      return;
+    }
+    if (reply.body !== null && typeof reply.body !== 'string') reply.body.cancel();
+    written();
     return;
   }
   if (reply.body === null || typeof reply.body === 'string') {
     res.writeHead(reply.status, reply.headers);
     res.end(reply.body ?? undefined);
+    written();
     return;
   }
   res.writeHead(reply.status, reply.headers);
@@ -26,55 +49,68 @@ export async function writeReply(res: ServerResponse, reply: Reply): Promise<voi
   const json = isJsonDocument(reply.headers);
   // Else headers first: an event stream's client learns the answer before its first event.
   if (!json) res.flushHeaders();
-  if (reply.body instanceof ReadableStream) await writeStream(res, reply.body, json);
-  else await writePiped(res, reply.body, json);
+  if (reply.body instanceof ReadableStream)
+    writeStream(res, reply.body, json).then(written, failed);
+  else writePiped(res, reply.body, json, written, failed);
 }
 
 /**
  * Pipes a piped body (the gateway's upstream answer on Node) to the response, as
  * {@link writeStream} writes a Web one: paused while the socket is full, cancelled when the
- * client goes away, the first chunk held back with `holdFirst`.
+ * client goes away, the first chunk held back with `holdFirst`. `written` or `failed` is
+ * called once, when it is over.
  */
-function writePiped(res: ServerResponse, body: PipedBody, holdFirst: boolean): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let held: Uint8Array | undefined;
-    let holding = holdFirst;
-    const resume = () => body.resume();
-    const gone = () => {
+function writePiped(
+  res: ServerResponse,
+  body: PipedBody,
+  holdFirst: boolean,
+  written: () => void,
+  failed: (error: unknown) => void,
+): void {
+  let held: Uint8Array | undefined;
+  let holding = holdFirst;
+  // Told once: whichever of the end, an error or the client going away came first.
+  let over = false;
+  const settle = (error?: { cause: unknown }) => {
+    if (over) return;
+    over = true;
+    if (error === undefined) written();
+    else failed(error.cause);
+  };
+  const resume = () => body.resume();
+  const gone = () => {
+    cleanup();
+    if (!res.writableFinished) body.cancel(new DOMException('the client went away', 'AbortError'));
+    settle();
+  };
+  const cleanup = () => {
+    res.off('drain', resume);
+    res.off('close', gone);
+  };
+  res.on('drain', resume);
+  res.once('close', gone);
+  body.pipe({
+    write(chunk) {
+      if (holding) {
+        holding = false;
+        held = chunk;
+        return true;
+      }
+      if (held !== undefined) {
+        res.write(held);
+        held = undefined;
+      }
+      return res.write(chunk);
+    },
+    end() {
       cleanup();
-      if (!res.writableFinished)
-        body.cancel(new DOMException('the client went away', 'AbortError'));
-      resolve();
-    };
-    const cleanup = () => {
-      res.off('drain', resume);
-      res.off('close', gone);
-    };
-    res.on('drain', resume);
-    res.once('close', gone);
-    body.pipe({
-      write(chunk) {
-        if (holding) {
-          holding = false;
-          held = chunk;
-          return true;
-        }
-        if (held !== undefined) {
-          res.write(held);
-          held = undefined;
-        }
-        return res.write(chunk);
-      },
-      end() {
-        cleanup();
-        res.end(held);
-        resolve();
-      },
-      error(error) {
-        cleanup();
-        reject(error);
-      },
-    });
+      res.end(held);
+      settle();
+    },
+    error(error) {
+      cleanup();
+      settle({ cause: error });
+    },
   });
 }
 

@@ -26,8 +26,12 @@ const GATEWAY_ERRORS: KeywayErrorCode[] = [
   'upstream_error',
 ];
 
-/** Core's answer is already a {@link Reply}'s shape: no Web `Response` between. */
-async function forward({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
+/**
+ * Core's answer is already a {@link Reply}'s shape: no Web `Response` between. Core's promise
+ * itself, not one of an `async` function around it (a turn less for every call); what throws
+ * before it is made is caught by the dispatcher as a rejection would be.
+ */
+function forward({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
   const request = incoming.forwarded();
   // Relayed: on Node the upstream's answer is piped to the socket, never a Web stream.
   return broker.gateway[RELAYED](principal, resourcePathFromUrl(param), request);
@@ -73,8 +77,11 @@ export const GATEWAY_ROUTES: Route[] = [
   ),
 ];
 
-/** The API proxy's path: what follows `/proxy/`, still encoded, checked and split in core. */
-async function proxy({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
+/**
+ * The API proxy's path: what follows `/proxy/`, still encoded, checked and split in core.
+ * Core's promise, as {@link forward} answers it.
+ */
+function proxy({ broker, principal, param, incoming }: RouteContext): Promise<Reply> {
   const request = incoming.forwarded();
   // The query as the caller wrote it: `%20` and `+` are not the same to every API.
   const query = incoming.search();

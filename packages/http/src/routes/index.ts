@@ -43,12 +43,30 @@ export interface CompiledRoute {
 }
 
 /**
+ * Routes compiled for {@link matchRoutes}, grouped by the first segment of their template: a
+ * path is held only to the templates that may match its own first segment (a few of some
+ * hundred), in the order they were declared.
+ */
+export interface RouteTable {
+  /** By a first segment, the routes whose template begins with it, and {@link rest}. */
+  readonly bySegment: ReadonlyMap<string, readonly CompiledRoute[]>;
+  /** The routes whose template's first segment is not all text (a parameter in it). */
+  readonly rest: readonly CompiledRoute[];
+}
+
+/** A path's first segment: what lies between its leading `/` and the next. */
+function firstSegment(path: string): string {
+  const end = path.indexOf('/', 1);
+  return path.slice(1, end === -1 ? path.length : end);
+}
+
+/**
  * Compiles routes for {@link matchRoutes}. A parameter takes the rest of its segment and
  * any below (`{id}` of `/api/admin/providers/{id}` matches `a/b`): resource paths hold
  * slashes, and a token name that does is refused by the name's own check, not by routing.
  */
-export function compileRoutes(routes: readonly Route[]): CompiledRoute[] {
-  return routes.map((route) => {
+export function compileRoutes(routes: readonly Route[]): RouteTable {
+  const compiled = routes.map((route) => {
     const source = route.path.replace(/[.]/g, '\\.').replace(/\{[a-z_]+\}/, '(.+)');
     const brace = route.path.indexOf('{');
     return {
@@ -57,15 +75,24 @@ export function compileRoutes(routes: readonly Route[]): CompiledRoute[] {
       prefix: brace === -1 ? route.path : route.path.slice(0, brace),
     };
   });
+  // A template fixes its path's first segment when that segment ends before any parameter.
+  const fixed = (entry: CompiledRoute) =>
+    entry.prefix === entry.route.path || entry.prefix.indexOf('/', 1) !== -1;
+  const rest = compiled.filter((entry) => !fixed(entry));
+  const bySegment = new Map<string, CompiledRoute[]>();
+  for (const segment of new Set(compiled.filter(fixed).map(({ prefix }) => firstSegment(prefix)))) {
+    bySegment.set(
+      segment,
+      compiled.filter((entry) => !fixed(entry) || firstSegment(entry.prefix) === segment),
+    );
+  }
+  return { bySegment, rest };
 }
 
-/** The routes whose path matches, each with its (still encoded) parameter. */
-export function matchRoutes(
-  compiled: readonly CompiledRoute[],
-  path: string,
-): { route: Route; param: string }[] {
+/** The routes whose path matches, in the order they were declared, each with its (still encoded) parameter. */
+export function matchRoutes(table: RouteTable, path: string): { route: Route; param: string }[] {
   const found: { route: Route; param: string }[] = [];
-  for (const { route, pattern, prefix } of compiled) {
+  for (const { route, pattern, prefix } of table.bySegment.get(firstSegment(path)) ?? table.rest) {
     // Most templates fail on their first characters: a string comparison, not an expression.
     if (!path.startsWith(prefix)) continue;
     const match = pattern.exec(path);
