@@ -44,8 +44,8 @@ export interface CompiledRoute {
 
 /**
  * Routes compiled for {@link matchRoutes}, grouped by the first segment of their template: a
- * path is held only to the templates that may match its own first segment (a few of some
- * hundred), in the order they were declared.
+ * path is held only to the templates that may match its own first segment (a few of the
+ * sixty or so), in the order they were declared.
  */
 export interface RouteTable {
   /** By a first segment, the routes whose template begins with it, and {@link rest}. */
