@@ -60,18 +60,19 @@ describe('observedOutbound: the piped requests’ URLs', () => {
     ]);
   });
 
-  it('forgets the endpoints it parsed once it holds 1,024, and parses them again', async () => {
+  it('keeps the 1,024 endpoints parsed last, dropping the one parsed first', async () => {
     const { given, piped } = recording();
-    await piped('http://127.0.0.1/0', INIT);
-    for (let i = 1; i < 1024; i++) await piped(`http://127.0.0.1/${i}`, INIT);
+    for (let i = 0; i < 1024; i++) await piped(`http://127.0.0.1/${i}`, INIT);
     await piped('http://127.0.0.1/0', INIT);
     expect(given[1024]).toBe(given[0]);
-    // The 1,025th endpoint finds the cache full: all are forgotten, and parsed anew.
+    // The 1,025th endpoint finds the cache full: the first one parsed is dropped, no other.
     await piped('http://127.0.0.1/1024', INIT);
+    await piped('http://127.0.0.1/2', INIT);
+    expect(given[1026]).toBe(given[2]);
     await piped('http://127.0.0.1/0', INIT);
-    expect(given[1026]).not.toBe(given[0]);
-    expect((given[1026] as URL).href).toBe('http://127.0.0.1/0');
+    expect(given[1027]).not.toBe(given[0]);
+    expect((given[1027] as URL).href).toBe('http://127.0.0.1/0');
     await piped('http://127.0.0.1/0', INIT);
-    expect(given[1027]).toBe(given[1026]);
+    expect(given[1028]).toBe(given[1027]);
   });
 });

@@ -1,4 +1,5 @@
 import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { setBounded } from '../platform/bounded.js';
 import type { HostClass, Observer } from '../telemetry/observation.js';
 import { activeTracer, failureCode, NO_SPAN, OUTCOME } from '../telemetry/tracing.js';
 import type { OutboundFetch } from './fetch.js';
@@ -27,10 +28,7 @@ export function observedOutbound<F extends OutboundFetch>(
       let url = typeof input === 'string' ? parsed.get(input) : undefined;
       if (url === undefined) {
         url = urlOf(input);
-        if (typeof input === 'string') {
-          if (parsed.size >= PARSED_URLS) parsed.clear();
-          parsed.set(input, url);
-        }
+        if (typeof input === 'string') setBounded(parsed, input, url, PARSED_URLS);
       }
       return observedCall(url, init.method, allowedHosts, observe, () => piped(url ?? input, init));
     };
@@ -39,8 +37,9 @@ export function observedOutbound<F extends OutboundFetch>(
 }
 
 /**
- * How many endpoints' parsed URLs the piped fetch keeps (forgotten all at once past it). Each
- * is only read once made (checked, then taken apart by the transport), never changed.
+ * How many endpoints' parsed URLs the piped fetch keeps (past it, the one parsed first is
+ * dropped). Each is only read once made (checked, then taken apart by the transport), never
+ * changed.
  */
 const PARSED_URLS = 1024;
 
